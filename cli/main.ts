@@ -1,0 +1,18 @@
+/** The `berth` command. */
+import { Command } from 'commander';
+import { placementCommand } from './commands/placement.js';
+import { upCommand } from './commands/up.js';
+import { UsageError } from './usage-error.js';
+
+const program = new Command('berth')
+  .description('Berth: an elastic query tier for S3-backed segment data')
+  .addCommand(upCommand())
+  .addCommand(placementCommand());
+
+try {
+  await program.parseAsync();
+} catch (error) {
+  if (!(error instanceof UsageError)) throw error;
+  console.error(`berth: ${error.message}`);
+  process.exit(2);
+}

@@ -1,0 +1,51 @@
+/** Runs the built `berth` command as a user would (the test script builds it first). */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const BERTH_BIN = fileURLToPath(new URL('../../bin/berth.js', import.meta.url));
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `berth ...args` to completion. */
+export function berth(...args: string[]): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BERTH_BIN, ...args], { maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** Starts a long-running `berth ...args`; `waitFor` resolves once its stdout has printed a match. */
+export function startBerth(...args: string[]): { child: ChildProcess; output: () => string; waitFor(pattern: RegExp): Promise<void>; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [BERTH_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const listeners = new Set<() => void>();
+  const append = (chunk: Buffer) => {
+    output += chunk.toString();
+    for (const listener of listeners) listener();
+  };
+  child.stdout!.on('data', append);
+  child.stderr!.on('data', append);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    output: () => output,
+    exited,
+    waitFor: (pattern) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(output)) {
+            listeners.delete(check);
+            resolve();
+          }
+        };
+        listeners.add(check);
+        check();
+        void exited.then((code) => reject(new Error(`berth exited with ${code} before printing ${pattern}:\n${output}`)));
+      }),
+  };
+}
