@@ -32,37 +32,6 @@ export function idHash(id: string): Hash64 {
   return { hi: Number(h >> 32n), lo: Number(h & LOW_32) };
 }
 
-// fmix64 constants 0xff51afd7ed558ccd and 0xc4ceb9fe1a85ec53, split into halves.
-const C1_HI = 0xff51afd7;
-const C1_LO = 0xed558ccd;
-const C2_HI = 0xc4ceb9fe;
-const C2_LO = 0x1a85ec53;
-
-// The running 64-bit value of pairUniform, kept in module scope so the hot loop allocates nothing.
-let hi = 0;
-let lo = 0;
-
-/** (hi, lo) *= (cHi, cLo), modulo 2^64, using 16-bit limbs for the exact low 32x32 product. */
-function multiply(cHi: number, cLo: number): void {
-  const a0 = lo & 0xffff;
-  const a1 = lo >>> 16;
-  const b0 = cLo & 0xffff;
-  const b1 = cLo >>> 16;
-  const p00 = a0 * b0;
-  const p01 = a0 * b1;
-  const p10 = a1 * b0;
-  const mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
-  const carry = a1 * b1 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16);
-  const newLo = (((mid & 0xffff) << 16) | (p00 & 0xffff)) >>> 0;
-  hi = (carry + Math.imul(lo, cHi) + Math.imul(hi, cLo)) >>> 0;
-  lo = newLo;
-}
-
-/** value ^= value >>> 33 */
-function xorShift33(): void {
-  lo = (lo ^ (hi >>> 1)) >>> 0;
-}
-
 /**
  * The uniform draw u in (0, 1) for one (segment, node) pair: the top 53 bits of
  * fmix64(segment XOR node) over 2^53, never 0.
@@ -73,19 +42,55 @@ export function pairUniform(segment: Hash64, node: Hash64): number {
 
 /** pairUniform on unpacked halves, for loops over precomputed node hashes. */
 export function pairUniformOf(segHi: number, segLo: number, nodeHi: number, nodeLo: number): number {
-  hi = (segHi ^ nodeHi) >>> 0;
-  lo = (segLo ^ nodeLo) >>> 0;
-  xorShift33();
-  multiply(C1_HI, C1_LO);
-  xorShift33();
-  multiply(C2_HI, C2_LO);
-  xorShift33();
-  const top53 = hi * 2 ** 21 + (lo >>> 11);
+  fmix64(segHi ^ nodeHi, segLo ^ nodeLo);
+  const top53 = mixed[0]! * 2 ** 21 + (mixed[1]! >>> 11);
   return top53 === 0 ? 1 / TWO_POW_53 : top53 / TWO_POW_53;
+}
+
+// fmix64's result, [hi, lo]: written in place so that the hot loop allocates nothing.
+const mixed = new Uint32Array(2);
+
+/**
+ * MurmurHash3's fmix64 on a 64-bit value given as 32-bit halves:
+ *   k ^= k >>> 33; k *= 0xff51afd7ed558ccd; k ^= k >>> 33; k *= 0xc4ceb9fe1a85ec53; k ^= k >>> 33
+ * Each 64-bit multiplication keeps the low 64 bits: the low halves' 32x32 product is computed
+ * exactly in 16-bit limbs, and Math.imul gives the two cross terms that land in the high half.
+ * Unrolled by hand: this runs once per (segment, node) pair on the coordinator's hot path.
+ */
+function fmix64(hi: number, lo: number): void {
+  hi >>>= 0;
+  lo = (lo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33 leaves the high half as it was
+
+  // k *= 0xff51afd7ed558ccd (low-half limbs 0xed55, 0x8ccd)
+  let a0 = lo & 0xffff;
+  let a1 = lo >>> 16;
+  let p00 = a0 * 0x8ccd;
+  let p01 = a0 * 0xed55;
+  let p10 = a1 * 0x8ccd;
+  let mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
+  let carry = a1 * 0xed55 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16);
+  let productLo = (((mid & 0xffff) << 16) | (p00 & 0xffff)) >>> 0;
+  hi = (carry + Math.imul(lo, 0xff51afd7) + Math.imul(hi, 0xed558ccd)) >>> 0;
+  lo = (productLo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33
+
+  // k *= 0xc4ceb9fe1a85ec53 (low-half limbs 0x1a85, 0xec53)
+  a0 = lo & 0xffff;
+  a1 = lo >>> 16;
+  p00 = a0 * 0xec53;
+  p01 = a0 * 0x1a85;
+  p10 = a1 * 0xec53;
+  mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
+  carry = a1 * 0x1a85 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16);
+  productLo = (((mid & 0xffff) << 16) | (p00 & 0xffff)) >>> 0;
+  hi = (carry + Math.imul(lo, 0xc4ceb9fe) + Math.imul(hi, 0x1a85ec53)) >>> 0;
+  lo = (productLo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33
+
+  mixed[0] = hi;
+  mixed[1] = lo;
 }
 
 /** The pair's full 64-bit mixed hash, for golden vectors and the reference test. */
 export function pairHash(segment: Hash64, node: Hash64): Hash64 {
-  pairUniform(segment, node);
-  return { hi, lo };
+  fmix64(segment.hi ^ node.hi, segment.lo ^ node.lo);
+  return { hi: mixed[0]!, lo: mixed[1]! };
 }

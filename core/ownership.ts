@@ -57,7 +57,12 @@ export class Placement {
     let best = -1;
     let bestScore = -1;
     for (let i = 0; i < this.weights.length; i++) {
-      const score = this.score(i, hi, lo);
+      const u = pairUniformOf(hi, lo, this.hashHi[i]!, this.hashLo[i]!);
+      const weight = this.weights[i]!;
+      // An exact shortcut: -ln(u) >= 1 - u, so weight / (1 - u) bounds the score from above, and a
+      // node that cannot beat the best so far skips the logarithm.
+      if (weight / (1 - u) <= bestScore) continue;
+      const score = weight / -Math.log(u);
       // Strictly greater: on an exact tie the smaller id (earlier in sorted order) wins.
       if (score > bestScore) {
         bestScore = score;
