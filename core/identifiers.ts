@@ -1,0 +1,20 @@
+/**
+ * The shapes of names that reach SQL and object keys. Checked at every service boundary, so that
+ * no identifier can carry SQL or a path: ids never contain '/', '..' or quotes.
+ */
+
+/** Table names: lower-case SQL identifiers. */
+export const TABLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+/** Segment ids: letters, digits, '.', '_' and '-', starting with a letter or digit, no "..". */
+export const SEGMENT_ID = /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
+/** Node ids and group names. */
+export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+export const isTableName = (s: string) => TABLE_NAME.test(s);
+export const isSegmentId = (s: string) => SEGMENT_ID.test(s);
+
+/** A double-quoted SQL identifier (only ever applied to names that passed the checks above). */
+export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Where a segment's Parquet object lives in the bucket. */
+export const segmentObjectKey = (table: string, segmentId: string) => `tables/${table}/${segmentId}.parquet`;

@@ -1,0 +1,31 @@
+/** Errors a handler throws to answer with a 4xx, and the one error handler every service installs. */
+import type { FastifyError, FastifyInstance } from 'fastify';
+
+/** Thrown when a request cannot be served as asked; becomes an HTTP answer with its status and code. */
+export class HttpError extends Error {
+  override name = 'HttpError';
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (code: string, message: string) => new HttpError(400, code, message);
+export const notFound = (code: string, message: string) => new HttpError(404, code, message);
+export const conflict = (code: string, message: string) => new HttpError(409, code, message);
+
+/** 4xx errors say what was wrong; 5xx are logged in full and answered without internals. */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      return reply.code(status).send({ error: 'internal', message: 'internal error; see the service log' });
+    }
+    const code = error instanceof HttpError ? error.code : (error.code ?? 'bad_request').toLowerCase();
+    return reply.code(status).send({ error: code, message: error.message });
+  });
+}

@@ -1,0 +1,157 @@
+/** The meta service: node registry with heartbeats, members, SHOW BACKENDS, the segment manifest and leases. */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { requireToken } from '../common/auth.js';
+import { conflict, installErrorHandler, notFound } from '../common/errors.js';
+import { loggerOptions } from '../common/logger.js';
+import { NodeId, SegmentId, SegmentSchema, TableName, Vcpus } from '../common/schemas.js';
+import type { MetaStore } from './store.js';
+
+export interface MetaAppOptions {
+  store: MetaStore;
+  /** Bearer token required on every mutating endpoint. */
+  token: string;
+  /** @default true */
+  logger?: boolean;
+}
+
+const Group = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' });
+const LeaseName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$' });
+
+export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
+  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('meta'), bodyLimit: 1 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
+  installErrorHandler(app);
+  const { store } = options;
+  const auth = { onRequest: requireToken(options.token) };
+
+  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/readyz', async () => ({ ok: true }));
+
+  // ── nodes ──
+  app.post(
+    '/v1/nodes',
+    {
+      ...auth,
+      schema: {
+        body: Type.Object(
+          { id: NodeId, group: Group, url: Type.String({ pattern: '^https?://', maxLength: 500 }), vcpus: Vcpus, startedAt: Type.Integer({ minimum: 0 }) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      store.registerNode(request.body);
+      return { ok: true };
+    },
+  );
+
+  app.post(
+    '/v1/nodes/:id/heartbeat',
+    { ...auth, schema: { params: Type.Object({ id: NodeId }), body: Type.Object({ vcpus: Vcpus }, { additionalProperties: false }) } },
+    async (request) => {
+      if (!store.heartbeat(request.params.id, request.body.vcpus)) {
+        throw notFound('unknown_node', `node "${request.params.id}" is not registered; register again`);
+      }
+      return { ok: true };
+    },
+  );
+
+  app.get('/v1/groups/:group/members', { schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
+    group: request.params.group,
+    members: store.members(request.params.group),
+  }));
+
+  app.get('/v1/backends', { schema: { querystring: Type.Object({ group: Type.Optional(Group) }) } }, async (request) => ({
+    backends: store.backends(request.query.group),
+  }));
+
+  // ── tables and segments ──
+  app.put(
+    '/v1/tables/:table',
+    {
+      ...auth,
+      schema: {
+        params: Type.Object({ table: TableName }),
+        body: Type.Object(
+          {
+            timestampColumn: Type.String({ minLength: 1, maxLength: 200 }),
+            columns: Type.Array(Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }), type: Type.String({ minLength: 1, maxLength: 500 }) }), { minItems: 1, maxItems: 2000 }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => store.ensureTable({ name: request.params.table, ...request.body }),
+  );
+
+  app.get('/v1/tables', async () => ({ tables: store.listTables() }));
+
+  app.get('/v1/tables/:table', { schema: { params: Type.Object({ table: TableName }) } }, async (request) => {
+    const table = store.getTable(request.params.table);
+    if (!table) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+    return table;
+  });
+
+  app.get(
+    '/v1/tables/:table/segments',
+    { schema: { params: Type.Object({ table: TableName }), querystring: Type.Object({ from: Type.Optional(Type.Integer()), to: Type.Optional(Type.Integer()) }) } },
+    async (request) => {
+      if (!store.getTable(request.params.table)) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+      return { segments: store.listSegments(request.params.table, request.query) };
+    },
+  );
+
+  app.get('/v1/segments/:id', { schema: { params: Type.Object({ id: SegmentId }) } }, async (request) => {
+    const segment = store.getSegment(request.params.id);
+    if (!segment) throw notFound('segment_not_found', `segment "${request.params.id}" is not in the manifest`);
+    return segment;
+  });
+
+  app.post('/v1/segments', { ...auth, schema: { body: SegmentSchema } }, async (request) => store.commitSegment(request.body));
+
+  app.post(
+    '/v1/segments/swap',
+    { ...auth, schema: { body: Type.Object({ retire: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }), add: SegmentSchema }, { additionalProperties: false }) } },
+    async (request) => store.swapSegments(request.body.retire, request.body.add),
+  );
+
+  app.post(
+    '/v1/segments/retire',
+    { ...auth, schema: { body: Type.Object({ ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) }, { additionalProperties: false }) } },
+    async (request) => {
+      store.retireSegments(request.body.ids);
+      return { ok: true };
+    },
+  );
+
+  // ── leases ──
+  const Holder = Type.String({ minLength: 1, maxLength: 200 });
+  app.post(
+    '/v1/leases/:name/acquire',
+    { ...auth, schema: { params: Type.Object({ name: LeaseName }), body: Type.Object({ holder: Holder, ttlMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }) }, { additionalProperties: false }) } },
+    async (request) => {
+      const result = store.acquireLease(request.params.name, request.body.holder, request.body.ttlMs);
+      if (!result.granted) {
+        throw conflict('lease_held', `lease "${request.params.name}" is held by "${result.lease.holder}" until ${new Date(result.lease.expiresAt).toISOString()}`);
+      }
+      return result.lease;
+    },
+  );
+
+  app.post(
+    '/v1/leases/:name/release',
+    { ...auth, schema: { params: Type.Object({ name: LeaseName }), body: Type.Object({ holder: Holder }, { additionalProperties: false }) } },
+    async (request) => ({ released: store.releaseLease(request.params.name, request.body.holder) }),
+  );
+
+  app.post(
+    '/v1/leases/release-holder',
+    { ...auth, schema: { body: Type.Object({ holder: Holder }, { additionalProperties: false }) } },
+    async (request) => ({ released: store.releaseLeasesOf(request.body.holder) }),
+  );
+
+  app.get('/v1/leases', async () => ({ leases: store.listLeases() }));
+
+  return app;
+}

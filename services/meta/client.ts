@@ -1,0 +1,70 @@
+/** A typed client for the meta service, used by query nodes, the coordinator and activities. */
+import { callJson } from '../common/http-client.js';
+import type { Backend, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
+
+export type { Backend, Lease, Member, Segment, SegmentRow, TableInfo };
+
+export class MetaClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
+
+  registerNode(node: { id: string; group: string; url: string; vcpus: number; startedAt: number }): Promise<void> {
+    return callJson(`${this.baseUrl}/v1/nodes`, { body: node, token: this.token });
+  }
+
+  heartbeat(id: string, vcpus: number): Promise<void> {
+    return callJson(`${this.baseUrl}/v1/nodes/${encodeURIComponent(id)}/heartbeat`, { body: { vcpus }, token: this.token });
+  }
+
+  async members(group: string): Promise<Member[]> {
+    return (await callJson<{ members: Member[] }>(`${this.baseUrl}/v1/groups/${encodeURIComponent(group)}/members`)).members;
+  }
+
+  async backends(group?: string): Promise<Backend[]> {
+    const query = group === undefined ? '' : `?group=${encodeURIComponent(group)}`;
+    return (await callJson<{ backends: Backend[] }>(`${this.baseUrl}/v1/backends${query}`)).backends;
+  }
+
+  ensureTable(table: TableInfo): Promise<TableInfo> {
+    const { name, ...body } = table;
+    return callJson(`${this.baseUrl}/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
+  }
+
+  getTable(name: string): Promise<TableInfo> {
+    return callJson(`${this.baseUrl}/v1/tables/${encodeURIComponent(name)}`);
+  }
+
+  async listTables(): Promise<TableInfo[]> {
+    return (await callJson<{ tables: TableInfo[] }>(`${this.baseUrl}/v1/tables`)).tables;
+  }
+
+  async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
+    const query = new URLSearchParams();
+    if (range.from !== undefined) query.set('from', String(range.from));
+    if (range.to !== undefined) query.set('to', String(range.to));
+    const url = `${this.baseUrl}/v1/tables/${encodeURIComponent(table)}/segments?${query}`;
+    return (await callJson<{ segments: SegmentRow[] }>(url)).segments;
+  }
+
+  getSegment(id: string): Promise<SegmentRow> {
+    return callJson(`${this.baseUrl}/v1/segments/${encodeURIComponent(id)}`);
+  }
+
+  commitSegment(segment: Segment): Promise<SegmentRow> {
+    return callJson(`${this.baseUrl}/v1/segments`, { body: segment, token: this.token });
+  }
+
+  swapSegments(retire: string[], add: Segment): Promise<SegmentRow> {
+    return callJson(`${this.baseUrl}/v1/segments/swap`, { body: { retire, add }, token: this.token });
+  }
+
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
+    return callJson(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
+  }
+
+  async releaseLease(name: string, holder: string): Promise<boolean> {
+    return (await callJson<{ released: boolean }>(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/release`, { body: { holder }, token: this.token })).released;
+  }
+}
