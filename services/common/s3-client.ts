@@ -22,3 +22,13 @@ export function createS3Client(config: S3Config): S3Client {
     forcePathStyle: config.endpoint !== undefined,
   });
 }
+
+/** BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_ACCESS_KEY_ID and BERTH_S3_SECRET_ACCESS_KEY. */
+export function s3ConfigFromEnv(env: NodeJS.ProcessEnv = process.env): S3Config {
+  const { BERTH_S3_ENDPOINT: endpoint, BERTH_S3_REGION: region, BERTH_S3_ACCESS_KEY_ID: accessKeyId, BERTH_S3_SECRET_ACCESS_KEY: secretAccessKey } = env;
+  return {
+    endpoint: endpoint || undefined,
+    region: region || undefined,
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
+  };
+}

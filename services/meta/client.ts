@@ -1,8 +1,8 @@
 /** A typed client for the meta service, used by query nodes, the coordinator and activities. */
 import { callJson } from '../common/http-client.js';
-import type { Backend, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
+import type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
 
-export type { Backend, Lease, Member, Segment, SegmentRow, TableInfo };
+export type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo };
 
 export class MetaClient {
   constructor(

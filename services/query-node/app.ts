@@ -1,0 +1,177 @@
+/** The query node's HTTP API: scans over cached segments, pushes of fresh segments, health and metrics. */
+import type { Readable } from 'node:stream';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import pLimit from 'p-limit';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { Type } from 'typebox';
+import { requireToken } from '../common/auth.js';
+import { installErrorHandler } from '../common/errors.js';
+import { loggerOptions } from '../common/logger.js';
+import type { MemberView } from '../common/member-view.js';
+import { SegmentId, TableName } from '../common/schemas.js';
+import type { HeldSegment, SegmentCache } from './segment-cache.js';
+import type { Scanner } from './scanner.js';
+import type { Warmer } from './warmer.js';
+
+export interface QueryNodeAppOptions {
+  nodeId: string;
+  group: string;
+  token: string;
+  cache: SegmentCache;
+  scanner: Scanner;
+  view: MemberView;
+  warmer: Warmer;
+  /** True once the node is registered with meta. */
+  isRegistered: () => boolean;
+  /** Largest segment a push may carry. @default 4 GiB */
+  maxSegmentBytes?: number;
+  /** Parallel S3 fetches per scan. @default 8 */
+  fetchConcurrency?: number;
+  /** @default true */
+  logger?: boolean;
+}
+
+/** What a scan reports next to its rows (the `x-berth-scan-stats` header). */
+export interface ScanStats {
+  node: string;
+  segments: number;
+  hits: number;
+  misses: number;
+  s3Gets: number;
+  bytesFromS3: number;
+  ms: number;
+}
+
+export const SCAN_STATS_HEADER = 'x-berth-scan-stats';
+export const PARQUET_TYPE = 'application/vnd.apache.parquet';
+
+const ScanRequest = Type.Object(
+  {
+    sql: Type.String({ minLength: 1, maxLength: 1 << 20 }),
+    tables: Type.Array(
+      Type.Object({
+        name: TableName,
+        columns: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
+        segments: Type.Array(SegmentId, { maxItems: 100_000 }),
+      }),
+      { minItems: 1, maxItems: 16 },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance {
+  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('query-node'), bodyLimit: 2 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
+  installErrorHandler(app);
+  const { cache, scanner, view, nodeId } = options;
+  const auth = { onRequest: requireToken(options.token) };
+  const metrics = nodeMetrics(cache);
+
+  // Pushed segments stream straight to disk instead of being buffered.
+  app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
+
+  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/readyz', async (_request, reply) => {
+    const ready = options.isRegistered() && view.placement !== undefined;
+    return reply.code(ready ? 200 : 503).send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
+  });
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()));
+
+  app.get('/v1/info', async () => ({
+    id: nodeId,
+    group: options.group,
+    owner: view.placement !== undefined,
+    cache: { usedBytes: cache.usedBytes, budgetBytes: cache.budgetBytes, segments: cache.ids().length, ...cache.counters },
+  }));
+
+  app.get('/v1/cache', async () => ({ segments: cache.ids() }));
+
+  app.post('/v1/scan', { ...auth, schema: { body: ScanRequest } }, async (request, reply) => {
+    const started = performance.now();
+    const limit = pLimit(options.fetchConcurrency ?? 8);
+    const held: HeldSegment[] = [];
+    try {
+      const tables = await Promise.all(
+        request.body.tables.map(async (table) => ({
+          name: table.name,
+          columns: table.columns,
+          files: await Promise.all(
+            table.segments.map((id) =>
+              limit(async () => {
+                const segment = await cache.acquire(table.name, id);
+                held.push(segment);
+                return segment.path;
+              }),
+            ),
+          ),
+        })),
+      );
+      const body = await scanner.run(request.body.sql, tables);
+      const stats: ScanStats = {
+        node: nodeId,
+        segments: held.length,
+        hits: held.filter((s) => s.hit).length,
+        misses: held.filter((s) => !s.hit).length,
+        s3Gets: held.filter((s) => s.bytesFetched > 0).length,
+        bytesFromS3: held.reduce((sum, s) => sum + s.bytesFetched, 0),
+        ms: Math.round(performance.now() - started),
+      };
+      return reply.header(SCAN_STATS_HEADER, JSON.stringify(stats)).type(PARQUET_TYPE).send(body);
+    } finally {
+      for (const segment of held) segment.release();
+    }
+  });
+
+  app.post(
+    '/v1/segments/:id',
+    {
+      ...auth,
+      bodyLimit: options.maxSegmentBytes ?? 4 * 1024 ** 3,
+      schema: { params: Type.Object({ id: SegmentId }), querystring: Type.Object({ table: TableName }) },
+    },
+    async (request) => {
+      const owner = view.placement?.owner(request.params.id)?.id;
+      if (owner !== nodeId) {
+        (request.body as Readable).resume(); // drain: a decline is an answer, not an error
+        return { accepted: false, owner: owner ?? null, reason: owner ? `segment is owned by ${owner}` : 'no member list yet' };
+      }
+      const bytes = await cache.put(request.params.id, request.body as Readable);
+      return { accepted: true, owner, bytes };
+    },
+  );
+
+  app.post('/v1/warm', auth, async () => ({ fetched: await options.warmer.runOnce() }));
+
+  return app;
+}
+
+function nodeMetrics(cache: SegmentCache): Registry {
+  const registry = new Registry();
+  const counter = (name: string, help: string, read: () => number) => {
+    let reported = 0;
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const now = read();
+        this.inc(now - reported);
+        reported = now;
+      },
+    });
+  };
+  counter('berth_cache_hits_total', 'Segment reads served from the local cache', () => cache.counters.hits);
+  counter('berth_cache_misses_total', 'Segment reads that had to fetch from S3', () => cache.counters.misses);
+  counter('berth_s3_gets_total', 'GET requests sent to S3', () => cache.counters.s3Gets);
+  counter('berth_s3_bytes_total', 'Bytes read from S3', () => cache.counters.bytesFromS3);
+  new Gauge({
+    name: 'berth_cache_bytes',
+    help: 'Bytes held in the segment cache',
+    registers: [registry],
+    collect() {
+      this.set(cache.usedBytes);
+    },
+  });
+  return registry;
+}

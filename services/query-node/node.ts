@@ -1,0 +1,123 @@
+/** Composes a running query node: identity, cache, DuckDB, meta registration, member view, warmer, HTTP. */
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { openSandboxedDuckDB } from '../common/duckdb.js';
+import { MemberView } from '../common/member-view.js';
+import { createS3Client, type S3Config } from '../common/s3-client.js';
+import { MetaClient } from '../meta/client.js';
+import { buildQueryNodeApp } from './app.js';
+import { startHeartbeats } from './heartbeat.js';
+import { loadOrCreateNodeId } from './identity.js';
+import { Scanner } from './scanner.js';
+import { SegmentCache } from './segment-cache.js';
+import { detectVcpus } from './vcpus.js';
+import { Warmer } from './warmer.js';
+
+export interface QueryNodeConfig {
+  /** Holds the node's identity and its cached segments. */
+  cacheDir: string;
+  /** @default 1 GiB */
+  cacheBytes?: number;
+  /** @default 'serving' */
+  group?: string;
+  /** @default '127.0.0.1' */
+  host?: string;
+  /** @default 0 (any free port) */
+  port?: number;
+  metaUrl: string;
+  token: string;
+  s3: S3Config;
+  bucket: string;
+  /** Declared vCPUs instead of the detected quota (tests and demos). */
+  vcpus?: number;
+  /** @default 5000 */
+  heartbeatMs?: number;
+  /** @default 10000 */
+  memberPollMs?: number;
+  /** @default 10000 */
+  warmIntervalMs?: number;
+  /** DuckDB threads. @default the declared vCPUs, rounded up */
+  threads?: number;
+  /** DuckDB memory limit, e.g. '2GB'. */
+  memoryLimit?: string;
+  /** @default true */
+  logger?: boolean;
+}
+
+export interface RunningQueryNode {
+  id: string;
+  url: string;
+  cache: SegmentCache;
+  view: MemberView;
+  warmer: Warmer;
+  /** Resolves once meta has the node. */
+  registered: Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQueryNode> {
+  const startedAt = Date.now();
+  const group = config.group ?? 'serving';
+  const id = await loadOrCreateNodeId(config.cacheDir);
+  const segmentsDir = path.join(config.cacheDir, 'segments');
+  const scratchDir = path.join(config.cacheDir, 'scratch');
+  await rm(scratchDir, { recursive: true, force: true });
+  await mkdir(path.join(scratchDir, 'spill'), { recursive: true });
+
+  const vcpus = async () => config.vcpus ?? (await detectVcpus()).vcpus;
+  const s3 = createS3Client(config.s3);
+  const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket });
+  const duckdb = await openSandboxedDuckDB({
+    allowedDirectories: [segmentsDir, scratchDir],
+    tempDirectory: path.join(scratchDir, 'spill'),
+    threads: config.threads ?? Math.ceil(await vcpus()),
+    memoryLimit: config.memoryLimit,
+  });
+  const meta = new MetaClient(config.metaUrl, config.token);
+  const view = new MemberView({ meta, group, pollMs: config.memberPollMs });
+  const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs });
+  let isRegistered = false;
+  const app = buildQueryNodeApp({
+    nodeId: id,
+    group,
+    token: config.token,
+    cache,
+    scanner: new Scanner(duckdb, scratchDir),
+    view,
+    warmer,
+    isRegistered: () => isRegistered,
+    logger: config.logger,
+  });
+  const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
+
+  const heartbeats = startHeartbeats({
+    meta,
+    node: { id, group, url, startedAt },
+    vcpus,
+    intervalMs: config.heartbeatMs,
+    onError: (error) => app.log.warn({ err: error }, 'heartbeat failed'),
+  });
+  const registered = heartbeats.registered.then(async () => {
+    isRegistered = true;
+    await view.refresh().catch(() => {});
+  });
+  view.start();
+  warmer.start();
+
+  return {
+    id,
+    url,
+    cache,
+    view,
+    warmer,
+    registered,
+    close: async () => {
+      heartbeats.stop();
+      view.stop();
+      warmer.stop();
+      await app.close();
+      duckdb.closeSync();
+      s3.destroy();
+    },
+  };
+}
