@@ -1,0 +1,379 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- DuckDB's parse tree is untyped JSON */
+/**
+ * Reads a query's shape from DuckDB's own parse tree (json_serialize_sql) and decides how it runs:
+ *
+ * - `aggregate`: decomposable aggregates (count, sum, min, max, avg) over one table. Each owner
+ *   runs a partial GROUP BY; the coordinator finishes them (counts and sums are summed, min of
+ *   mins, avg as sum over count) and applies HAVING, ORDER BY and LIMIT.
+ * - `select`: a plain select over one table. Each owner runs it with LIMIT raised by OFFSET; the
+ *   coordinator orders, offsets and limits the union.
+ * - `gather`: every other shape (exact distinct, windows, quantiles, joins, subqueries) runs whole
+ *   on one backend that reads all the segments.
+ *
+ * Also finds the bounds a WHERE puts on a table's timestamp column, for pruning segments. Pure
+ * functions over the tree: parsing, binding and turning trees back into SQL happen in the caller.
+ */
+
+export type AstNode = Record<string, any>;
+
+/** The name of the table that holds the partial results at the coordinator. */
+export const PARTIALS_TABLE = '__partials';
+
+export interface PlanInput {
+  /** The SELECT_NODE (or set operation) of the query's single statement. */
+  node: AstNode;
+  /** Every table the query may name, with its timestamp column and column names. */
+  tables: ReadonlyMap<string, { timestampColumn: string; columns: readonly string[] }>;
+  /** Names of DuckDB's aggregate functions (from duckdb_functions()). */
+  aggregateFunctions: ReadonlySet<string>;
+  /** The query's output column names, as DuckDB binds them. */
+  outputColumns: readonly string[];
+}
+
+/** Expressions that bound the timestamp column: ts >= max(lower), ts <= min(upper). */
+export interface TimeBounds {
+  lower: AstNode[];
+  upper: AstNode[];
+}
+
+export type QueryPlan =
+  | { kind: 'aggregate'; table: string; bounds: TimeBounds; partial: AstNode; final: AstNode }
+  | { kind: 'select'; table: string; bounds: TimeBounds; partial: AstNode; final: AstNode }
+  | { kind: 'gather'; tables: string[]; bounds: Map<string, TimeBounds>; reason: string };
+
+const DECOMPOSABLE = new Set(['count_star', 'count', 'sum', 'min', 'max', 'avg']);
+
+// ── tree walking ─────────────────────────────────────────────────────────────────────────────
+
+/** Calls visit on every object in the tree, parents first. */
+export function walk(tree: unknown, visit: (node: AstNode) => void): void {
+  if (Array.isArray(tree)) {
+    for (const item of tree) walk(item, visit);
+  } else if (tree !== null && typeof tree === 'object') {
+    visit(tree as AstNode);
+    for (const value of Object.values(tree)) walk(value, visit);
+  }
+}
+
+const some = (tree: unknown, test: (node: AstNode) => boolean): boolean => {
+  let found = false;
+  walk(tree, (node) => (found ||= test(node)));
+  return found;
+};
+
+/** Table names the query reads (CTE names excluded), and any table functions it calls. */
+export function referencedTables(node: AstNode): { tables: string[]; occurrences: number; tableFunctions: string[] } {
+  const ctes = new Set<string>();
+  walk(node, (n) => {
+    for (const entry of n.cte_map?.map ?? []) ctes.add(String(entry.key).toLowerCase());
+  });
+  const tables: string[] = [];
+  const tableFunctions: string[] = [];
+  walk(node, (n) => {
+    if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string' && !ctes.has(n.table_name.toLowerCase())) tables.push(n.table_name);
+    if (n.type === 'TABLE_FUNCTION') tableFunctions.push(String(n.function?.function_name ?? 'table function'));
+  });
+  return { tables: [...new Set(tables)], occurrences: tables.length, tableFunctions };
+}
+
+/** Structural equality of two expressions, ignoring positions and aliases; identifiers compare case-insensitively. */
+export function sameExpression(a: unknown, b: unknown): boolean {
+  return JSON.stringify(normalise(a)) === JSON.stringify(normalise(b));
+}
+
+function normalise(tree: unknown): unknown {
+  if (Array.isArray(tree)) return tree.map(normalise);
+  if (tree === null || typeof tree !== 'object') return tree;
+  const out: AstNode = {};
+  for (const [key, value] of Object.entries(tree)) {
+    if (key === 'query_location' || key === 'alias') continue;
+    out[key] = key === 'column_names' && Array.isArray(value) ? value.map((s) => String(s).toLowerCase()) : normalise(value);
+  }
+  return out;
+}
+
+const clone = <T>(tree: T): T => structuredClone(tree);
+
+// ── expression builders (the shapes json_serialize_sql produces) ─────────────────────────────
+
+const columnRef = (name: string, alias = ''): AstNode => ({ class: 'COLUMN_REF', type: 'COLUMN_REF', alias, column_names: [name] });
+const integer = (value: number): AstNode => ({ class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'BIGINT', type_info: null }, is_null: false, value } });
+const call = (name: string, children: AstNode[], alias = '', isOperator = false): AstNode => ({
+  class: 'FUNCTION',
+  type: 'FUNCTION',
+  alias,
+  function_name: name,
+  schema: '',
+  children,
+  filter: null,
+  order_bys: { type: 'ORDER_MODIFIER', orders: [] },
+  distinct: false,
+  is_operator: isOperator,
+  export_state: false,
+  catalog: '',
+});
+const coalesce = (children: AstNode[]): AstNode => ({ class: 'OPERATOR', type: 'OPERATOR_COALESCE', alias: '', children });
+const withAlias = (expr: AstNode, alias: string): AstNode => ({ ...expr, alias });
+const baseTable = (name: string): AstNode => ({
+  type: 'BASE_TABLE',
+  alias: '',
+  sample: null,
+  schema_name: '',
+  table_name: name,
+  column_name_alias: [],
+  catalog_name: '',
+  at_clause: null,
+});
+
+/** CAST(expr AS DECIMAL(38,0)): Parquet has no 128-bit integer, so wide partial sums travel as decimals. */
+export const castToDecimal38 = (expr: AstNode): AstNode => ({
+  class: 'CAST',
+  type: 'OPERATOR_CAST',
+  alias: expr.alias ?? '',
+  child: { ...expr, alias: '' },
+  cast_type: { id: 'DECIMAL', type_info: { type: 'DECIMAL_TYPE_INFO', alias: '', extension_info: null, width: 38, scale: 0 } },
+  try_cast: false,
+});
+
+// ── time bounds ──────────────────────────────────────────────────────────────────────────────
+
+const isConstantLike = (n: AstNode | null | undefined): boolean =>
+  !!n && (n.class === 'CONSTANT' || (n.class === 'CAST' && isConstantLike(n.child)));
+
+const isColumn = (n: AstNode | null | undefined, column: string): boolean =>
+  !!n && n.class === 'COLUMN_REF' && String(n.column_names.at(-1)).toLowerCase() === column.toLowerCase();
+
+/** Bounds on `column` from the top-level AND of a WHERE clause; anything else is ignored (never pruned on). */
+export function timeBounds(where: AstNode | null, column: string): TimeBounds {
+  const bounds: TimeBounds = { lower: [], upper: [] };
+  const conjuncts = (n: AstNode | null): AstNode[] =>
+    !n ? [] : n.type === 'CONJUNCTION_AND' ? (n.children as AstNode[]).flatMap(conjuncts) : [n];
+  for (const c of conjuncts(where)) {
+    if (c.class === 'BETWEEN' && isColumn(c.input, column) && isConstantLike(c.lower) && isConstantLike(c.upper)) {
+      bounds.lower.push(c.lower);
+      bounds.upper.push(c.upper);
+      continue;
+    }
+    if (c.class !== 'COMPARISON') continue;
+    const flipped: Record<string, string> = {
+      COMPARE_GREATERTHAN: 'COMPARE_LESSTHAN',
+      COMPARE_GREATERTHANOREQUALTO: 'COMPARE_LESSTHANOREQUALTO',
+      COMPARE_LESSTHAN: 'COMPARE_GREATERTHAN',
+      COMPARE_LESSTHANOREQUALTO: 'COMPARE_GREATERTHANOREQUALTO',
+      COMPARE_EQUAL: 'COMPARE_EQUAL',
+    };
+    let op = c.type as string;
+    let value: AstNode;
+    if (isColumn(c.left, column) && isConstantLike(c.right)) value = c.right;
+    else if (isColumn(c.right, column) && isConstantLike(c.left)) {
+      value = c.left;
+      op = flipped[op] ?? op;
+    } else continue;
+    if (op === 'COMPARE_GREATERTHAN' || op === 'COMPARE_GREATERTHANOREQUALTO' || op === 'COMPARE_EQUAL') bounds.lower.push(value);
+    if (op === 'COMPARE_LESSTHAN' || op === 'COMPARE_LESSTHANOREQUALTO' || op === 'COMPARE_EQUAL') bounds.upper.push(value);
+  }
+  return bounds;
+}
+
+// ── planning ─────────────────────────────────────────────────────────────────────────────────
+
+export function planQuery(input: PlanInput): QueryPlan {
+  const { node } = input;
+  const { tables, occurrences } = referencedTables(node);
+  const gather = (reason: string): QueryPlan => {
+    const bounds = new Map<string, TimeBounds>();
+    // Pruning by the top-level WHERE is only sound when it is the table's one appearance.
+    const readsTableDirectly = node.from_table?.type === 'BASE_TABLE' && node.from_table.table_name === tables[0] && (node.cte_map?.map ?? []).length === 0;
+    if (node.type === 'SELECT_NODE' && readsTableDirectly && occurrences === 1) {
+      const info = input.tables.get(tables[0]!);
+      if (info) bounds.set(tables[0]!, timeBounds(node.where_clause, info.timestampColumn));
+    }
+    return { kind: 'gather', tables, bounds, reason };
+  };
+
+  if (node.type !== 'SELECT_NODE') return gather('set operation');
+  if (node.from_table?.type !== 'BASE_TABLE' || occurrences !== 1) return gather('more than one table or a subquery in FROM');
+  if ((node.cte_map?.map ?? []).length > 0) return gather('common table expressions');
+  if (some(node, (n) => n.class === 'SUBQUERY')) return gather('subquery');
+  if (some(node, (n) => n.class === 'WINDOW')) return gather('window function');
+  if (node.qualify || node.sample || node.from_table.sample) return gather('QUALIFY or SAMPLE');
+  if ((node.modifiers as AstNode[]).some((m) => m.type === 'DISTINCT_MODIFIER')) return gather('SELECT DISTINCT');
+  if (node.aggregate_handling !== 'STANDARD_HANDLING') return gather('GROUP BY ALL or forced aggregation');
+  if ((node.group_sets as unknown[]).length > 1) return gather('grouping sets');
+
+  const table = tables[0]!;
+  const info = input.tables.get(table);
+  if (!info) return gather('unknown table');
+  const bounds = timeBounds(node.where_clause, info.timestampColumn);
+  const isAggregate = (n: AstNode) => n.class === 'FUNCTION' && input.aggregateFunctions.has(String(n.function_name).toLowerCase());
+  const hasAggregates = some([node.select_list, node.having, node.modifiers], isAggregate);
+  const hasGroups = (node.group_expressions as unknown[]).length > 0;
+
+  if (hasAggregates || hasGroups || node.having) return planAggregate(input, table, info.columns, bounds, isAggregate) ?? gather('aggregate that does not decompose');
+  return planSelect(input, table, bounds) ?? gather('ORDER BY or LIMIT that the coordinator cannot finish');
+}
+
+function planAggregate(
+  input: PlanInput,
+  table: string,
+  columns: readonly string[],
+  bounds: TimeBounds,
+  isAggregate: (n: AstNode) => boolean,
+): QueryPlan | undefined {
+  const { node } = input;
+  // Collect the distinct aggregate calls; each must decompose and hold no aggregate inside.
+  const calls: AstNode[] = [];
+  let decomposable = true;
+  const collect = (tree: unknown) =>
+    walkAggregates(tree, isAggregate, (call) => {
+      const name = String(call.function_name).toLowerCase();
+      const plain = !call.distinct && !call.filter && (call.order_bys?.orders ?? []).length === 0 && !call.export_state;
+      const args = call.children as AstNode[];
+      if (!DECOMPOSABLE.has(name) || !plain || args.length > 1 || (name !== 'count_star' && args.length !== 1) || some(args, isAggregate)) decomposable = false;
+      if (!calls.some((c) => sameExpression(c, call))) calls.push(call);
+    });
+  collect([node.select_list, node.having, node.modifiers]);
+  if (!decomposable) return undefined;
+
+  // GROUP BY 1 and GROUP BY alias name a select item; resolve them to the expressions they name.
+  const knownColumns = new Set(columns.map((c) => c.toLowerCase()));
+  const groups = (node.group_expressions as AstNode[]).map((g) => {
+    if (g.class === 'CONSTANT' && Number.isInteger(g.value?.value)) return (node.select_list as AstNode[])[g.value.value - 1];
+    if (g.class === 'COLUMN_REF' && g.column_names.length === 1 && !knownColumns.has(String(g.column_names[0]).toLowerCase())) {
+      return (node.select_list as AstNode[]).find((s) => String(s.alias).toLowerCase() === String(g.column_names[0]).toLowerCase()) ?? g;
+    }
+    return g;
+  });
+  if (groups.some((g) => g === undefined || some(g, isAggregate))) return undefined;
+
+  const partialSelect: AstNode[] = groups.map((g, i) => withAlias(clone(g!), `g${i}`));
+  const finals: AstNode[] = calls.map((c, k) => {
+    const name = String(c.function_name).toLowerCase();
+    const args = clone(c.children as AstNode[]);
+    const part = (fn: string, suffix = '') => {
+      partialSelect.push(call(fn, clone(args), `a${k}${suffix}`));
+      return columnRef(`a${k}${suffix}`);
+    };
+    switch (name) {
+      case 'count_star':
+        partialSelect.push(call('count_star', [], `a${k}`));
+        return coalesce([call('sum', [columnRef(`a${k}`)]), integer(0)]);
+      case 'count':
+        return coalesce([call('sum', [part('count')]), integer(0)]);
+      case 'sum':
+        return call('sum', [part('sum')]);
+      case 'min':
+        return call('min', [part('min')]);
+      case 'max':
+        return call('max', [part('max')]);
+      default: // avg
+        return call('/', [call('sum', [part('sum', 's')]), call('sum', [part('count', 'c')])], '', true);
+    }
+  });
+
+  const rewrite = (tree: AstNode): AstNode => {
+    const k = calls.findIndex((c) => isAggregate(tree) && sameExpression(c, tree));
+    if (k >= 0) return withAlias(clone(finals[k]!), tree.alias ?? '');
+    const g = groups.findIndex((group) => sameExpression(group, tree));
+    if (g >= 0 && tree.class !== 'CONSTANT') return columnRef(`g${g}`, tree.alias ?? '');
+    return mapChildren(tree, rewrite);
+  };
+
+  const groupSets = groups.length > 0 ? [groups.map((_, i) => i)] : [];
+  const partial: AstNode = {
+    ...clone(node),
+    select_list: partialSelect,
+    group_expressions: groups.map((g) => clone(g!)),
+    group_sets: groupSets,
+    having: null,
+    modifiers: [],
+  };
+  const final: AstNode = {
+    ...clone(node),
+    select_list: (node.select_list as AstNode[]).map((item, i) => withAlias(rewrite(item), input.outputColumns[i] ?? item.alias ?? '')),
+    from_table: baseTable(PARTIALS_TABLE),
+    where_clause: null,
+    group_expressions: groups.map((_, i) => columnRef(`g${i}`)),
+    group_sets: groupSets,
+    having: node.having ? rewrite(node.having) : null,
+    modifiers: (node.modifiers as AstNode[]).map((m) =>
+      m.type === 'ORDER_MODIFIER' ? { ...m, orders: m.orders.map((o: AstNode) => ({ ...o, expression: rewrite(o.expression) })) } : clone(m),
+    ),
+  };
+  return { kind: 'aggregate', table, bounds, partial, final };
+}
+
+function planSelect(input: PlanInput, table: string, bounds: TimeBounds): QueryPlan | undefined {
+  const { node, outputColumns } = input;
+  if (new Set(outputColumns.map((c) => c.toLowerCase())).size !== outputColumns.length) return undefined;
+  const order = (node.modifiers as AstNode[]).find((m) => m.type === 'ORDER_MODIFIER');
+  const limit = (node.modifiers as AstNode[]).find((m) => m.type === 'LIMIT_MODIFIER');
+  const constant = (n: AstNode | null | undefined) => (n == null ? 0 : n.class === 'CONSTANT' && Number.isInteger(n.value?.value) ? (n.value.value as number) : undefined);
+
+  // ORDER BY must name output columns, so that the coordinator can order the union.
+  const finalOrders: AstNode[] = [];
+  for (const o of order?.orders ?? []) {
+    const e = o.expression as AstNode;
+    let name: string | undefined;
+    if (e.class === 'CONSTANT' && Number.isInteger(e.value?.value)) name = outputColumns[e.value.value - 1];
+    else if (e.class === 'COLUMN_REF' && e.column_names.length === 1) name = outputColumns.find((c) => c.toLowerCase() === String(e.column_names[0]).toLowerCase());
+    if (name === undefined) {
+      const i = (node.select_list as AstNode[]).findIndex((s) => sameExpression(s, e));
+      name = i >= 0 ? outputColumns[i] : undefined;
+    }
+    if (name === undefined) return undefined;
+    finalOrders.push({ ...o, expression: columnRef(name) });
+  }
+
+  const partialModifiers: AstNode[] = order ? [clone(order)] : [];
+  if (limit) {
+    const [l, o] = [constant(limit.limit), constant(limit.offset)];
+    if (l === undefined || o === undefined || limit.limit == null) return undefined;
+    partialModifiers.push({ type: 'LIMIT_MODIFIER', limit: integer(l + o), offset: null });
+  }
+  const partial: AstNode = { ...clone(node), modifiers: partialModifiers };
+  const final: AstNode = {
+    type: 'SELECT_NODE',
+    modifiers: [...(finalOrders.length > 0 ? [{ ...order, orders: finalOrders }] : []), ...(limit ? [clone(limit)] : [])],
+    cte_map: { map: [] },
+    select_list: [{ class: 'STAR', type: 'STAR', alias: '', relation_name: '', exclude_list: [], replace_list: [], rename_list: [], columns: false, expr: null, unpacked: false }],
+    from_table: baseTable(PARTIALS_TABLE),
+    where_clause: null,
+    group_expressions: [],
+    group_sets: [],
+    aggregate_handling: 'STANDARD_HANDLING',
+    having: null,
+    sample: null,
+    qualify: null,
+  };
+  return { kind: 'select', table, bounds, partial, final };
+}
+
+/** Visits the outermost aggregate calls in a tree (not aggregates nested inside them). */
+function walkAggregates(tree: unknown, isAggregate: (n: AstNode) => boolean, visit: (call: AstNode) => void): void {
+  if (Array.isArray(tree)) {
+    for (const item of tree) walkAggregates(item, isAggregate, visit);
+  } else if (tree !== null && typeof tree === 'object') {
+    if (isAggregate(tree as AstNode)) visit(tree as AstNode);
+    else for (const value of Object.values(tree)) walkAggregates(value, isAggregate, visit);
+  }
+}
+
+/** A copy of an expression with `map` applied to each child expression. */
+function mapChildren(tree: AstNode, map: (child: AstNode) => AstNode): AstNode {
+  const out: AstNode = {};
+  for (const [key, value] of Object.entries(tree)) {
+    if (Array.isArray(value)) out[key] = value.map((v) => (isExpression(v) ? map(v) : mapNested(v, map)));
+    else if (isExpression(value)) out[key] = map(value as AstNode);
+    else out[key] = mapNested(value, map);
+  }
+  return out;
+}
+
+function mapNested(value: unknown, map: (child: AstNode) => AstNode): unknown {
+  if (Array.isArray(value)) return value.map((v) => mapNested(v, map));
+  if (value !== null && typeof value === 'object') return isExpression(value) ? map(value as AstNode) : mapChildren(value as AstNode, map);
+  return value;
+}
+
+const isExpression = (value: unknown): boolean => value !== null && typeof value === 'object' && 'class' in (value as object);

@@ -1,0 +1,105 @@
+/**
+ * The planner's decompositions, executed locally: each query's node SQL runs over several groups
+ * of files (as owners would), the final SQL finishes them, and the answer must equal one DuckDB
+ * over all the files. The same corpus runs through the real services in coordinator.test.ts.
+ */
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Planner } from '../services/coordinator/planner.js';
+import { toJsonResult } from '../services/coordinator/result-json.js';
+import { SqlEngine } from '../services/coordinator/sql-engine.js';
+import type { TableInfo } from '../services/meta/client.js';
+import { QUERY_CORPUS } from './fixtures/query-corpus.js';
+import { expectSameResult } from './helpers/compare-results.js';
+import { EVENT_COLUMNS, writeEventFiles } from './helpers/event-data.js';
+
+const EVENTS: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS };
+
+describe('planner decompositions', () => {
+  let dir: string;
+  let files: string[];
+  let engine: SqlEngine;
+  let planner: Planner;
+  let reference: DuckDBInstance;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-planner-'));
+    // The engine only reads files inside its own directory: put the data there.
+    engine = await SqlEngine.open(path.join(dir, 'scratch'));
+    await mkdir(path.join(dir, 'scratch', 'data'));
+    files = await writeEventFiles(path.join(dir, 'scratch', 'data'), 6, 5_000);
+    planner = new Planner(engine, async (name) => (name === 'events' ? EVENTS : undefined));
+    reference = await DuckDBInstance.create(':memory:');
+    const c = await reference.connect();
+    await c.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+    c.closeSync();
+  });
+  afterAll(async () => {
+    engine.close();
+    reference.closeSync();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Runs a plan the way the cluster does, with each group of files standing for one owner. */
+  async function runScattered(sql: string, groups: string[][]) {
+    const plan = await planner.plan(sql);
+    const partials =
+      plan.route === 'gather'
+        ? [await engine.runToParquet(plan.nodeSql, [{ ...EVENTS, files }])]
+        : await Promise.all(groups.map((g) => engine.runToParquet(plan.nodeSql, [{ ...EVENTS, files: g }])));
+    return { plan, result: await engine.finish(plan.finalSql, partials) };
+  }
+
+  it.each(QUERY_CORPUS)('answers "$name" exactly as one DuckDB does', async ({ name, sql, ordered }) => {
+    const c = await reference.connect();
+    const expected = toJsonResult(await c.runAndReadAll(sql));
+    c.closeSync();
+    const { result } = await runScattered(sql, [files.slice(0, 1), files.slice(1, 4), files.slice(4)]);
+    expectSameResult(result, expected, ordered, name);
+  });
+
+  it.each([
+    ['SELECT service, count(*), avg(latency_ms) FROM events GROUP BY service', 'aggregate'],
+    ['SELECT * FROM events ORDER BY ts LIMIT 5', 'select'],
+    ['SELECT count(DISTINCT user_id) FROM events', 'gather'],
+    ['SELECT sum(bytes) OVER () FROM events', 'gather'],
+    ['SELECT quantile_cont(latency_ms, 0.9) FROM events', 'gather'],
+  ])('routes %s as %s', async (sql, route) => {
+    expect((await planner.plan(sql)).route).toBe(route);
+  });
+
+  it('reads the time window from WHERE for pruning', async () => {
+    const plan = await planner.plan("SELECT count(*) FROM events WHERE ts >= '2026-11-03' AND ts < TIMESTAMP '2026-11-05' AND status = 200");
+    expect(plan.windows.get('events')).toEqual({ from: Date.UTC(2026, 10, 3), to: Date.UTC(2026, 10, 5) });
+  });
+
+  it.each([
+    ['SELEKT 1', /syntax error/],
+    ['SELECT nope FROM events', /nope/],
+    ['SELECT * FROM missing', /unknown table "missing"/],
+    ["SELECT * FROM read_csv('/etc/passwd')", /table functions are not allowed/],
+    ['SELECT 1; SELECT 2', /exactly one/],
+    ["COPY events TO 'x.csv'", /./],
+  ])('rejects %s with a 400 that carries the reason', async (sql, message) => {
+    await expect(planner.plan(sql)).rejects.toMatchObject({ statusCode: 400, message: expect.stringMatching(message) });
+  });
+});
+
+describe('pruning soundness', () => {
+  it('never prunes a table by a WHERE that filters something else (a CTE over it)', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-planner-'));
+    const engine = await SqlEngine.open(path.join(dir, 'scratch'));
+    try {
+      const planner = new Planner(engine, async () => EVENTS);
+      const plan = await planner.plan("WITH latest AS (SELECT max(ts) AS ts FROM events) SELECT * FROM latest WHERE ts > '2026-11-05'");
+      expect(plan.route).toBe('gather');
+      expect(plan.windows.get('events')).toBeUndefined();
+    } finally {
+      engine.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
