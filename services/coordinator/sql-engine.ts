@@ -10,10 +10,18 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
 import { PARTIALS_TABLE, type AstNode } from '../../core/query-plan.js';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../common/duckdb.js';
-import { badRequest } from '../common/errors.js';
+import { badRequest, HttpError } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { bindTables, type TableFiles } from '../query-node/scanner.js';
 import { toJsonResult, type JsonResult } from './result-json.js';
+
+export interface SegmentFile {
+  rows: number;
+  /** Epoch ms, floor of the earliest and ceiling of the latest timestamp. */
+  minTs: number;
+  maxTs: number;
+  columns: ColumnSpec[];
+}
 
 export interface BoundColumn {
   name: string;
@@ -109,6 +117,42 @@ export class SqlEngine {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  /** A scratch file path inside the engine's directory. */
+  scratchFile(suffix: string): string {
+    return path.join(this.scratchDir, `${randomUUID()}${suffix}`);
+  }
+
+  /**
+   * Reads newline-delimited JSON into one sorted Parquet segment. With `columns` the rows must fit
+   * that schema; without, the schema is inferred (the table's first batch). The timestamp column
+   * becomes TIMESTAMP and may not be NULL. Bad rows are a 400 that quotes DuckDB.
+   */
+  async ndjsonToSegment(input: string, output: string, timestampColumn: string, columns?: ColumnSpec[]): Promise<SegmentFile> {
+    const ts = quoteIdent(timestampColumn);
+    return await withConnection(this.duckdb, async (c) => {
+      const source = columns
+        ? `read_json(${sqlString(input)}, format = 'newline_delimited', columns = {${columns.map((col) => `${sqlString(col.name)}: ${sqlString(col.type)}`).join(', ')}})`
+        : `read_json(${sqlString(input)}, format = 'newline_delimited')`;
+      try {
+        await c.run(`CREATE TEMP TABLE raw_rows AS SELECT * FROM ${source}`);
+        const described = (await c.runAndReadAll('DESCRIBE raw_rows')).getRows().map((r) => String(r[0]));
+        if (!described.includes(timestampColumn)) throw badRequest('missing_timestamp', `rows have no "${timestampColumn}" column (the table's timestamp column)`);
+        await c.run(`CREATE TEMP TABLE segment_rows AS SELECT * REPLACE (CAST(${ts} AS TIMESTAMP) AS ${ts}) FROM raw_rows`);
+      } catch (error) {
+        if (error instanceof HttpError) throw error;
+        throw badRequest('invalid_rows', `the rows could not be read: ${(error as Error).message.split('\n')[0]}`);
+      }
+      const [rows, nulls, minTs, maxTs] = (
+        await c.runAndReadAll(`SELECT count(*), count(*) - count(${ts}), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM segment_rows`)
+      ).getRows()[0]!.map((v) => (v === null ? null : Number(v)));
+      if (!rows) throw badRequest('no_rows', 'the body holds no rows');
+      if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
+      await c.run(`COPY (SELECT * FROM segment_rows ORDER BY ${ts}) TO ${sqlString(output)} (FORMAT parquet)`);
+      const schema = (await c.runAndReadAll('DESCRIBE segment_rows')).getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
+      return { rows: rows!, minTs: minTs!, maxTs: maxTs!, columns: schema };
+    });
   }
 
   private async scalar(sql: string): Promise<string> {

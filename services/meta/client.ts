@@ -1,5 +1,5 @@
 /** A typed client for the meta service, used by query nodes, the coordinator and activities. */
-import { callJson } from '../common/http-client.js';
+import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
 
 export type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo };
@@ -32,8 +32,14 @@ export class MetaClient {
     return callJson(`${this.baseUrl}/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
   }
 
-  getTable(name: string): Promise<TableInfo> {
-    return callJson(`${this.baseUrl}/v1/tables/${encodeURIComponent(name)}`);
+  /** The table, or undefined when it does not exist. */
+  async findTable(name: string): Promise<TableInfo | undefined> {
+    try {
+      return await callJson<TableInfo>(`${this.baseUrl}/v1/tables/${encodeURIComponent(name)}`);
+    } catch (error) {
+      if (error instanceof ServiceCallError && error.status === 404) return undefined;
+      throw error;
+    }
   }
 
   async listTables(): Promise<TableInfo[]> {

@@ -6,6 +6,7 @@ import pLimit from 'p-limit';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
+import { limitedBody } from '../common/body-limit.js';
 import { installErrorHandler } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
@@ -127,7 +128,6 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     '/v1/segments/:id',
     {
       ...auth,
-      bodyLimit: options.maxSegmentBytes ?? 4 * 1024 ** 3,
       schema: { params: Type.Object({ id: SegmentId }), querystring: Type.Object({ table: TableName }) },
     },
     async (request) => {
@@ -136,7 +136,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
         (request.body as Readable).resume(); // drain: a decline is an answer, not an error
         return { accepted: false, owner: owner ?? null, reason: owner ? `segment is owned by ${owner}` : 'no member list yet' };
       }
-      const bytes = await cache.put(request.params.id, request.body as Readable);
+      const bytes = await cache.put(request.params.id, limitedBody(request, options.maxSegmentBytes ?? 4 * 1024 ** 3));
       return { accepted: true, owner, bytes };
     },
   );

@@ -12,6 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { LRUCache } from 'lru-cache';
 import { segmentObjectKey } from '../../core/identifiers.js';
+import { HttpError } from '../common/errors.js';
 
 export interface SegmentCacheOptions {
   dir: string;
@@ -174,6 +175,7 @@ export class SegmentCache {
       return size;
     } catch (error) {
       await rm(temp, { force: true });
+      if (error instanceof HttpError) throw error; // the body broke a limit: the sender's fault
       throw new Error(`caching segment ${id} failed`, { cause: error });
     }
   }

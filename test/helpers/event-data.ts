@@ -47,3 +47,20 @@ export async function writeEventFiles(dir: string, files: number, rowsPerFile: n
   }
   return paths;
 }
+
+/** Rows [from, to) of the data set as newline-delimited JSON, as a client would send them. */
+export async function eventNdjson(from: number, to: number): Promise<Buffer> {
+  const { mkdtemp, readFile, rm } = await import('node:fs/promises');
+  const os = await import('node:os');
+  const dir = await mkdtemp(`${os.tmpdir()}/berth-ndjson-`);
+  const instance = await DuckDBInstance.create(':memory:');
+  const connection = await instance.connect();
+  try {
+    await connection.run(`COPY (${eventRowsSql(from, to)}) TO '${dir}/rows.ndjson' (FORMAT json)`);
+    return await readFile(`${dir}/rows.ndjson`);
+  } finally {
+    connection.closeSync();
+    instance.closeSync();
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,26 @@
+/** Runs the coordinator. Configuration comes from the environment (see README). */
+import path from 'node:path';
+import { envNumber, envString } from '../common/env.js';
+import { s3ConfigFromEnv } from '../common/s3-client.js';
+import { startCoordinator } from './coordinator.js';
+
+const coordinator = await startCoordinator({
+  workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
+  metaUrl: envString('BERTH_META_URL'),
+  token: envString('BERTH_TOKEN'),
+  s3: s3ConfigFromEnv(),
+  bucket: envString('BERTH_S3_BUCKET', 'berth'),
+  group: envString('BERTH_SERVING_GROUP', 'serving'),
+  seedNodes: (process.env.BERTH_SEED_NODES ?? '').split(',').filter(Boolean),
+  memberPollMs: envNumber('BERTH_MEMBER_POLL_MS', 10_000),
+  maxConcurrency: envNumber('BERTH_MAX_CONCURRENT_QUERIES', 16),
+  host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
+  port: envNumber('BERTH_COORDINATOR_PORT', 7401),
+});
+process.stdout.write(`${JSON.stringify({ service: 'coordinator', url: coordinator.url })}\n`);
+const stop = async () => {
+  await coordinator.close();
+  process.exit(0);
+};
+process.once('SIGINT', () => void stop());
+process.once('SIGTERM', () => void stop());

@@ -1,0 +1,49 @@
+/** Calls a query node: scans (Parquet back, stats in a header) and pushes of segment files. */
+import { ServiceCallError } from '../common/http-client.js';
+import { PARQUET_TYPE, SCAN_STATS_HEADER, type ScanStats } from './app.js';
+
+export type { ScanStats };
+
+export interface ScanRequest {
+  sql: string;
+  tables: { name: string; columns: { name: string; type: string }[]; segments: string[] }[];
+}
+
+export async function scanOnNode(nodeUrl: string, request: ScanRequest, token: string, timeoutMs: number): Promise<{ body: Buffer; stats: ScanStats }> {
+  const response = await fetch(`${nodeUrl}/v1/scan`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(request),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  if (!response.ok || response.headers.get('content-type') !== PARQUET_TYPE) {
+    const text = await response.text();
+    let body: { error?: string; message?: string } | undefined;
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch {
+      body = undefined;
+    }
+    throw new ServiceCallError(response.status, body, `scan on ${nodeUrl} answered ${response.status}: ${body?.message ?? text}`);
+  }
+  const stats = JSON.parse(response.headers.get(SCAN_STATS_HEADER) ?? '{}') as ScanStats;
+  return { body: Buffer.from(await response.arrayBuffer()), stats };
+}
+
+export interface PushResult {
+  accepted: boolean;
+  owner: string | null;
+  reason?: string;
+}
+
+export async function pushToNode(nodeUrl: string, table: string, segmentId: string, body: Buffer, token: string, timeoutMs = 60_000): Promise<PushResult> {
+  const response = await fetch(`${nodeUrl}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${token}` },
+    body,
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const result = (await response.json()) as PushResult & { message?: string };
+  if (!response.ok) throw new ServiceCallError(response.status, result, `push to ${nodeUrl} answered ${response.status}: ${result.message}`);
+  return result;
+}

@@ -1,0 +1,165 @@
+/**
+ * The serving path end to end on loopback: NDJSON ingested through the coordinator into segments in
+ * the S3 API, scans routed by weighted ownership to real query nodes over HTTP, DuckDB on both
+ * sides, and answers compared with one DuckDB over the same Parquet files.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { segmentObjectKey } from '../core/identifiers.js';
+import { Placement } from '../core/ownership.js';
+import { createS3Client } from '../services/common/s3-client.js';
+import type { QueryResult } from '../services/coordinator/query-service.js';
+import { toJsonResult } from '../services/coordinator/result-json.js';
+import { QUERY_CORPUS } from './fixtures/query-corpus.js';
+import { expectSameResult } from './helpers/compare-results.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { eventNdjson } from './helpers/event-data.js';
+
+const BATCHES = 8;
+const ROWS_PER_BATCH = 2_500;
+
+async function post<T>(url: string, body: unknown): Promise<{ status: number; body: T }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as T };
+}
+
+async function ingest(cluster: TestCluster, table: string, ndjson: Buffer | string, headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` }) {
+  const response = await fetch(`${cluster.coordinator.url}/v1/tables/${table}/rows`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson', ...headers }, body: ndjson });
+  return { status: response.status, body: (await response.json()) as { message?: string } };
+}
+
+const query = (cluster: TestCluster, sql: string) => post<QueryResult & { message?: string }>(`${cluster.coordinator.url}/v1/query`, { sql });
+
+describe('the serving path', () => {
+  let cluster: TestCluster;
+  let reference: DuckDBInstance;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [4, 2, 2] });
+    for (let b = 0; b < BATCHES; b++) {
+      const { status, body } = await ingest(cluster, 'events', await eventNdjson(b * ROWS_PER_BATCH, (b + 1) * ROWS_PER_BATCH));
+      expect(status, JSON.stringify(body)).toBe(200);
+    }
+    // The reference: one DuckDB over exactly the Parquet objects the manifest lists.
+    const s3 = createS3Client(cluster.s3);
+    const dir = path.join(cluster.dir, 'reference');
+    await mkdir(dir);
+    const files: string[] = [];
+    for (const segment of await cluster.meta.listSegments('events')) {
+      const object = await s3.send(new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', segment.id) }));
+      const file = path.join(dir, `${segment.id}.parquet`);
+      await writeFile(file, await object.Body!.transformToByteArray());
+      files.push(file);
+    }
+    s3.destroy();
+    reference = await DuckDBInstance.create(':memory:');
+    const c = await reference.connect();
+    await c.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+    c.closeSync();
+  });
+  afterAll(async () => {
+    reference?.closeSync();
+    await cluster?.close();
+  });
+
+  it('turns each NDJSON batch into one committed level-0 segment, pushed to its owner', async () => {
+    const segments = await cluster.meta.listSegments('events');
+    expect(segments).toHaveLength(BATCHES);
+    expect(segments.every((s) => s.level === 0 && s.rows === ROWS_PER_BATCH)).toBe(true);
+    const placement = cluster.coordinator.view.placement!;
+    for (const segment of segments) {
+      const owner = cluster.nodes.find((n) => n.id === placement.owner(segment.id)!.id)!;
+      expect(owner.cache.has(segment.id), `${segment.id} is in its owner's cache`).toBe(true);
+    }
+  });
+
+  it('commits nothing new when the same batch is sent again', async () => {
+    const again = await ingest(cluster, 'events', await eventNdjson(0, ROWS_PER_BATCH));
+    expect(again.status).toBe(200);
+    expect(await cluster.meta.listSegments('events')).toHaveLength(BATCHES);
+  });
+
+  it.each(QUERY_CORPUS)('answers "$name" exactly as one DuckDB over the same files', async ({ name, sql, ordered }) => {
+    const c = await reference.connect();
+    const expected = toJsonResult(await c.runAndReadAll(sql));
+    c.closeSync();
+    const { status, body } = await query(cluster, sql);
+    expect(status, body.message).toBe(200);
+    expectSameResult(body, expected, ordered, name);
+  });
+
+  it('sends each segment’s scan to its owner, weighted by vCPU', async () => {
+    const { body } = await query(cluster, 'SELECT service, count(*) FROM events GROUP BY service');
+    expect(body.stats.route).toBe('aggregate');
+    expect(body.stats.placement).toBe('owner');
+    const members = cluster.coordinator.view.members!;
+    const placement = new Placement(members.map((m) => ({ id: m.id, weight: m.weight })));
+    const expected: Record<string, number> = {};
+    for (const s of await cluster.meta.listSegments('events')) {
+      const owner = placement.owner(s.id)!.id;
+      expected[owner] = (expected[owner] ?? 0) + 1;
+    }
+    expect(body.stats.nodes).toEqual(expected);
+    expect(body.stats.fallbacks).toBe(0);
+    expect(body.stats.cacheMisses).toBe(0); // every segment was pushed to its owner at ingest
+  });
+
+  it('prunes segments outside the WHERE time range', async () => {
+    const { body } = await query(cluster, "SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'");
+    expect(body.stats.segments.total).toBe(BATCHES);
+    expect(body.stats.segments.pruned).toBeGreaterThan(0);
+    expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
+  });
+
+  it('gathers a non-decomposable query on one backend and says why', async () => {
+    const { body } = await query(cluster, 'SELECT count(DISTINCT user_id) FROM events');
+    expect(body.stats.route).toBe('gather');
+    expect(body.stats.reason).toMatch(/does not decompose/);
+    expect(Object.keys(body.stats.nodes)).toHaveLength(1);
+  });
+
+  it.each([
+    ['malformed SQL', 'SELEC count(*) FROM events', 400, /syntax error/],
+    ['an unknown table', 'SELECT * FROM nowhere', 400, /unknown table "nowhere"/],
+    ['an unknown column', 'SELECT missing_column FROM events', 400, /missing_column/],
+    ['a table function', "SELECT * FROM read_parquet('/etc/passwd')", 400, /table functions are not allowed/],
+    ['a write', 'DELETE FROM events', 400, /only SELECT/i],
+  ])('answers %s with a 400 that says what was wrong', async (_label, sql, status, message) => {
+    const { status: got, body } = await query(cluster, sql);
+    expect(got).toBe(status);
+    expect(body.message).toMatch(message);
+    expect((await query(cluster, 'SELECT count(*) FROM events')).status).toBe(200);
+  });
+
+  it('rejects bad ingests with a clear 4xx and commits nothing', async () => {
+    const before = (await cluster.meta.listSegments('events')).length;
+    expect((await ingest(cluster, 'events', '{"ts": "2026-11-01 00:00:00"}\n', {})).status).toBe(401);
+    const broken = await ingest(cluster, 'events', '{"ts": "2026-11-01 00:00:00", "service": \n');
+    expect(broken.status).toBe(400);
+    expect(broken.body.message).toMatch(/could not be read/);
+    const noTs = await ingest(cluster, 'newtable', '{"service": "api"}\n');
+    expect(noTs.status).toBe(400);
+    expect(noTs.body.message).toMatch(/no "ts" column/);
+    expect((await ingest(cluster, 'events', '')).status).toBe(400);
+    expect((await ingest(cluster, 'Bad-Name', '{"ts": "2026-11-01"}\n')).status).toBe(400);
+    const huge = await ingest(cluster, 'events', Buffer.alloc(9 * 1024 * 1024, 'x'));
+    expect(huge.status).toBe(413);
+    expect((await cluster.meta.listSegments('events')).length).toBe(before);
+  });
+
+  it('refuses unauthenticated and traversal pushes at a query node', async () => {
+    const node = cluster.nodes[0]!;
+    const unauthenticated = await fetch(`${node.url}/v1/segments/events-l0-x?table=events`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'PAR1' });
+    expect(unauthenticated.status).toBe(401);
+    const traversal = await fetch(`${node.url}/v1/segments/..%2F..%2Fetc%2Fpasswd?table=events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${TOKEN}` },
+      body: 'PAR1',
+    });
+    expect(traversal.status).toBe(400);
+    expect((await fetch(`${node.url}/healthz`)).status).toBe(200);
+  });
+});

@@ -1,0 +1,101 @@
+/**
+ * A real cluster on loopback for tests: meta, query nodes and a coordinator, each listening on its
+ * own free port and talking over HTTP, with the run's shared S3 API and short poll intervals.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { inject } from 'vitest';
+import { S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
+import { startCoordinator, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
+import { buildMetaApp } from '../../services/meta/app.js';
+import { MetaClient } from '../../services/meta/client.js';
+import { MetaStore } from '../../services/meta/store.js';
+import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../../services/query-node/node.js';
+
+export const TOKEN = 'cluster-test-token';
+
+export interface TestCluster {
+  dir: string;
+  metaUrl: string;
+  meta: MetaClient;
+  bucket: string;
+  s3: { endpoint: string; credentials: typeof S3RVER_CREDENTIALS };
+  nodes: RunningQueryNode[];
+  coordinator: RunningCoordinator;
+  /** Starts another query node (a fresh cache dir unless one is given). */
+  addNode(options?: Partial<QueryNodeConfig>): Promise<RunningQueryNode>;
+  /** Waits until the coordinator's member view lists exactly these node ids. */
+  awaitMembers(ids: string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  /** vCPUs per node. */
+  vcpus: number[];
+  cacheBytes?: number;
+  /** A bucket prefix of its own, so that test files do not see each other's segments. */
+  bucket?: string;
+}
+
+const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
+
+export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
+  const store = new MetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: 30_000 });
+  const metaApp = buildMetaApp({ store, token: TOKEN, logger: false });
+  const metaUrl = await metaApp.listen({ host: '127.0.0.1', port: 0 });
+  const meta = new MetaClient(metaUrl, TOKEN);
+  const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
+  const bucket = options.bucket ?? inject('s3Bucket');
+  let counter = 0;
+
+  const addNode = async (extra: Partial<QueryNodeConfig> = {}) => {
+    const node = await startQueryNode({
+      cacheDir: path.join(dir, `node-${counter++}`),
+      cacheBytes: options.cacheBytes ?? 512 * 1024 * 1024,
+      metaUrl,
+      token: TOKEN,
+      s3,
+      bucket,
+      vcpus: 2,
+      threads: 1,
+      logger: false,
+      ...FAST,
+      ...extra,
+    });
+    await node.registered;
+    cluster.nodes.push(node);
+    return node;
+  };
+
+  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, logger: false });
+  const cluster: TestCluster = {
+    dir,
+    metaUrl,
+    meta,
+    bucket,
+    s3,
+    nodes: [],
+    coordinator,
+    addNode,
+    awaitMembers: async (ids) => {
+      const want = [...ids].sort().join(',');
+      for (;;) {
+        await coordinator.view.refresh();
+        if ((coordinator.view.members ?? []).map((m) => m.id).sort().join(',') === want) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    close: async () => {
+      await coordinator.close();
+      await Promise.all(cluster.nodes.map((n) => n.close().catch(() => {})));
+      await metaApp.close();
+      store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  for (const vcpus of options.vcpus) await addNode({ vcpus });
+  await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
+  return cluster;
+}
