@@ -1,0 +1,104 @@
+/** Routing and membership through real services: failover, round-robin start, restarts, the warmer. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { MemberView } from '../services/common/member-view.js';
+import { MetaClient } from '../services/meta/client.js';
+import { Scatter } from '../services/coordinator/scatter.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { eventNdjson } from './helpers/event-data.js';
+
+async function ingestBatches(cluster: TestCluster, batches: number, rows = 1_000) {
+  for (let b = 0; b < batches; b++) {
+    const response = await fetch(`${cluster.coordinator.url}/v1/tables/events/rows`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
+      body: await eventNdjson(b * rows, (b + 1) * rows),
+    });
+    expect(response.status).toBe(200);
+  }
+}
+
+async function query(cluster: TestCluster, sql: string) {
+  const response = await fetch(`${cluster.coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+  return (await response.json()) as { rows: unknown[][]; stats: { nodes: Record<string, number>; fallbacks: number; cacheHits: number; cacheMisses: number; s3Gets: number; placement: string } };
+}
+
+describe('routing and membership', () => {
+  let cluster: TestCluster | undefined;
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
+
+  it('routes a stopped owner’s segments to the next node in their ranking, and still answers', async () => {
+    cluster = await startCluster({ vcpus: [2, 2, 2] });
+    await ingestBatches(cluster, 9);
+    const before = await query(cluster, 'SELECT count(*), sum(bytes) FROM events');
+    const victim = cluster.nodes[0]!;
+    const owned = before.stats.nodes[victim.id] ?? 0;
+    expect(owned).toBeGreaterThan(0);
+    await victim.close(); // stopped, but meta still lists it until its heartbeats expire
+    const after = await query(cluster, 'SELECT count(*), sum(bytes) FROM events');
+    expect(after.rows).toEqual(before.rows);
+    expect(after.stats.fallbacks).toBe(owned);
+    expect(after.stats.nodes[victim.id]).toBeUndefined();
+    const placement = cluster.coordinator.view.placement!;
+    for (const segment of await cluster.meta.listSegments('events')) {
+      const [first, second] = placement.rank(segment.id);
+      if (first!.id === victim.id) expect(after.stats.nodes[second!.id]).toBeGreaterThan(0);
+    }
+  });
+
+  it('spreads work round-robin over its seed nodes before any member list has arrived', async () => {
+    cluster = await startCluster({ vcpus: [2, 2] });
+    await ingestBatches(cluster, 6);
+    const view = new MemberView({ meta: new MetaClient(cluster.metaUrl, TOKEN), group: 'serving' }); // never polled
+    const scatter = new Scatter({ view, seedNodes: cluster.nodes.map((n) => n.url), token: TOKEN });
+    const table = (await cluster.meta.findTable('events'))!;
+    const segments = await cluster.meta.listSegments('events');
+    const outcome = await scatter.toOwners('SELECT count(*) AS n FROM events', table, segments);
+    expect(outcome.placement).toBe('round-robin');
+    expect(outcome.scans.map((s) => s.segments).sort()).toEqual([3, 3]);
+  });
+
+  it('keeps a restarted node’s id and warm cache when it comes back on the same cache dir', async () => {
+    cluster = await startCluster({ vcpus: [2, 2] });
+    await ingestBatches(cluster, 6);
+    await query(cluster, 'SELECT count(*) FROM events');
+    const node = cluster.nodes[1]!;
+    const cached = node.cache.ids().sort();
+    expect(cached.length).toBeGreaterThan(0);
+    const cacheDir = `${cluster.dir}/node-1`;
+    await node.close();
+    cluster.nodes.splice(1, 1);
+    const again = await cluster.addNode({ cacheDir, vcpus: 2 });
+    expect(again.id).toBe(node.id);
+    expect(again.cache.ids().sort()).toEqual(cached);
+    await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
+    const result = await query(cluster, 'SELECT count(*) FROM events');
+    expect(result.stats.s3Gets).toBe(0);
+    expect(result.stats.nodes[again.id]).toBe(cached.length);
+    // A fresh cache dir is a new node.
+    const fresh = await cluster.addNode({ vcpus: 2 });
+    expect(fresh.id).not.toBe(node.id);
+  });
+
+  it('warms only the segments a node owns, newest first, within its budget', async () => {
+    cluster = await startCluster({ vcpus: [2, 2] });
+    await ingestBatches(cluster, 8);
+    const segments = await cluster.meta.listSegments('events'); // newest first
+    const node = await cluster.addNode({ vcpus: 4, cacheBytes: 3 * Math.max(...segments.map((s) => s.bytes)) });
+    await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
+    await node.view.refresh();
+    const response = await fetch(`${node.url}/v1/warm`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(response.status).toBe(200);
+    const owned = segments.filter((s) => node.view.placement!.owner(s.id)!.id === node.id);
+    const warmed = node.cache.ids();
+    expect(warmed.length).toBeGreaterThan(0);
+    expect(warmed.every((id) => owned.some((s) => s.id === id))).toBe(true);
+    // Newest first: what it warmed is a prefix of its owned segments in newest-first order.
+    expect(owned.slice(0, warmed.length).map((s) => s.id).sort()).toEqual([...warmed].sort());
+    expect(node.cache.usedBytes).toBeLessThanOrEqual(node.cache.budgetBytes);
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`berth_s3_gets_total ${warmed.length}`));
+  });
+});
