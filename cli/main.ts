@@ -1,12 +1,18 @@
 /** The `berth` command. */
 import { Command } from 'commander';
+import { ingestCommand } from './commands/ingest.js';
+import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
+import { queryCommand } from './commands/query.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
 
 const program = new Command('berth')
   .description('Berth: an elastic query tier for S3-backed segment data')
   .addCommand(upCommand())
+  .addCommand(ingestCommand())
+  .addCommand(queryCommand())
+  .addCommand(nodesCommand())
   .addCommand(placementCommand());
 
 try {

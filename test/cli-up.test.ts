@@ -1,54 +1,81 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Endpoints } from '../cli/commands/up.js';
-import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
-import { startBerth } from './helpers/berth-cli.js';
+import type { Endpoints } from '../cli/embedded/cluster.js';
+import { berth, startBerth } from './helpers/berth-cli.js';
+import { eventNdjson } from './helpers/event-data.js';
 
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0'];
+const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0'];
 
 async function runUntilReady(dataDir: string) {
-  const up = startBerth('up', '--data-dir', dataDir, ...FREE_PORTS);
+  const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '2,1', '--cache-mb', '64', ...FREE_PORTS);
   await up.waitFor(/Ctrl-C stops everything/);
   const endpoints = JSON.parse(await readFile(path.join(dataDir, 'endpoints.json'), 'utf8')) as Endpoints;
   return { up, endpoints };
 }
 
-describe('berth up', () => {
+describe('berth up and the everyday commands', () => {
   let dataDir: string;
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'berth-up-'));
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('runs Temporal with its Web UI and the S3 API, says where, stops on Ctrl-C and resumes its data', async () => {
+  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', async () => {
     const first = await runUntilReady(dataDir);
-    expect(first.up.output()).toContain(first.endpoints.temporal);
-    expect(first.endpoints.bucket).toBe('berth');
+    try {
+      expect(first.up.output()).toContain(first.endpoints.coordinator);
+      expect(first.endpoints.nodes.map((n) => n.vcpus)).toEqual([2, 1]);
+      const connection = await Connection.connect({ address: first.endpoints.temporal });
+      const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace: first.endpoints.temporalNamespace });
+      expect(namespaceInfo?.name).toBe('default');
+      await connection.close();
+      expect((await fetch(first.endpoints.temporalUi)).status).toBe(200);
 
-    const connection = await Connection.connect({ address: first.endpoints.temporal });
-    const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace: first.endpoints.temporalNamespace });
-    expect(namespaceInfo?.name).toBe('default');
-    await connection.close();
-    const ui = await fetch(first.endpoints.temporalUi);
-    expect(ui.status).toBe(200);
+      const file = path.join(dataDir, 'rows.ndjson');
+      await writeFile(file, await eventNdjson(0, 3_000));
+      const ingested = await berth('ingest', file, '--table', 'events', '--batch-rows', '1000', '--data-dir', dataDir);
+      expect(ingested.stderr).toBe('');
+      expect(ingested.stdout).toContain('ingested 3,000 rows into events as 3 segment(s)');
 
-    const s3 = createS3Client({ endpoint: first.endpoints.s3, credentials: S3RVER_CREDENTIALS });
-    await s3.send(new PutObjectCommand({ Bucket: 'berth', Key: 'kept.txt', Body: 'still here' }));
-    first.up.child.kill('SIGINT');
+      const queried = await berth('query', 'SELECT level, count(*) AS n FROM events GROUP BY level ORDER BY level', '--json', '--data-dir', dataDir);
+      const result = JSON.parse(queried.stdout) as { columns: string[]; rows: [string, number][]; stats: { route: string; cacheHits: number } };
+      expect(result.columns).toEqual(['level', 'n']);
+      expect(result.rows.reduce((sum, [, n]) => sum + n, 0)).toBe(3_000);
+      expect(result.stats.route).toBe('aggregate');
+      const human = await berth('query', 'SELECT count(*) AS n FROM events', '--data-dir', dataDir);
+      expect(human.stdout).toMatch(/^\s*n\n3000\n/);
+      expect(human.stdout).toMatch(/route aggregate/);
+
+      const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as { id: string; weight: number; share: number; alive: boolean }[];
+      expect(nodes.map((n) => [n.weight, n.alive])).toEqual(expect.arrayContaining([[2, true], [1, true]]));
+      expect(nodes.reduce((sum, n) => sum + n.share, 0)).toBeCloseTo(1);
+
+      const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr.trim()).toBe('berth: unknown table "nowhere"');
+    } finally {
+      first.up.child.kill('SIGINT');
+    }
     expect(await first.up.exited).toBe(0);
     expect(first.up.output()).toContain('stopped');
 
     const second = await runUntilReady(dataDir);
-    const s3Again = createS3Client({ endpoint: second.endpoints.s3, credentials: S3RVER_CREDENTIALS });
-    const kept = await s3Again.send(new GetObjectCommand({ Bucket: 'berth', Key: 'kept.txt' }));
-    expect(await kept.Body!.transformToString()).toBe('still here');
-    second.up.child.kill('SIGINT');
+    try {
+      expect(second.endpoints.nodes.map((n) => n.id)).toEqual(first.endpoints.nodes.map((n) => n.id));
+      const again = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][] };
+      expect(again.rows).toEqual([[3_000]]);
+    } finally {
+      second.up.child.kill('SIGINT');
+    }
     expect(await second.up.exited).toBe(0);
-    s3.destroy();
-    s3Again.destroy();
+  });
+
+  it('says where to start a cluster when none runs on the data dir', async () => {
+    const { code, stderr } = await berth('query', 'SELECT 1', '--data-dir', path.join(dataDir, 'nothing-here'));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/no cluster found in .*nothing-here: start one with `berth up/);
   });
 });

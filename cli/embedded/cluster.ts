@@ -1,0 +1,159 @@
+/**
+ * The embedded cluster that `berth up` runs on one machine: the Temporal dev server and the S3
+ * API, then meta, the coordinator and the serving group's query nodes as child processes, with
+ * every piece of state under one data dir. Starting again on the same dir resumes: the same node
+ * identities and caches, manifest, objects and workflow history.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
+import { MetaClient } from '../../services/meta/client.js';
+import { freePort } from './free-port.js';
+import { startS3Server } from './s3-server.js';
+import { SERVICE_SCRIPTS, startServiceProcess, type ServiceProcess } from './service-process.js';
+import { resolveTemporalCli } from './temporal-cli.js';
+import { startTemporalDevServer } from './temporal-server.js';
+
+export interface Endpoints {
+  coordinator: string;
+  meta: string;
+  s3: string;
+  bucket: string;
+  temporal: string;
+  temporalNamespace: string;
+  temporalUi: string;
+  nodes: { id: string; url: string; vcpus: number }[];
+}
+
+export interface EmbeddedClusterOptions {
+  dataDir: string;
+  /** @default '127.0.0.1' */
+  bind?: string;
+  /** vCPUs each serving node declares; their count is the number of nodes. */
+  vcpus: number[];
+  /** Ports; 0 means any free port. */
+  temporalPort: number;
+  temporalUiPort: number;
+  s3Port: number;
+  metaPort: number;
+  coordinatorPort: number;
+  bucket: string;
+  /** Each node's cache budget in bytes. @default 1 GiB */
+  cacheBytes?: number;
+  log?: (line: string) => void;
+}
+
+export interface EmbeddedCluster {
+  endpoints: Endpoints;
+  stop(): Promise<void>;
+}
+
+export const endpointsFile = (dataDir: string) => path.join(dataDir, 'endpoints.json');
+export const tokenFile = (dataDir: string) => path.join(dataDir, 'token');
+
+/** The cluster's shared token, made once per data dir. */
+async function loadOrCreateToken(dataDir: string): Promise<string> {
+  try {
+    return (await readFile(tokenFile(dataDir), 'utf8')).trim();
+  } catch {
+    const token = randomBytes(24).toString('hex');
+    await writeFile(tokenFile(dataDir), `${token}\n`, { mode: 0o600 });
+    return token;
+  }
+}
+
+export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Promise<EmbeddedCluster> {
+  const log = options.log ?? (() => {});
+  const bind = options.bind ?? '127.0.0.1';
+  const dataDir = path.resolve(options.dataDir);
+  await mkdir(path.join(dataDir, 'logs'), { recursive: true });
+  await mkdir(path.join(dataDir, 's3'), { recursive: true });
+  const token = await loadOrCreateToken(dataDir);
+  const started: { stop(): Promise<void> }[] = [];
+  const stop = async () => {
+    for (const part of started.reverse()) await part.stop().catch(() => {});
+  };
+
+  try {
+    const executable = await resolveTemporalCli({ log });
+    const [temporal, s3] = await Promise.all([
+      startTemporalDevServer({
+        executable,
+        ip: bind,
+        port: options.temporalPort || undefined,
+        uiPort: options.temporalUiPort || (await freePort(bind)),
+        dbFilename: path.join(dataDir, 'temporal.sqlite'),
+      }),
+      startS3Server({ directory: path.join(dataDir, 's3'), buckets: [options.bucket], address: bind, port: options.s3Port }),
+    ]);
+    started.push(temporal, s3);
+    log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);
+
+    const common = {
+      BERTH_TOKEN: token,
+      BERTH_S3_ENDPOINT: s3.endpoint,
+      BERTH_S3_BUCKET: options.bucket,
+      BERTH_S3_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+      BERTH_S3_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+    };
+    const service = async (name: string, script: string, env: Record<string, string>): Promise<ServiceProcess> => {
+      const proc = await startServiceProcess(name, script, { ...common, ...env }, path.join(dataDir, 'logs', `${name}.log`));
+      started.push(proc);
+      log(`${name} ${proc.url}`);
+      return proc;
+    };
+
+    const meta = await service('meta', SERVICE_SCRIPTS.meta, {
+      BERTH_META_DIR: path.join(dataDir, 'meta'),
+      BERTH_META_HOST: bind,
+      BERTH_META_PORT: String(options.metaPort),
+    });
+    const nodes = await Promise.all(
+      options.vcpus.map((vcpus, i) =>
+        service(`query-node-${i}`, SERVICE_SCRIPTS['query-node'], {
+          BERTH_META_URL: meta.url,
+          BERTH_NODE_CACHE_DIR: path.join(dataDir, 'nodes', `node-${i}`),
+          BERTH_NODE_HOST: bind,
+          BERTH_NODE_VCPUS: String(vcpus),
+          BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
+        }),
+      ),
+    );
+    const coordinator = await service('coordinator', SERVICE_SCRIPTS.coordinator, {
+      BERTH_META_URL: meta.url,
+      BERTH_COORDINATOR_DIR: path.join(dataDir, 'coordinator'),
+      BERTH_COORDINATOR_HOST: bind,
+      BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
+      BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
+    });
+    await awaitMembers(new MetaClient(meta.url, token), nodes.map((n) => String(n.announced.id)));
+
+    const endpoints: Endpoints = {
+      coordinator: coordinator.url,
+      meta: meta.url,
+      s3: s3.endpoint,
+      bucket: options.bucket,
+      temporal: temporal.address,
+      temporalNamespace: temporal.namespace,
+      temporalUi: temporal.uiUrl!,
+      nodes: nodes.map((n, i) => ({ id: String(n.announced.id), url: n.url, vcpus: options.vcpus[i]! })),
+    };
+    await writeFile(endpointsFile(dataDir), `${JSON.stringify(endpoints, null, 2)}\n`);
+    return { endpoints, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Waits until meta lists every node as a live member of the serving group. */
+async function awaitMembers(meta: MetaClient, ids: string[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const live = new Set((await meta.members('serving')).map((m) => m.id));
+    if (ids.every((id) => live.has(id))) return;
+    if (Date.now() > deadline) throw new Error(`query nodes ${ids.filter((id) => !live.has(id)).join(', ')} did not register within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,0 +1,18 @@
+/** Parsers for command-line values, each failing with a one-line reason. */
+import { UsageError } from './usage-error.js';
+
+export function parsePort(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${flag}: "${text}" is not a port number`);
+  return n;
+}
+
+/** "--vcpus 4,4,2" with an optional "--nodes N": N nodes, the list repeated or cut to fit. */
+export function parseVcpuList(text: string, nodes?: string): number[] {
+  const list = text.split(',').map((s) => Number(s.trim()));
+  if (list.length === 0 || list.some((v) => !Number.isFinite(v) || v <= 0)) throw new UsageError(`--vcpus: "${text}" must be positive numbers, comma-separated`);
+  if (nodes === undefined) return list;
+  const n = Number(nodes);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new UsageError(`--nodes: "${nodes}" must be a whole number from 1 to 64`);
+  return Array.from({ length: n }, (_, i) => list[i % list.length]!);
+}
