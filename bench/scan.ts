@@ -1,0 +1,137 @@
+/**
+ * bench/scan: a scan-bound aggregate over at least 1 GB of Parquet on warm caches, Berth (the
+ * embedded cluster: coordinator plus 4 query nodes as processes on this machine) against one
+ * DuckDB over the same files in this process, timed in interleaved rounds.
+ * Run: npm run bench:scan [-- --files N --rows-per-file N]
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { startEmbeddedCluster, tokenFile } from '../cli/embedded/cluster.js';
+import { segmentObjectKey } from '../core/identifiers.js';
+import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
+import { MetaClient } from '../services/meta/client.js';
+
+const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback;
+const FILES = arg('files', 48);
+const ROWS_PER_FILE = arg('rows-per-file', 500_000);
+const ROUNDS = 5;
+const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
+const BASE = path.join(os.tmpdir(), 'berth-bench-scan');
+const DATA = path.join(BASE, `data-${FILES}x${ROWS_PER_FILE}`);
+
+/** Segment files of hard-to-compress rows (random numbers, hex ids), made once and kept for reruns. */
+async function makeData(): Promise<string[]> {
+  if (!existsSync(path.join(DATA, 'done'))) {
+    await rm(DATA, { recursive: true, force: true });
+    await mkdir(DATA, { recursive: true });
+    const db = await DuckDBInstance.create(':memory:');
+    const c = await db.connect();
+    for (let f = 0; f < FILES; f++) {
+      const from = f * ROWS_PER_FILE;
+      await c.run(`COPY (SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
+          ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
+          (hash(i * 3) % 600)::INTEGER AS status, random() * 1000 AS latency_ms, (hash(i * 5) % 10000000)::BIGINT AS bytes,
+          md5(i::VARCHAR) AS request_id, md5((i * 7)::VARCHAR)[1:16] AS user_id
+        FROM range(${from}, ${from + ROWS_PER_FILE}) t(i) ORDER BY ts) TO '${DATA}/events-bench-${String(f).padStart(4, '0')}.parquet' (FORMAT parquet)`);
+    }
+    c.closeSync();
+    db.closeSync();
+    await (await import('node:fs/promises')).writeFile(path.join(DATA, 'done'), '');
+  }
+  return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const files = await makeData();
+const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
+console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
+
+const dataDir = path.join(BASE, 'cluster');
+await rm(dataDir, { recursive: true, force: true });
+const cluster = await startEmbeddedCluster({
+  dataDir,
+  vcpus: [2, 2, 2, 2],
+  cacheBytes: Math.ceil(totalBytes / 2), // room for a node's share and more
+  temporalPort: 0,
+  temporalUiPort: 0,
+  s3Port: 0,
+  metaPort: 0,
+  coordinatorPort: 0,
+  bucket: 'berth-bench',
+  log: (line) => console.error(`cluster: ${line}`),
+});
+try {
+  const token = (await readFile(tokenFile(dataDir), 'utf8')).trim();
+  const meta = new MetaClient(cluster.endpoints.meta, token);
+  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: S3RVER_CREDENTIALS });
+  await meta.ensureTable({
+    name: 'events',
+    timestampColumn: 'ts',
+    columns: [
+      { name: 'ts', type: 'TIMESTAMP' },
+      { name: 'service', type: 'VARCHAR' },
+      { name: 'status', type: 'INTEGER' },
+      { name: 'latency_ms', type: 'DOUBLE' },
+      { name: 'bytes', type: 'BIGINT' },
+      { name: 'request_id', type: 'VARCHAR' },
+      { name: 'user_id', type: 'VARCHAR' },
+    ],
+  });
+  for (const [f, file] of files.entries()) {
+    const id = path.basename(file, '.parquet');
+    const body = await readFile(file);
+    await s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey('events', id), Body: body }));
+    const start = Date.UTC(2026, 9, 1) + f * ROWS_PER_FILE * 50;
+    await meta.commitSegment({ id, table: 'events', minTs: start, maxTs: start + ROWS_PER_FILE * 50, rows: ROWS_PER_FILE, bytes: body.length, level: 0 });
+  }
+  s3.destroy();
+
+  const berthQuery = async () => {
+    const started = performance.now();
+    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: QUERY }) });
+    const result = (await response.json()) as { rows: unknown[][]; stats: { cacheMisses: number; route: string } };
+    if (!response.ok) throw new Error(JSON.stringify(result));
+    return { ms: performance.now() - started, result };
+  };
+  const baseline = await DuckDBInstance.create(':memory:');
+  const connection = await baseline.connect();
+  await connection.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+  const duckdbQuery = async () => {
+    const started = performance.now();
+    const reader = await connection.runAndReadAll(QUERY);
+    return { ms: performance.now() - started, rows: reader.getRowsJson() };
+  };
+
+  // Warm both: the nodes' caches (first read from S3) and the OS page cache for the baseline.
+  const cold = await berthQuery();
+  await berthQuery();
+  await duckdbQuery();
+  const berthTimes: number[] = [];
+  const duckdbTimes: number[] = [];
+  let misses = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    const b = await berthQuery();
+    misses += b.result.stats.cacheMisses;
+    berthTimes.push(b.ms);
+    duckdbTimes.push((await duckdbQuery()).ms);
+  }
+  connection.closeSync();
+  baseline.closeSync();
+
+  const [b, d] = [median(berthTimes), median(duckdbTimes)];
+  console.log(`# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`);
+  console.log(`Query: \`${QUERY}\`\n`);
+  console.log('| run | median of 5 (ms) | vs one DuckDB |');
+  console.log('|---|---:|---:|');
+  console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
+  console.log(`| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`);
+  console.log(`| Berth, first query (cold: every segment fetched from S3) | ${cold.ms.toFixed(0)} | ${(cold.ms / d).toFixed(2)}× |`);
+  console.log(`\nCache misses in the timed rounds: ${misses}.`);
+} finally {
+  await cluster.stop();
+}
