@@ -114,6 +114,11 @@ describe('the serving path', () => {
     expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
   });
 
+  it('reports running and waiting queries per workload group', async () => {
+    const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
+    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16 }] });
+  });
+
   it('gathers a non-decomposable query on one backend and says why', async () => {
     const { body } = await query(cluster, 'SELECT count(DISTINCT user_id) FROM events');
     expect(body.stats.route).toBe('gather');
