@@ -155,6 +155,22 @@ describe('the serving path', () => {
     expect((await cluster.meta.listSegments('events')).length).toBe(before);
   });
 
+  it('takes a pushed segment only on its owner; any other node declines it', async () => {
+    const [segment] = await cluster.meta.listSegments('events');
+    const placement = cluster.coordinator.view.placement!;
+    const push = async (nodeUrl: string) => {
+      const response = await fetch(`${nodeUrl}/v1/segments/${segment!.id}?table=events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${TOKEN}` },
+        body: Buffer.from('PAR1 stand-in bytes'),
+      });
+      return (await response.json()) as { accepted: boolean; owner: string };
+    };
+    const other = cluster.nodes.find((n) => n.id !== placement.owner(segment!.id)!.id)!;
+    expect(await push(other.url)).toMatchObject({ accepted: false, owner: placement.owner(segment!.id)!.id });
+    expect(other.cache.has(segment!.id)).toBe(false);
+  });
+
   it('refuses unauthenticated and traversal pushes at a query node', async () => {
     const node = cluster.nodes[0]!;
     const unauthenticated = await fetch(`${node.url}/v1/segments/events-l0-x?table=events`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'PAR1' });
