@@ -1,5 +1,6 @@
 /** The embedded Temporal dev server (`temporal server start-dev`), for `berth up` and the tests. */
 import { TestWorkflowEnvironment, type EphemeralServerExecutable } from '@temporalio/testing';
+import { SEARCH_ATTRIBUTES } from '../../workflows/api.js';
 
 export interface TemporalDevServerOptions {
   executable: EphemeralServerExecutable;
@@ -36,6 +37,8 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       uiPort: options.uiPort,
       dbFilename: options.dbFilename,
       namespace,
+      // Berth's search attributes, so that `temporal workflow list --query` finds runs by table and partition.
+      searchAttributes: Object.values(SEARCH_ATTRIBUTES),
       log: { format: 'pretty', level: 'error' },
     },
   });

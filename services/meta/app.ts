@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
-import { conflict, installErrorHandler, notFound } from '../common/errors.js';
+import { installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { NodeId, SegmentId, SegmentSchema, TableName, Vcpus } from '../common/schemas.js';
 import type { MetaStore } from './store.js';
@@ -125,18 +125,28 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     },
   );
 
+  app.get('/v1/segments/retired', { schema: { querystring: Type.Object({ before: Type.Integer() }) } }, async (request) => ({
+    segments: store.listRetired(request.query.before),
+  }));
+
+  app.delete('/v1/segments/:id', { ...auth, schema: { params: Type.Object({ id: SegmentId }) } }, async (request) => {
+    store.forgetSegment(request.params.id);
+    return { ok: true };
+  });
+
+  app.post(
+    '/v1/segments/known',
+    { schema: { body: Type.Object({ ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) }, { additionalProperties: false }) } },
+    async (request) => ({ known: store.knownSegments(request.body.ids) }),
+  );
+
   // ── leases ──
   const Holder = Type.String({ minLength: 1, maxLength: 200 });
   app.post(
     '/v1/leases/:name/acquire',
     { ...auth, schema: { params: Type.Object({ name: LeaseName }), body: Type.Object({ holder: Holder, ttlMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }) }, { additionalProperties: false }) } },
-    async (request) => {
-      const result = store.acquireLease(request.params.name, request.body.holder, request.body.ttlMs);
-      if (!result.granted) {
-        throw conflict('lease_held', `lease "${request.params.name}" is held by "${result.lease.holder}" until ${new Date(result.lease.expiresAt).toISOString()}`);
-      }
-      return result.lease;
-    },
+    // Not granted is an answer, not an error: it says who holds the lease and until when.
+    async (request) => store.acquireLease(request.params.name, request.body.holder, request.body.ttlMs),
   );
 
   app.post(

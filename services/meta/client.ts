@@ -66,7 +66,20 @@ export class MetaClient {
     return callJson(`${this.baseUrl}/v1/segments/swap`, { body: { retire, add }, token: this.token });
   }
 
-  acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
+  async listRetired(before: number): Promise<SegmentRow[]> {
+    return (await callJson<{ segments: SegmentRow[] }>(`${this.baseUrl}/v1/segments/retired?before=${before}`)).segments;
+  }
+
+  forgetSegment(id: string): Promise<void> {
+    return callJson(`${this.baseUrl}/v1/segments/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token });
+  }
+
+  async knownSegments(ids: string[]): Promise<string[]> {
+    return (await callJson<{ known: string[] }>(`${this.baseUrl}/v1/segments/known`, { body: { ids } })).known;
+  }
+
+  /** Takes or renews a lease; when another holder has it, `granted` is false and `lease` says whose it is until when. */
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }> {
     return callJson(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
   }
 

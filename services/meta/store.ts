@@ -267,6 +267,26 @@ export class MetaStore {
     return rows.map(toSegment);
   }
 
+  /** Retired segments whose retirement is older than `before` (epoch ms): what the janitor may delete. */
+  listRetired(before: number): SegmentRow[] {
+    const rows = this.db.prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`).all(before) as SegmentDbRow[];
+    return rows.map(toSegment);
+  }
+
+  /** Forgets a retired segment whose object is gone. An active segment is never forgotten. */
+  forgetSegment(id: string): void {
+    const segment = this.getSegment(id);
+    if (!segment) return;
+    if (segment.state === 'active') throw conflict('segment_active', `segment "${id}" is active: only retired segments can be forgotten`);
+    this.db.prepare(`DELETE FROM segments WHERE id = ? AND state = 'retired'`).run(id);
+  }
+
+  /** Which of these ids the manifest knows, in any state. */
+  knownSegments(ids: string[]): string[] {
+    const stmt = this.db.prepare('SELECT 1 FROM segments WHERE id = ?');
+    return ids.filter((id) => stmt.get(id) !== undefined);
+  }
+
   private insertSegment(segment: Segment): SegmentRow {
     if (!this.getTable(segment.table)) throw notFound('table_not_found', `table "${segment.table}" does not exist`);
     const existing = this.getSegment(segment.id);

@@ -36,13 +36,15 @@ export interface ClusterOptions {
   cacheBytes?: number;
   /** A bucket prefix of its own, so that test files do not see each other's segments. */
   bucket?: string;
+  /** How long meta keeps a silent node among the members. @default 30000 */
+  expiryMs?: number;
 }
 
 const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
 
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
-  const store = new MetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: 30_000 });
+  const store = new MetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
   const metaApp = buildMetaApp({ store, token: TOKEN, logger: false });
   const metaUrl = await metaApp.listen({ host: '127.0.0.1', port: 0 });
   const meta = new MetaClient(metaUrl, TOKEN);

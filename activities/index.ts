@@ -1,0 +1,3 @@
+/** Every activity of Berth's workflows, as types for proxyActivities and factories for workers. */
+export { createJanitorActivities, type JanitorActivities } from './janitor.js';
+export { createMergeActivities, type MergeActivities } from './merge.js';

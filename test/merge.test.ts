@@ -1,0 +1,281 @@
+/**
+ * Merge-then-push and the janitor on a real Temporal dev server, with real query nodes, meta and
+ * the S3 API.
+ */
+import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import type { Client } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { segmentObjectKey } from '../core/identifiers.js';
+import { mergedSegmentId } from '../activities/merge.js';
+import { createS3Client } from '../services/common/s3-client.js';
+import type { QueryResult } from '../services/coordinator/query-service.js';
+import { ensureMergeSchedule } from '../workers/schedules.js';
+import { mergeScheduleId, mergeWorkflowId, type MergeResult } from '../workflows/api.js';
+import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
+import { QUERY_CORPUS } from './fixtures/query-corpus.js';
+import { expectSameResult } from './helpers/compare-results.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { eventNdjson } from './helpers/event-data.js';
+import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
+
+const PARTITION = '20261101';
+
+async function ingest(cluster: TestCluster, table: string, batches: number, rowsPerBatch = 40) {
+  for (let b = 0; b < batches; b++) {
+    const response = await fetch(`${cluster.coordinator.url}/v1/tables/${table}/rows`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
+      body: await eventNdjson(b * rowsPerBatch, (b + 1) * rowsPerBatch),
+    });
+    expect(response.status).toBe(200);
+  }
+}
+
+async function query(cluster: TestCluster, sql: string): Promise<QueryResult> {
+  const response = await fetch(`${cluster.coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+  const body = (await response.json()) as QueryResult & { message?: string };
+  if (response.status !== 200) throw new Error(body.message);
+  return body;
+}
+
+const checksum = (cluster: TestCluster, table: string) => query(cluster, `SELECT count(*) AS n, sum(hash(${table})) AS h FROM ${table}`).then((r) => r.rows);
+
+describe('merge-then-push', () => {
+  let cluster: TestCluster;
+  let client: Client;
+  let worker: RunningWorker;
+  const taskQueue = `merge-${randomUUID()}`;
+  const merge = (table: string, extra: Record<string, unknown> = {}, workflowId = `${mergeWorkflowId(table, PARTITION)}-${randomUUID()}`) =>
+    client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId, args: [{ table, partition: PARTITION, ...extra }] });
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [2, 2], expiryMs: 2_000 });
+    client = await temporalClient();
+    worker = await startWorker(cluster, taskQueue);
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await client?.connection.close();
+    await cluster?.close();
+  });
+
+  it('merges 50 level-0 segments into one with the same rows and answers, pushed warm to its owner', async () => {
+    await ingest(cluster, 'events', 50);
+    expect(await cluster.meta.listSegments('events')).toHaveLength(50);
+    const before = await checksum(cluster, 'events');
+    const answers = await Promise.all(QUERY_CORPUS.map((q) => query(cluster, q.sql)));
+
+    const result = await merge('events', {}, mergeWorkflowId('events', PARTITION));
+    expect(result).toMatchObject({ outcome: 'merged', table: 'events', partition: PARTITION, push: { accepted: true } });
+    expect(result.inputs).toHaveLength(50);
+    const segments = await cluster.meta.listSegments('events');
+    expect(segments).toHaveLength(1);
+    expect(segments[0]).toMatchObject({ id: result.merged!.id, level: 1, rows: 2_000 });
+
+    const first = await query(cluster, 'SELECT count(*) FROM events');
+    expect(first.stats).toMatchObject({ s3Gets: 0, cacheMisses: 0, cacheHits: 1 });
+    expect(await checksum(cluster, 'events')).toEqual(before);
+    for (const [i, q] of QUERY_CORPUS.entries()) expectSameResult(await query(cluster, q.sql), answers[i]!, q.ordered, q.name);
+
+    // The same merge again finds nothing left to merge.
+    expect((await merge('events')).outcome).toBe('nothing-to-merge');
+    expect(await cluster.meta.listSegments('events')).toHaveLength(1);
+  });
+
+  it('is findable by table and partition', async () => {
+    await expect
+      .poll(async () => {
+        const ids: string[] = [];
+        for await (const run of client.workflow.list({ query: `BerthTable = 'events' AND BerthPartition = '${PARTITION}'` })) ids.push(run.workflowId);
+        return ids;
+      })
+      .toContain(mergeWorkflowId('events', PARTITION));
+  });
+
+  it('commits even when the owner declines or is down; the segment is then read cold once', async () => {
+    await ingest(cluster, 'declined', 6);
+    const nodes = [...cluster.nodes];
+    for (const node of nodes) await node.close();
+    cluster.nodes.length = 0;
+    const result = await merge('declined');
+    expect(result.outcome).toBe('merged');
+    expect(result.push!.accepted).toBe(false);
+    expect(await cluster.meta.listSegments('declined')).toHaveLength(1);
+    await cluster.addNode({ vcpus: 2 });
+    await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
+    expect((await query(cluster, 'SELECT count(*) FROM declined')).stats).toMatchObject({ cacheMisses: 1, s3Gets: 1 });
+    expect((await query(cluster, 'SELECT count(*) FROM declined')).stats).toMatchObject({ cacheMisses: 0, cacheHits: 1 });
+  });
+
+  it('lets exactly one of two racing merges commit', async () => {
+    await ingest(cluster, 'racing', 8);
+    const [a, b] = await Promise.all([merge('racing', { leasePollMs: 200 }), merge('racing', { leasePollMs: 200 })]);
+    expect([a.outcome, b.outcome].sort()).toEqual(['merged', 'nothing-to-merge']);
+    const segments = await cluster.meta.listSegments('racing');
+    expect(segments).toHaveLength(1);
+    expect(segments[0]!.rows).toBe(8 * 40);
+  });
+
+  it('waits out a lease left by a dead worker for no longer than its TTL', async () => {
+    await ingest(cluster, 'stale', 4);
+    const ttlMs = 3_000;
+    await cluster.meta.acquireLease(`merge:stale:${PARTITION}:l0`, 'a-worker-that-died', ttlMs);
+    const started = Date.now();
+    const result = await merge('stale', { leaseTtlMs: 60_000 });
+    expect(result.outcome).toBe('merged');
+    expect(Date.now() - started).toBeLessThan(ttlMs + 5_000);
+  });
+
+  it('runs a table’s merges from its Temporal Schedule', async () => {
+    await ingest(cluster, 'scheduled', 5);
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe(true);
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue })).toBe(false); // already there
+    const schedule = client.schedule.getHandle(mergeScheduleId('scheduled'));
+    try {
+      await schedule.trigger();
+      await expect.poll(async () => (await cluster.meta.listSegments('scheduled')).map((s) => s.level), { timeout: 30_000 }).toEqual([1]);
+    } finally {
+      await schedule.delete();
+    }
+  });
+});
+
+describe('a worker killed between upload and commit', () => {
+  let cluster: TestCluster;
+  let client: Client;
+  let worker: RunningWorker | undefined;
+  let slowOwner: ReturnType<typeof createServer> | undefined;
+  const taskQueue = `merge-kill-${randomUUID()}`;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [] });
+    client = await temporalClient();
+  });
+  afterEach(async () => {
+    await worker?.stop();
+    slowOwner?.closeAllConnections();
+    slowOwner?.close();
+  });
+  afterAll(async () => {
+    await client?.connection.close();
+    await cluster?.close();
+  });
+
+  it('completes after a restart with exactly one merged segment and no row lost or doubled', async () => {
+    await ingest(cluster, 'events', 5);
+    const before = await cluster.meta.listSegments('events');
+
+    // The only serving node holds pushes open until the test lets them go: the merged object is
+    // uploaded, the commit has not happened, and the worker can be killed right there.
+    const pushes: { response: ServerResponse }[] = [];
+    let pushArrived: () => void = () => {};
+    const arrived = new Promise<void>((resolve) => (pushArrived = resolve));
+    slowOwner = createServer((request: IncomingMessage, response: ServerResponse) => {
+      request.resume();
+      if (request.method === 'POST' && request.url?.startsWith('/v1/segments/')) {
+        pushes.push({ response });
+        pushArrived();
+      } else response.end('{}');
+    });
+    await new Promise<void>((resolve) => slowOwner!.listen(0, '127.0.0.1', resolve));
+    const ownerUrl = `http://127.0.0.1:${(slowOwner.address() as AddressInfo).port}`;
+    await cluster.meta.registerNode({ id: 'slow-owner', group: 'serving', url: ownerUrl, vcpus: 2, startedAt: Date.now() });
+
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/workers/main.js', import.meta.url))], {
+      env: {
+        ...process.env,
+        BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
+        BERTH_TASK_QUEUE: taskQueue,
+        BERTH_META_URL: cluster.metaUrl,
+        BERTH_TOKEN: TOKEN,
+        BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+        BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+        BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+        BERTH_S3_BUCKET: cluster.bucket,
+        BERTH_WORKER_DIR: `${cluster.dir}/killed-worker`,
+        BERTH_SCHEDULE_SYNC_MS: '0',
+      },
+      stdio: 'ignore',
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const handle = await client.workflow.start(segmentMergeWorkflow, {
+      taskQueue,
+      workflowId: `kill-${randomUUID()}`,
+      args: [{ table: 'events', partition: PARTITION, heartbeatTimeoutMs: 2_000 }],
+    });
+    await arrived;
+    // Uploaded, not committed: the merged object is in the bucket, the manifest still lists the inputs.
+    const mergedId = mergedSegmentId('events', PARTITION, 1, before.map((s) => s.id));
+    const s3 = createS3Client(cluster.s3);
+    await s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) }));
+    expect((await cluster.meta.listSegments('events')).map((s) => s.id).sort()).toEqual(before.map((s) => s.id).sort());
+    child.kill('SIGKILL');
+    await exited;
+
+    pushes.length = 0;
+    worker = await startWorker(cluster, taskQueue);
+    // The push step is retried on the new worker once the dead one misses its heartbeats.
+    await expect.poll(() => pushes.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    for (const push of pushes) push.response.end(JSON.stringify({ accepted: true, owner: 'slow-owner' }));
+    const result: MergeResult = await handle.result();
+    expect(result.outcome).toBe('merged');
+
+    const after = await cluster.meta.listSegments('events');
+    expect(after.map((s) => s.id)).toEqual([mergedId]);
+    expect(after[0]!.rows).toBe(before.reduce((sum, s) => sum + s.rows, 0));
+    await s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', after[0]!.id) }));
+    s3.destroy();
+    const again = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `kill-again-${randomUUID()}`, args: [{ table: 'events', partition: PARTITION }] });
+    expect(again.outcome).toBe('nothing-to-merge');
+  });
+});
+
+describe('the janitor', () => {
+  let cluster: TestCluster;
+  let client: Client;
+  let worker: RunningWorker;
+  const taskQueue = `janitor-${randomUUID()}`;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [2] });
+    client = await temporalClient();
+    worker = await startWorker(cluster, taskQueue);
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await client?.connection.close();
+    await cluster?.close();
+  });
+
+  it('deletes retired objects only after the grace period, and uploads never committed', async () => {
+    await ingest(cluster, 'events', 3);
+    const inputs = await cluster.meta.listSegments('events');
+    await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `jm-${randomUUID()}`, args: [{ table: 'events', partition: PARTITION }] });
+    const [merged] = await cluster.meta.listSegments('events');
+    const s3 = createS3Client(cluster.s3);
+    const exists = (table: string, id: string) =>
+      s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey(table, id) })).then(
+        () => true,
+        () => false,
+      );
+    await s3.send(new PutObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', 'events-l0-never-committed'), Body: 'PAR1' }));
+    const janitor = (graceMs: number) => client.workflow.execute(janitorWorkflow, { taskQueue, workflowId: `janitor-${randomUUID()}`, args: [{ graceMs }] });
+
+    expect(await janitor(3_600_000)).toEqual({ retiredDeleted: [], orphansDeleted: [] });
+    for (const s of inputs) expect(await exists('events', s.id)).toBe(true);
+
+    const swept = await janitor(0);
+    expect(swept.retiredDeleted.sort()).toEqual(inputs.map((s) => s.id).sort());
+    expect(swept.orphansDeleted).toContain(segmentObjectKey('events', 'events-l0-never-committed'));
+    for (const s of inputs) expect(await exists('events', s.id)).toBe(false);
+    expect(await exists('events', 'events-l0-never-committed')).toBe(false);
+    expect(await exists('events', merged!.id)).toBe(true); // nothing committed is ever deleted
+    expect((await query(cluster, 'SELECT count(*) AS n FROM events')).rows).toEqual([[120]]);
+    s3.destroy();
+  });
+});

@@ -1,0 +1,3 @@
+/** Every workflow a Berth worker runs, by name. */
+export { janitorWorkflow } from './janitor.js';
+export { segmentMergeWorkflow, tableMergeWorkflow } from './segment-merge.js';

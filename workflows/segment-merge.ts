@@ -1,0 +1,84 @@
+/**
+ * Merge-then-push: under a lease for one table, partition and level, merge the small segments into
+ * one sorted Parquet, push it into its owner's cache, then swap it for its inputs in the manifest.
+ * A push that is declined or fails only means a cold first read; a lost race commits nothing.
+ */
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, proxyActivities, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { MergeActivities } from '../activities/merge.js';
+import { LOST_MERGE_RACE, mergeWorkflowId, SEARCH_ATTRIBUTES, type MergeInput, type MergeResult, type TableMergeInput, type TableMergeResult } from './api.js';
+
+const activities = (heartbeatTimeoutMs: number) =>
+  proxyActivities<MergeActivities>({
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: heartbeatTimeoutMs,
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+  });
+
+export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResult> {
+  const level = input.level ?? 0;
+  const ttlMs = input.leaseTtlMs ?? 600_000;
+  const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge } = activities(input.heartbeatTimeoutMs ?? 30_000);
+  upsertSearchAttributes([
+    { key: SEARCH_ATTRIBUTES.table, value: input.table },
+    { key: SEARCH_ATTRIBUTES.partition, value: input.partition },
+  ]);
+  const result = (outcome: MergeResult['outcome'], extra: Partial<MergeResult> = {}): MergeResult => ({ outcome, table: input.table, partition: input.partition, inputs: [], ...extra });
+
+  const lease = { name: `merge:${input.table}:${input.partition}:l${level}`, holder: workflowInfo().workflowId, ttlMs };
+  const giveUpAt = Date.now() + (input.leaseWaitMs ?? 2 * ttlMs);
+  for (;;) {
+    const attempt = await acquireLease.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` }, [lease]);
+    if (attempt.granted) break;
+    if (Date.now() >= giveUpAt) return result('lease-held');
+    // Another holder, maybe a dead one: look again when it may have let go, and at the latest when its lease runs out.
+    await sleep(Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())));
+  }
+
+  try {
+    const picked = await pickMergeInputs({ table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 });
+    const inputs = picked.map((s) => s.id);
+    if (inputs.length < (input.minInputs ?? 2)) return result('nothing-to-merge', { inputs });
+    const bytes = picked.reduce((sum, s) => sum + s.bytes, 0);
+    const merged = await mergeSegments.executeWithOptions(
+      { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)` },
+      [{ table: input.table, partition: input.partition, level, inputs }],
+    );
+    await acquireLease(lease); // renew: the push and the commit still run under it
+    const push = await pushToOwner.executeWithOptions(
+      { startToCloseTimeout: '5 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `push ${merged.id} (${merged.bytes} bytes) into its owner's cache` },
+      [{ table: input.table, segmentId: merged.id }],
+    );
+    try {
+      await commitMerge.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` }, [{ inputs, merged }]);
+    } catch (error) {
+      if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === LOST_MERGE_RACE) return result('lost-race', { inputs });
+      throw error;
+    }
+    return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
+  } finally {
+    await CancellationScope.nonCancellable(() => releaseLease(lease));
+  }
+}
+
+/** The scheduled pass over one table: a merge for every partition with enough small segments. */
+export async function tableMergeWorkflow(input: TableMergeInput): Promise<TableMergeResult> {
+  const level = input.level ?? 0;
+  const minInputs = input.minInputs ?? 2;
+  const { listMergeablePartitions } = activities(30_000);
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.table, value: input.table }]);
+  const partitions: TableMergeResult['partitions'] = [];
+  for (const partition of await listMergeablePartitions({ table: input.table, level, minInputs })) {
+    try {
+      const merged = await executeChild(segmentMergeWorkflow, {
+        workflowId: mergeWorkflowId(input.table, partition, level),
+        args: [{ table: input.table, partition, level, minInputs, maxInputs: input.maxInputs }],
+      });
+      partitions.push({ partition, outcome: merged.outcome });
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+      partitions.push({ partition, outcome: 'already-running' });
+    }
+  }
+  return { table: input.table, partitions };
+}
