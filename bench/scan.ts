@@ -5,15 +5,11 @@
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { startEmbeddedCluster, tokenFile } from '../cli/embedded/cluster.js';
-import { segmentObjectKey } from '../core/identifiers.js';
-import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
-import { MetaClient } from '../services/meta/client.js';
+import { startBenchCluster } from './bench-cluster.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback;
 const FILES = arg('files', 48);
@@ -40,7 +36,7 @@ async function makeData(): Promise<string[]> {
     }
     c.closeSync();
     db.closeSync();
-    await (await import('node:fs/promises')).writeFile(path.join(DATA, 'done'), '');
+    await writeFile(path.join(DATA, 'done'), '');
   }
   return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
 }
@@ -51,45 +47,18 @@ const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
 console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
 
-const dataDir = path.join(BASE, 'cluster');
-await rm(dataDir, { recursive: true, force: true });
-const cluster = await startEmbeddedCluster({
-  dataDir,
-  vcpus: [2, 2, 2, 2],
-  cacheBytes: Math.ceil(totalBytes / 2), // room for a node's share and more
-  temporalPort: 0,
-  temporalUiPort: 0,
-  s3Port: 0,
-  metaPort: 0,
-  coordinatorPort: 0,
-  bucket: 'berth-bench',
-  log: (line) => console.error(`cluster: ${line}`),
-});
+const bench = await startBenchCluster(path.join(BASE, 'cluster'), [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
+const { cluster } = bench;
 try {
-  const token = (await readFile(tokenFile(dataDir), 'utf8')).trim();
-  const meta = new MetaClient(cluster.endpoints.meta, token);
-  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: S3RVER_CREDENTIALS });
-  await meta.ensureTable({
-    name: 'events',
-    timestampColumn: 'ts',
-    columns: [
-      { name: 'ts', type: 'TIMESTAMP' },
-      { name: 'service', type: 'VARCHAR' },
-      { name: 'status', type: 'INTEGER' },
-      { name: 'latency_ms', type: 'DOUBLE' },
-      { name: 'bytes', type: 'BIGINT' },
-      { name: 'request_id', type: 'VARCHAR' },
-      { name: 'user_id', type: 'VARCHAR' },
-    ],
-  });
-  for (const [f, file] of files.entries()) {
-    const id = path.basename(file, '.parquet');
-    const body = await readFile(file);
-    await s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey('events', id), Body: body }));
-    const start = Date.UTC(2026, 9, 1) + f * ROWS_PER_FILE * 50;
-    await meta.commitSegment({ id, table: 'events', minTs: start, maxTs: start + ROWS_PER_FILE * 50, rows: ROWS_PER_FILE, bytes: body.length, level: 0 });
-  }
-  s3.destroy();
+  await bench.load('events', files, [
+    { name: 'ts', type: 'TIMESTAMP' },
+    { name: 'service', type: 'VARCHAR' },
+    { name: 'status', type: 'INTEGER' },
+    { name: 'latency_ms', type: 'DOUBLE' },
+    { name: 'bytes', type: 'BIGINT' },
+    { name: 'request_id', type: 'VARCHAR' },
+    { name: 'user_id', type: 'VARCHAR' },
+  ]);
 
   const berthQuery = async () => {
     const started = performance.now();
@@ -133,5 +102,5 @@ try {
   console.log(`| Berth, first query (cold: every segment fetched from S3) | ${cold.ms.toFixed(0)} | ${(cold.ms / d).toFixed(2)}× |`);
   console.log(`\nCache misses in the timed rounds: ${misses}.`);
 } finally {
-  await cluster.stop();
+  await bench.stop();
 }

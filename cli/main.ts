@@ -1,6 +1,7 @@
 /** The `berth` command. */
 import { Command } from 'commander';
 import { ingestCommand } from './commands/ingest.js';
+import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
 import { queryCommand } from './commands/query.js';
@@ -13,6 +14,7 @@ const program = new Command('berth')
   .addCommand(ingestCommand())
   .addCommand(queryCommand())
   .addCommand(nodesCommand())
+  .addCommand(mergeCommand())
   .addCommand(placementCommand());
 
 try {

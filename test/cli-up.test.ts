@@ -53,6 +53,13 @@ describe('berth up and the everyday commands', () => {
       expect(nodes.map((n) => [n.weight, n.alive])).toEqual(expect.arrayContaining([[2, true], [1, true]]));
       expect(nodes.reduce((sum, n) => sum + n.share, 0)).toBeCloseTo(1);
 
+      const merged = await berth('merge', '--table', 'events', '--json', '--data-dir', dataDir);
+      expect(JSON.parse(merged.stdout)).toEqual({ table: 'events', partitions: [{ partition: '20261101', outcome: 'merged' }] });
+      expect(merged.stderr).toMatch(/merging events: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/merge-events-now-/);
+      const afterMerge = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][]; stats: { segments: { total: number } } };
+      expect(afterMerge.rows).toEqual([[3_000]]);
+      expect(afterMerge.stats.segments.total).toBe(1);
+
       const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
       expect(bad.code).not.toBe(0);
       expect(bad.stderr.trim()).toBe('berth: unknown table "nowhere"');

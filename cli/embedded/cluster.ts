@@ -1,6 +1,7 @@
 /**
  * The embedded cluster that `berth up` runs on one machine: the Temporal dev server and the S3
- * API, then meta, the coordinator and the serving group's query nodes as child processes, with
+ * API, then meta, the coordinator, the serving group's query nodes and the Temporal worker as
+ * child processes, with
  * every piece of state under one data dir. Starting again on the same dir resumes: the same node
  * identities and caches, manifest, objects and workflow history.
  */
@@ -126,6 +127,12 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_COORDINATOR_HOST: bind,
       BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
       BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
+    });
+    await service('worker', SERVICE_SCRIPTS.worker, {
+      BERTH_META_URL: meta.url,
+      BERTH_TEMPORAL_ADDRESS: temporal.address,
+      BERTH_TEMPORAL_NAMESPACE: temporal.namespace,
+      BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
     });
     await awaitMembers(new MetaClient(meta.url, token), nodes.map((n) => String(n.announced.id)));
 

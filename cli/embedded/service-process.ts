@@ -22,6 +22,7 @@ export const SERVICE_SCRIPTS = {
   meta: fileURLToPath(new URL('../../services/meta/main.js', import.meta.url)),
   coordinator: fileURLToPath(new URL('../../services/coordinator/main.js', import.meta.url)),
   'query-node': fileURLToPath(new URL('../../services/query-node/main.js', import.meta.url)),
+  worker: fileURLToPath(new URL('../../workers/main.js', import.meta.url)),
 } as const;
 
 export async function startServiceProcess(

@@ -1,0 +1,59 @@
+/** What the cluster benchmarks share: the embedded cluster on free ports, and segments loaded straight into it. */
+import { readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { startEmbeddedCluster, tokenFile, type EmbeddedCluster } from '../cli/embedded/cluster.js';
+import { segmentObjectKey } from '../core/identifiers.js';
+import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
+import { MetaClient, type ColumnSpec } from '../services/meta/client.js';
+
+export interface BenchCluster {
+  cluster: EmbeddedCluster;
+  meta: MetaClient;
+  /** Uploads Parquet files as level-0 segments of `table` and commits them, as ingest would. */
+  load(table: string, files: string[], columns: ColumnSpec[]): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startBenchCluster(dataDir: string, vcpus: number[], cacheBytes: number): Promise<BenchCluster> {
+  await rm(dataDir, { recursive: true, force: true });
+  const cluster = await startEmbeddedCluster({
+    dataDir,
+    vcpus,
+    cacheBytes,
+    temporalPort: 0,
+    temporalUiPort: 0,
+    s3Port: 0,
+    metaPort: 0,
+    coordinatorPort: 0,
+    bucket: 'berth-bench',
+    log: (line) => console.error(`cluster: ${line}`),
+  });
+  const meta = new MetaClient(cluster.endpoints.meta, (await readFile(tokenFile(dataDir), 'utf8')).trim());
+  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: S3RVER_CREDENTIALS });
+  const duckdb = await DuckDBInstance.create(':memory:');
+  return {
+    cluster,
+    meta,
+    load: async (table, files, columns) => {
+      await meta.ensureTable({ name: table, timestampColumn: 'ts', columns });
+      const c = await duckdb.connect();
+      try {
+        for (const file of files) {
+          const id = `${table}-l0-${path.basename(file, '.parquet')}`;
+          const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000) FROM read_parquet('${file}')`)).getRows()[0]!.map(Number);
+          await s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey(table, id), Body: await readFile(file) }));
+          await meta.commitSegment({ id, table, minTs: minTs!, maxTs: maxTs!, rows: rows!, bytes: (await stat(file)).size, level: 0 });
+        }
+      } finally {
+        c.closeSync();
+      }
+    },
+    stop: async () => {
+      duckdb.closeSync();
+      s3.destroy();
+      await cluster.stop();
+    },
+  };
+}
