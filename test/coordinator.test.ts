@@ -121,6 +121,7 @@ describe('the serving path', () => {
 
   it('gathers a non-decomposable query on one backend and says why', async () => {
     const { body } = await query(cluster, 'SELECT count(DISTINCT user_id) FROM events');
+    expect(body.stats.verdict).toEqual({ class: 'light' });
     expect(body.stats.route).toBe('gather');
     expect(body.stats.reason).toMatch(/does not decompose/);
     expect(Object.keys(body.stats.nodes)).toHaveLength(1);

@@ -1,5 +1,6 @@
 /** Composes a running coordinator: SQL engine, planner, member view, scatter, ingest, HTTP. */
 import path from 'node:path';
+import type { VerdictThresholds } from '../../core/routing-verdict.js';
 import { MemberView } from '../common/member-view.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { MetaClient } from '../meta/client.js';
@@ -25,6 +26,8 @@ export interface CoordinatorConfig {
   memberPollMs?: number;
   /** @default 16 */
   maxConcurrency?: number;
+  /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
+  verdictThresholds?: VerdictThresholds;
   /** @default '127.0.0.1' */
   host?: string;
   /** @default 0 (any free port) */
@@ -56,6 +59,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     meta,
     group: config.group,
     maxConcurrency: config.maxConcurrency,
+    verdictThresholds: config.verdictThresholds,
   });
   const ingestor = new Ingestor({ engine, meta, view, s3, bucket: config.bucket, token: config.token });
   const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, logger: config.logger });

@@ -1,5 +1,6 @@
 /** Runs the coordinator. Configuration comes from the environment (see README). */
 import path from 'node:path';
+import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { envNumber, envString } from '../common/env.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
@@ -14,6 +15,10 @@ const coordinator = await startCoordinator({
   seedNodes: (process.env.BERTH_SEED_NODES ?? '').split(',').filter(Boolean),
   memberPollMs: envNumber('BERTH_MEMBER_POLL_MS', 10_000),
   maxConcurrency: envNumber('BERTH_MAX_CONCURRENT_QUERIES', 16),
+  verdictThresholds: {
+    scanBytes: envNumber('BERTH_HEAVY_SCAN_BYTES', DEFAULT_VERDICT_THRESHOLDS.scanBytes),
+    memoryBytes: envNumber('BERTH_HEAVY_MEMORY_BYTES', DEFAULT_VERDICT_THRESHOLDS.memoryBytes),
+  },
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),
 });

@@ -3,6 +3,7 @@
  * owners (or gather on one backend), finish at the coordinator, and report what happened.
  */
 import pLimit from 'p-limit';
+import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
 import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import type { Planner, Route } from './planner.js';
@@ -11,6 +12,8 @@ import type { Scatter } from './scatter.js';
 import type { SqlEngine } from './sql-engine.js';
 
 export interface QueryStats {
+  /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
+  verdict: Verdict;
   route: Route;
   /** Why the query ran whole on one backend. */
   reason?: string;
@@ -46,6 +49,8 @@ export interface QueryServiceOptions {
   group?: string;
   /** Queries running at once; the rest wait in line. @default 16 */
   maxConcurrency?: number;
+  /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
+  verdictThresholds?: VerdictThresholds;
 }
 
 export class QueryService {
@@ -75,6 +80,8 @@ export class QueryService {
       chosen.push({ table, segments: await meta.listSegments(table.name, plan.windows.get(table.name) ?? {}) });
     }
     const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
+    const scanBytes = chosen.reduce((sum, t) => sum + t.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
+    const verdict = routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds);
 
     let partials: Buffer[];
     let scans: ScanStats[] = [];
@@ -96,6 +103,7 @@ export class QueryService {
     return {
       ...result,
       stats: {
+        verdict,
         route: plan.route,
         ...(plan.reason ? { reason: plan.reason } : {}),
         placement,
