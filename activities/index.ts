@@ -1,3 +1,4 @@
 /** Every activity of Berth's workflows, as types for proxyActivities and factories for workers. */
 export { createJanitorActivities, type JanitorActivities } from './janitor.js';
 export { createMergeActivities, type MergeActivities } from './merge.js';
+export { createHeavyPoolActivities, type HeavyPoolActivities } from './heavy-pool.js';

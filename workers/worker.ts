@@ -5,7 +5,8 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createJanitorActivities, createMergeActivities } from '../activities/index.js';
+import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities } from '../activities/index.js';
+import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
@@ -27,6 +28,8 @@ export interface BerthWorkerConfig {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   servingGroup?: string;
+  /** The heavy pool's platform driver and the coordinator it runs queries through; no heavy pool without them. */
+  heavyPool?: { platform: ComputePlatform; coordinatorUrl: string };
 }
 
 export interface BerthWorker {
@@ -50,6 +53,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     activities: {
       ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
       ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
+      ...(config.heavyPool ? createHeavyPoolActivities({ ...config.heavyPool, meta, token: config.token }) : {}),
     },
   });
   return {

@@ -3,6 +3,7 @@
  * the task queue, workflow ids, search attributes and the inputs and results of each workflow.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 export const TASK_QUEUE = 'berth';
 
@@ -10,6 +11,8 @@ export const TASK_QUEUE = 'berth';
 export const SEARCH_ATTRIBUTES = {
   table: defineSearchAttributeKey('BerthTable', SearchAttributeType.KEYWORD),
   partition: defineSearchAttributeKey('BerthPartition', SearchAttributeType.KEYWORD),
+  group: defineSearchAttributeKey('BerthGroup', SearchAttributeType.KEYWORD),
+  phase: defineSearchAttributeKey('BerthPhase', SearchAttributeType.KEYWORD),
 };
 
 /** The failure type of a merge commit whose inputs another merge already retired (never retried). */
@@ -77,3 +80,86 @@ export interface JanitorResult {
 }
 
 export const JANITOR_SCHEDULE_ID = 'janitor';
+
+// ── heavy pool ───────────────────────────────────────────────────────────────────────────────
+
+/** A target past this is a mistake, not a request: the validator rejects it instead of capping it. */
+export const LARGEST_SANE_TARGET = 10_000;
+
+export interface PoolConfig {
+  /** The compute group this pool scales. */
+  group: string;
+  /** Capacity moves in steps of this many replicas. @default 2 */
+  increment?: number;
+  /** The most replicas the pool ever asks for. @default 4 */
+  maxReplicas?: number;
+  /** Back to zero after this long with nothing running or waiting. @default 300000 */
+  idleTimeoutMs?: number;
+  /** How often readiness is observed. @default 2000 */
+  readinessPollMs?: number;
+  /** Waiting queries above zero for this long raise the target by one increment. @default 30000 */
+  monitorSustainMs?: number;
+  /** How often the monitor reads the group's waiting queries. @default 10000 */
+  monitorPollMs?: number;
+}
+
+export interface LaunchRequest {
+  target: number;
+  /** When given, must be the pool's group. */
+  group?: string;
+}
+
+export interface LaunchAccepted {
+  workflowId: string;
+  /** The pool's target after this request: rounded up to the increment, capped, never lowered. */
+  accepted: number;
+}
+
+export type PoolPhase = 'parked' | 'scaling' | 'waiting-for-backends' | 'canary' | 'ready' | 'draining';
+
+export interface PoolStatus {
+  group: string;
+  phase: PoolPhase;
+  /** The replica target the pool is working towards. */
+  target: number;
+  /** The replicas last written to the platform. */
+  replicasPatched: number;
+  /** How many times replicas were written. */
+  patches: number;
+  podsRunning: number;
+  aliveBackends: number;
+  serveReady: boolean;
+  /** Why the pool is not serve-ready, in words. */
+  notReady?: string;
+  /** Readiness layers passed since the last scale-up, in order. */
+  layersPassed: ('pods' | 'backends' | 'canary')[];
+  running: number;
+  waiting: number;
+  lastActivity: number;
+  /** When the idle reaper will park the pool, if nothing arrives. */
+  idleDeadline?: number;
+}
+
+export interface HeavyQueryRequest {
+  queryId: string;
+  sql: string;
+}
+
+export interface HeavyQueryResult {
+  columns: string[];
+  types: string[];
+  rows: unknown[][];
+  stats: Record<string, unknown>;
+}
+
+export interface PoolWorkflowInput {
+  config: PoolConfig;
+  /** State carried across continue-as-new. */
+  carried?: { target: number; replicasPatched: number; patches: number; lastActivity: number };
+}
+
+export const poolWorkflowId = (group: string) => `heavy-pool-${group}`;
+export const launchUpdate = defineUpdate<LaunchAccepted, [LaunchRequest]>('launch');
+export const launchSignal = defineSignal<[LaunchRequest]>('launchSignal');
+export const runQueryUpdate = defineUpdate<HeavyQueryResult, [HeavyQueryRequest]>('runQuery');
+export const statusQuery = defineQuery<PoolStatus>('status');

@@ -1,3 +1,4 @@
 /** Every workflow a Berth worker runs, by name. */
 export { janitorWorkflow } from './janitor.js';
 export { segmentMergeWorkflow, tableMergeWorkflow } from './segment-merge.js';
+export { heavyPoolWorkflow } from './heavy-pool.js';

@@ -83,6 +83,11 @@ export class MetaClient {
     return callJson(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
   }
 
+  /** Releases every lease `holder` holds; returns their names. */
+  async releaseLeasesOf(holder: string): Promise<string[]> {
+    return (await callJson<{ released: string[] }>(`${this.baseUrl}/v1/leases/release-holder`, { body: { holder }, token: this.token })).released;
+  }
+
   async releaseLease(name: string, holder: string): Promise<boolean> {
     return (await callJson<{ released: boolean }>(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/release`, { body: { holder }, token: this.token })).released;
   }

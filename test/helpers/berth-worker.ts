@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
-import { createBerthWorker, type BerthWorker } from '../../workers/worker.js';
+import { createBerthWorker, type BerthWorker, type BerthWorkerConfig } from '../../workers/worker.js';
 import { TOKEN, type TestCluster } from './cluster.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
@@ -19,7 +19,7 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(cluster: TestCluster, taskQueue: string): Promise<RunningWorker> {
+export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Pick<BerthWorkerConfig, 'heavyPool'> = {}): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),
     taskQueue,
@@ -29,6 +29,7 @@ export async function startWorker(cluster: TestCluster, taskQueue: string): Prom
     s3: cluster.s3,
     bucket: cluster.bucket,
     workDir: `${cluster.dir}/worker-${randomUUID()}`,
+    ...extra,
   });
   const done = worker.run();
   return {

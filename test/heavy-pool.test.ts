@@ -1,0 +1,118 @@
+/**
+ * The heavy pool's entity workflow on a real Temporal dev server, scaling a compute group through
+ * the Kubernetes driver against the fake API server (so that every patch can be counted).
+ */
+import { randomUUID } from 'node:crypto';
+import { KubeConfig } from '@kubernetes/client-node';
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
+import { launchPool, poolStatus, type PoolClientOptions } from '../services/controller/pool-client.js';
+import { poolWorkflowId } from '../workflows/api.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
+import { startFakeKubeApi, type FakeKubeApi } from './fakes/kube-api-server.js';
+
+const KEY = 'doris/dorisdisaggregatedclusters/analytics';
+
+/** Every message along an error's cause chain. */
+const causes = (error: unknown): string => {
+  const messages: string[] = [];
+  for (let e = error as { message?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) messages.push(e.message ?? '');
+  return messages.join(' <- ');
+};
+
+describe('the heavy pool on Kubernetes', () => {
+  let cluster: TestCluster;
+  let client: Client;
+  let worker: RunningWorker;
+  let api: FakeKubeApi;
+  const taskQueue = `pool-${randomUUID()}`;
+  /** A pool of its own per test: a fresh group name, so workflow ids never collide. */
+  const pool = (group: string): PoolClientOptions => ({ client, taskQueue, config: { group, increment: 2, maxReplicas: 4, readinessPollMs: 200, idleTimeoutMs: 600_000 } });
+  const addGroup = (uniqueId: string) => api.resources.get(KEY)!.spec.computeGroups.push({ uniqueId, replicas: 0 });
+
+  beforeAll(async () => {
+    api = await startFakeKubeApi();
+    api.resources.set(KEY, { apiVersion: 'disaggregated.cluster.doris.com/v1', kind: 'DorisDisaggregatedCluster', metadata: { name: 'analytics' }, spec: { computeGroups: [{ uniqueId: 'serving', replicas: 3 }] } });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({ clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }], users: [{ name: 'berth' }], contexts: [{ name: 'fake', cluster: 'fake', user: 'berth' }], currentContext: 'fake' });
+    cluster = await startCluster({ vcpus: [] });
+    client = await temporalClient();
+    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: new KubernetesPlatform({ kubeConfig, namespace: 'doris', name: 'analytics' }), coordinatorUrl: cluster.coordinator.url } });
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await client?.connection.close();
+    await cluster?.close();
+    await api?.close();
+  });
+
+  const terminate = (group: string) => client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
+
+  it('coalesces 100 concurrent launches onto one execution at the largest target, patching once per distinct raise', async () => {
+    addGroup('heavy-a');
+    const targets = Array.from({ length: 100 }, (_, i) => 1 + (i % 4));
+    const answers = await Promise.all(targets.map((t) => launchPool(pool('heavy-a'), t)));
+    expect(new Set(answers.map((a) => a.workflowId))).toEqual(new Set([poolWorkflowId('heavy-a')]));
+    expect(answers.every((a) => a.accepted >= 2 && a.accepted <= 4 && a.accepted % 2 === 0)).toBe(true);
+    await expect.poll(async () => (await poolStatus({ client, group: 'heavy-a' })).replicasPatched, { timeout: 20_000 }).toBe(4);
+    const runs: string[] = [];
+    for await (const run of client.workflow.list({ query: `WorkflowId = '${poolWorkflowId('heavy-a')}'` })) runs.push(run.runId);
+    expect(runs).toHaveLength(1);
+    const raises = api.patches.filter((p) => p[0]!.path === `/spec/computeGroups/1/uniqueId`);
+    expect(raises.length).toBeGreaterThanOrEqual(1);
+    expect(raises.length).toBeLessThanOrEqual(2); // 0 → 2 → 4 at most, or straight to 4
+    expect(raises.at(-1)).toEqual([
+      { op: 'test', path: '/spec/computeGroups/1/uniqueId', value: 'heavy-a' },
+      { op: 'replace', path: '/spec/computeGroups/1/replicas', value: 4 },
+    ]);
+    const status = await poolStatus({ client, group: 'heavy-a' });
+    expect(status).toMatchObject({ target: 4, patches: raises.length });
+    await terminate('heavy-a');
+  });
+
+  it('is not ready with pods running but no backend alive, and says why', async () => {
+    addGroup('heavy-b');
+    api.pods.push(
+      { namespace: 'doris', name: 'b-0', labels: { 'app.doris.computegroup': 'heavy-b' }, phase: 'Running' },
+      { namespace: 'doris', name: 'b-1', labels: { 'app.doris.computegroup': 'heavy-b' }, phase: 'Running' },
+    );
+    await launchPool(pool('heavy-b'), 2);
+    await expect.poll(async () => (await poolStatus({ client, group: 'heavy-b' })).layersPassed, { timeout: 20_000 }).toEqual(['pods']);
+    const status = await poolStatus({ client, group: 'heavy-b' });
+    expect(status).toMatchObject({ phase: 'waiting-for-backends', serveReady: false, podsRunning: 2, aliveBackends: 0 });
+    expect(status.notReady).toMatch(/pods are running, but 0 of 2 new backends are alive in meta/);
+    await terminate('heavy-b');
+  });
+
+  it.each([
+    [{ target: 0 }, /at least 1/],
+    [{ target: -1 }, /at least 1/],
+    [{ target: 2.5 }, /whole number/],
+    [{ target: 1e9 }, /past 10000/],
+  ])('rejects launch %j in the validator and stays unharmed', async (request, message) => {
+    addGroup('heavy-c');
+    await launchPool(pool('heavy-c'), 2);
+    const error = await launchPool(pool('heavy-c'), request.target).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect(causes(error)).toMatch(message);
+    expect((await poolStatus({ client, group: 'heavy-c' })).target).toBe(2);
+  });
+
+  it('rejects a launch for another group', async () => {
+    const error = await client.workflow
+      .getHandle(poolWorkflowId('heavy-c'))
+      .executeUpdate('launch', { args: [{ target: 2, group: 'not-this-one' }] })
+      .catch((e: unknown) => e);
+    expect(causes(error)).toMatch(/unknown group "not-this-one"/);
+    await terminate('heavy-c');
+  });
+
+  it('fails without retrying when the group is missing from the custom resource, naming it', async () => {
+    await launchPool(pool('reporting'), 2);
+    const outcome = await client.workflow.getHandle(poolWorkflowId('reporting')).result().catch((e: unknown) => e);
+    expect(causes(outcome)).toMatch(/compute group "reporting" is not in dorisdisaggregatedclusters\/analytics/);
+    expect(api.patches.some((p) => JSON.stringify(p).includes('reporting'))).toBe(false);
+  });
+});
