@@ -14,6 +14,8 @@ export interface ServiceProcess {
   /** Extra fields of the announcement (a query node's id). */
   announced: Record<string, unknown>;
   child: ChildProcess;
+  /** Resolves with the exit code when the process ends, for whatever reason. */
+  exited: Promise<number | null>;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function startServiceProcess(
     url: announcement.url as string,
     announced: announcement,
     child,
+    exited,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;

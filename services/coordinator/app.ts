@@ -81,7 +81,21 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     };
   });
 
-  app.get('/v1/workload-groups', async () => ({ groups: [queries.workload()] }));
+  app.get('/v1/workload-groups', async () => ({ groups: queries.workload() }));
+
+  // The heavy pool's executions: a query run on one group's backends, verdict already given.
+  app.post(
+    '/v1/internal/query',
+    {
+      onRequest: requireToken(options.token),
+      schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }), group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }), queryId: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }) },
+    },
+    async (request) => {
+      const result = await queries.queryOnGroup(request.body.sql, request.body.group);
+      request.log.info({ queryId: request.body.queryId, stats: result.stats }, 'pool query answered');
+      return result;
+    },
+  );
 
   return app;
 }

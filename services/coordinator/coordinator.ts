@@ -1,13 +1,16 @@
 /** Composes a running coordinator: SQL engine, planner, member view, scatter, ingest, HTTP. */
 import path from 'node:path';
 import type { VerdictThresholds } from '../../core/routing-verdict.js';
+import { Client, Connection } from '@temporalio/client';
+import { poolWorkflowId, type PoolConfig } from '../../workflows/api.js';
 import { MemberView } from '../common/member-view.js';
+import { runOnPool } from '../controller/pool-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
 import { Ingestor } from './ingest.js';
 import { Planner } from './planner.js';
-import { QueryService } from './query-service.js';
+import { QueryService, type HeavyPool } from './query-service.js';
 import { Scatter } from './scatter.js';
 import { SqlEngine } from './sql-engine.js';
 
@@ -18,8 +21,10 @@ export interface CoordinatorConfig {
   token: string;
   s3: S3Config;
   bucket: string;
-  /** @default 'serving' */
+  /** The group light queries run on. @default 'serving' */
   group?: string;
+  /** The elastic heavy pool: heavy queries launch it through Temporal and run on its group. */
+  heavyPool?: { temporalAddress: string; namespace?: string; taskQueue?: string; config: PoolConfig };
   /** Query node URLs to spread work over round-robin before any member list arrives. */
   seedNodes?: string[];
   /** @default 10000 */
@@ -50,28 +55,47 @@ export interface RunningCoordinator {
 export async function startCoordinator(config: CoordinatorConfig): Promise<RunningCoordinator> {
   const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'));
   const meta = new MetaClient(config.metaUrl, config.token);
-  const view = new MemberView({ meta, group: config.group ?? 'serving', pollMs: config.memberPollMs });
+  const servingGroup = config.group ?? 'serving';
+  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs });
+  const views = [view];
+  const scatterOver = (v: MemberView, seedNodes: string[]) => new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs: config.scanTimeoutMs });
+  const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
+
+  let heavyPool: HeavyPool | undefined;
+  let temporal: Connection | undefined;
+  if (config.heavyPool) {
+    const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
+    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs });
+    views.push(poolView);
+    scatters.set(pool.group, scatterOver(poolView, []));
+    temporal = await Connection.connect({ address: temporalAddress });
+    const client = new Client({ connection: temporal, namespace });
+    heavyPool = { group: pool.group, workflowId: poolWorkflowId(pool.group), run: (request) => runOnPool({ client, config: pool, taskQueue }, request) };
+  }
+
   const s3 = createS3Client(config.s3);
   const queries = new QueryService({
     planner: new Planner(engine, (name) => meta.findTable(name)),
     engine,
-    scatter: new Scatter({ view, seedNodes: config.seedNodes ?? [], token: config.token, scanTimeoutMs: config.scanTimeoutMs }),
+    scatters,
     meta,
-    group: config.group,
+    servingGroup,
+    heavyPool,
     maxConcurrency: config.maxConcurrency,
     verdictThresholds: config.verdictThresholds,
   });
   const ingestor = new Ingestor({ engine, meta, view, s3, bucket: config.bucket, token: config.token });
   const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, logger: config.logger });
   const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
-  view.start();
+  for (const v of views) v.start();
   return {
     url,
     view,
     queries,
     close: async () => {
-      view.stop();
+      for (const v of views) v.stop();
       await app.close();
+      await temporal?.close();
       engine.close();
       s3.destroy();
     },

@@ -1,12 +1,15 @@
 /**
- * Runs one query end to end: plan, prune segments by the manifest's time ranges, scatter to
- * owners (or gather on one backend), finish at the coordinator, and report what happened.
+ * Runs one query end to end: plan, prune segments by the manifest's time ranges, give the routing
+ * verdict, then either scatter to owners in the serving group (or gather on one backend) and finish
+ * at the coordinator, or hand a heavy query to the elastic heavy pool.
  */
+import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
+import type { HeavyQueryRequest, HeavyQueryResult } from '../../workflows/api.js';
 import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
-import type { Planner, Route } from './planner.js';
+import type { ExecutablePlan, Planner, Route } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
 import type { SqlEngine } from './sql-engine.js';
@@ -14,6 +17,8 @@ import type { SqlEngine } from './sql-engine.js';
 export interface QueryStats {
   /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
   verdict: Verdict;
+  /** The compute group that ran the query. */
+  group: string;
   route: Route;
   /** Why the query ran whole on one backend. */
   reason?: string;
@@ -27,6 +32,8 @@ export interface QueryStats {
   bytesFromS3: number;
   fallbacks: number;
   elapsedMs: number;
+  /** For a heavy query: the pool's workflow and how long the query waited for it. */
+  pool?: { workflowId: string; queryId: string; waitedMs: number };
 }
 
 export interface QueryResult extends JsonResult {
@@ -37,52 +44,115 @@ export interface WorkloadGroupStatus {
   name: string;
   running: number;
   waiting: number;
-  maxConcurrency: number;
+  maxConcurrency?: number;
+}
+
+/** The elastic heavy pool, as the coordinator sees it: a group, and a way to run a query there. */
+export interface HeavyPool {
+  group: string;
+  workflowId: string;
+  run(request: HeavyQueryRequest): Promise<HeavyQueryResult>;
 }
 
 export interface QueryServiceOptions {
   planner: Planner;
   engine: SqlEngine;
-  scatter: Scatter;
+  /** One scatter per compute group the coordinator can run queries on; must include the serving group. */
+  scatters: Map<string, Scatter>;
   meta: MetaClient;
-  /** The compute group these queries run on. @default 'serving' */
-  group?: string;
-  /** Queries running at once; the rest wait in line. @default 16 */
+  /** The group light queries run on. @default 'serving' */
+  servingGroup?: string;
+  /** Where heavy queries go; without it every query runs on the serving group. */
+  heavyPool?: HeavyPool;
+  /** Queries running at once on the serving group; the rest wait in line. @default 16 */
   maxConcurrency?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
 }
 
+interface Prepared {
+  plan: ExecutablePlan;
+  chosen: { table: TableInfo; segments: SegmentRow[] }[];
+  total: number;
+  verdict: Verdict;
+}
+
 export class QueryService {
   private readonly limit;
+  /** Queries of each non-serving group: handed over, and running on it. */
+  private readonly pools = new Map<string, { inflight: number; running: number }>();
 
   constructor(private readonly options: QueryServiceOptions) {
     this.limit = pLimit(options.maxConcurrency ?? 16);
   }
 
-  /** Running and waiting query counts, as the heavy pool's monitor reads them. */
-  workload(): WorkloadGroupStatus {
-    return { name: this.options.group ?? 'serving', running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency };
+  private get servingGroup(): string {
+    return this.options.servingGroup ?? 'serving';
   }
 
-  query(sql: string): Promise<QueryResult> {
-    return this.limit(() => this.run(sql));
+  /** Running and waiting query counts per group, as the heavy pool's monitor reads them. */
+  workload(): WorkloadGroupStatus[] {
+    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];
+    for (const [name, counts] of this.pools) groups.push({ name, running: counts.running, waiting: Math.max(0, counts.inflight - counts.running) });
+    return groups;
   }
 
-  private async run(sql: string): Promise<QueryResult> {
+  private counts(group: string) {
+    let counts = this.pools.get(group);
+    if (!counts) this.pools.set(group, (counts = { inflight: 0, running: 0 }));
+    return counts;
+  }
+
+  /** Answers a query: on the serving group when light, on the heavy pool when heavy. */
+  async query(sql: string): Promise<QueryResult> {
     const started = performance.now();
-    const { planner, engine, scatter, meta } = this.options;
+    const prepared = await this.prepare(sql);
+    const pool = this.options.heavyPool;
+    if (prepared.verdict.class === 'heavy' && pool) {
+      const queryId = randomUUID();
+      const counts = this.counts(pool.group);
+      counts.inflight++;
+      try {
+        const result = (await pool.run({ queryId, sql })) as unknown as QueryResult;
+        const elapsedMs = Math.round(performance.now() - started);
+        return { ...result, stats: { ...result.stats, verdict: prepared.verdict, elapsedMs, pool: { workflowId: pool.workflowId, queryId, waitedMs: Math.max(0, elapsedMs - result.stats.elapsedMs) } } };
+      } finally {
+        counts.inflight--;
+      }
+    }
+    return await this.limit(() => this.execute(prepared, this.servingGroup, started));
+  }
+
+  /** Runs a query on a given group's backends (the heavy pool's executions arrive here). */
+  async queryOnGroup(sql: string, group: string): Promise<QueryResult> {
+    const started = performance.now();
+    const counts = this.counts(group);
+    counts.running++;
+    try {
+      return await this.execute(await this.prepare(sql), group, started);
+    } finally {
+      counts.running--;
+    }
+  }
+
+  private async prepare(sql: string): Promise<Prepared> {
+    const { planner, meta } = this.options;
     const plan = await planner.plan(sql);
     let total = 0;
-    const chosen: { table: TableInfo; segments: SegmentRow[] }[] = [];
+    const chosen: Prepared['chosen'] = [];
     for (const table of plan.tables) {
       total += (await meta.listSegments(table.name)).length;
       chosen.push({ table, segments: await meta.listSegments(table.name, plan.windows.get(table.name) ?? {}) });
     }
-    const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
     const scanBytes = chosen.reduce((sum, t) => sum + t.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
-    const verdict = routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds);
+    return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
+  }
 
+  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number): Promise<QueryResult> {
+    const { engine } = this.options;
+    const scatter = this.options.scatters.get(group);
+    if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
+    const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
     let partials: Buffer[];
     let scans: ScanStats[] = [];
     let fallbacks = 0;
@@ -104,6 +174,7 @@ export class QueryService {
       ...result,
       stats: {
         verdict,
+        group,
         route: plan.route,
         ...(plan.reason ? { reason: plan.reason } : {}),
         placement,

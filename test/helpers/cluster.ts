@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
-import { startCoordinator, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
+import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
 import { MetaStore } from '../../services/meta/store.js';
@@ -38,9 +38,11 @@ export interface ClusterOptions {
   bucket?: string;
   /** How long meta keeps a silent node among the members. @default 30000 */
   expiryMs?: number;
+  /** Coordinator settings for the heavy pool. */
+  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds'>;
 }
 
-const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
+export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
 
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
@@ -71,7 +73,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     return node;
   };
 
-  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, logger: false });
+  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, logger: false, ...options.coordinator });
   const cluster: TestCluster = {
     dir,
     metaUrl,

@@ -1,0 +1,91 @@
+/**
+ * The local driver: the embedded cluster's stand-in for the operator. Setting replicas starts or
+ * stops query-node processes for the group on this machine, after a boot delay that imitates node
+ * provisioning; pods are the processes running. Like a real platform, setReplicas only records the
+ * target and returns: the backends arrive later, and readiness must find them.
+ */
+import type { ComputePlatform } from './compute-platform.js';
+
+export interface LocalBackend {
+  stop(): Promise<void>;
+  /** Resolves when the process has exited, for whatever reason. */
+  exited: Promise<unknown>;
+}
+
+export interface LocalPlatformOptions {
+  /** Starts one backend process of the group. */
+  startBackend(group: string, index: number): Promise<LocalBackend>;
+  /** How long a new backend takes to be provisioned before its process starts. @default 0 */
+  bootDelayMs?: number;
+  onError?: (error: Error) => void;
+}
+
+interface GroupState {
+  target: number;
+  backends: { backend: LocalBackend; alive: boolean }[];
+  started: number;
+  reconciling?: Promise<void>;
+}
+
+export class LocalPlatform implements ComputePlatform {
+  private readonly groups = new Map<string, GroupState>();
+
+  constructor(private readonly options: LocalPlatformOptions) {}
+
+  private state(group: string): GroupState {
+    let state = this.groups.get(group);
+    if (!state) this.groups.set(group, (state = { target: 0, backends: [], started: 0 }));
+    return state;
+  }
+
+  async setReplicas(group: string, replicas: number): Promise<{ changed: boolean; previous: number }> {
+    const state = this.state(group);
+    const previous = state.target;
+    if (previous === replicas) return { changed: false, previous };
+    state.target = replicas;
+    this.reconcile(group);
+    return { changed: true, previous };
+  }
+
+  async replicas(group: string): Promise<number> {
+    return this.state(group).target;
+  }
+
+  async runningPods(group: string): Promise<number> {
+    return this.state(group).backends.filter((b) => b.alive).length;
+  }
+
+  /** Stops every backend of every group. */
+  async close(): Promise<void> {
+    for (const state of this.groups.values()) state.target = 0;
+    await Promise.all([...this.groups.values()].map((state) => Promise.all(state.backends.map((b) => b.backend.stop()))));
+  }
+
+  private reconcile(group: string): void {
+    const state = this.state(group);
+    state.reconciling ??= (async () => {
+      try {
+        for (;;) {
+          state.backends = state.backends.filter((b) => b.alive);
+          if (state.backends.length < state.target) {
+            // Nodes are provisioned side by side, as a cloud provisions them.
+            await new Promise((resolve) => setTimeout(resolve, this.options.bootDelayMs ?? 0));
+            const missing = state.target - state.backends.length;
+            const started = await Promise.all(Array.from({ length: Math.max(0, missing) }, () => this.options.startBackend(group, state.started++)));
+            for (const backend of started) {
+              const entry = { backend, alive: true };
+              void backend.exited.then(() => (entry.alive = false));
+              state.backends.push(entry);
+            }
+          } else if (state.backends.length > state.target) {
+            await state.backends.pop()!.backend.stop();
+          } else return;
+        }
+      } catch (error) {
+        this.options.onError?.(error as Error);
+      } finally {
+        state.reconciling = undefined;
+      }
+    })();
+  }
+}
