@@ -27,6 +27,7 @@ export async function startBenchCluster(dataDir: string, vcpus: number[], cacheB
     s3Port: 0,
     metaPort: 0,
     coordinatorPort: 0,
+    controllerPort: 0,
     bucket: 'berth-bench',
     log: (line) => console.error(`cluster: ${line}`),
   });

@@ -4,6 +4,7 @@ import { ingestCommand } from './commands/ingest.js';
 import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
+import { poolCommand } from './commands/pool.js';
 import { queryCommand } from './commands/query.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
@@ -15,6 +16,7 @@ const program = new Command('berth')
   .addCommand(queryCommand())
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
+  .addCommand(poolCommand())
   .addCommand(placementCommand());
 
 try {

@@ -16,3 +16,9 @@ export function parseVcpuList(text: string, nodes?: string): number[] {
   if (!Number.isInteger(n) || n < 1 || n > 64) throw new UsageError(`--nodes: "${nodes}" must be a whole number from 1 to 64`);
   return Array.from({ length: n }, (_, i) => list[i % list.length]!);
 }
+
+export function parseCount(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`${flag}: "${text}" must be a whole number`);
+  return n;
+}

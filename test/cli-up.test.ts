@@ -7,7 +7,7 @@ import type { Endpoints } from '../cli/embedded/cluster.js';
 import { berth, startBerth } from './helpers/berth-cli.js';
 import { eventNdjson } from './helpers/event-data.js';
 
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0'];
+const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
 
 async function runUntilReady(dataDir: string) {
   const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '2,1', '--cache-mb', '64', ...FREE_PORTS);
@@ -59,6 +59,16 @@ describe('berth up and the everyday commands', () => {
       const afterMerge = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][]; stats: { segments: { total: number } } };
       expect(afterMerge.rows).toEqual([[3_000]]);
       expect(afterMerge.stats.segments.total).toBe(1);
+
+      const parked = JSON.parse((await berth('pool', 'status', 'heavy', '--json', '--data-dir', dataDir)).stdout) as { phase: string; target: number };
+      expect(parked).toMatchObject({ phase: 'parked', target: 0 });
+      const launched = await berth('pool', 'launch', 'heavy', '--target', '1', '--data-dir', dataDir);
+      expect(launched.stdout).toMatch(/^heavy: target 2 accepted \(workflow heavy-pool-heavy\)/);
+      const rejected = await berth('pool', 'launch', 'heavy', '--target', '0', '--data-dir', dataDir);
+      expect(rejected.code).not.toBe(0);
+      expect(rejected.stderr).toMatch(/target/);
+      const unknown = await berth('pool', 'status', 'nope', '--data-dir', dataDir);
+      expect(unknown.stderr.trim()).toBe('berth: unknown group "nope": this controller scales "heavy"');
 
       const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
       expect(bad.code).not.toBe(0);

@@ -10,6 +10,7 @@ import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { ensureJanitorSchedule, ensureMergeSchedule, type ScheduleConfig } from './schedules.js';
 import { TASK_QUEUE } from '../workflows/api.js';
+import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
@@ -26,6 +27,7 @@ const schedules: ScheduleConfig = {
   taskQueue,
 };
 
+const heavyPool = await heavyPoolFromEnv();
 const berthWorker = await createBerthWorker({
   temporalAddress,
   namespace,
@@ -36,6 +38,7 @@ const berthWorker = await createBerthWorker({
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
+  heavyPool: heavyPool && { platform: heavyPool.platform, coordinatorUrl: envString('BERTH_COORDINATOR_URL') },
 });
 
 // New tables get their merge schedule within one sync interval.
@@ -58,4 +61,5 @@ const stop = () => {
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
 await berthWorker.run();
+await heavyPool?.close();
 await client.connection.close();

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { startEmbeddedCluster } from '../embedded/cluster.js';
-import { parsePort, parseVcpuList } from '../options.js';
+import { parseCount, parsePort, parseVcpuList } from '../options.js';
 
 interface UpOptions {
   dataDir: string;
@@ -14,6 +14,10 @@ interface UpOptions {
   s3Port: string;
   metaPort: string;
   coordinatorPort: string;
+  controllerPort: string;
+  heavyMax: string;
+  heavyIdleMs: string;
+  heavyBootDelayMs: string;
   bucket: string;
   cacheMb: string;
 }
@@ -31,6 +35,10 @@ export function upCommand(): Command {
     .addOption(new Option('--s3-port <port>', 'S3 API port (0: any free port)').default('4568'))
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
+    .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
+    .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
+    .addOption(new Option('--heavy-idle-ms <ms>', 'idle time before the heavy pool parks at zero').default('300000'))
+    .addOption(new Option('--heavy-boot-delay-ms <ms>', 'imitated node provisioning time of a heavy backend').default('2000'))
     .addOption(new Option('--bucket <name>', 'bucket that holds the segments').default('berth'))
     .action(async (options: UpOptions) => {
       const say = (line: string) => console.log(`berth up: ${line}`);
@@ -45,6 +53,12 @@ export function upCommand(): Command {
         s3Port: parsePort(options.s3Port, '--s3-port'),
         metaPort: parsePort(options.metaPort, '--meta-port'),
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
+        controllerPort: parsePort(options.controllerPort, '--controller-port'),
+        heavy: {
+          maxReplicas: parseCount(options.heavyMax, '--heavy-max'),
+          idleTimeoutMs: parseCount(options.heavyIdleMs, '--heavy-idle-ms'),
+          bootDelayMs: parseCount(options.heavyBootDelayMs, '--heavy-boot-delay-ms'),
+        },
         bucket: options.bucket,
         log: say,
       });

@@ -18,6 +18,7 @@ import { startTemporalDevServer } from './temporal-server.js';
 
 export interface Endpoints {
   coordinator: string;
+  controller: string;
   meta: string;
   s3: string;
   bucket: string;
@@ -40,8 +41,11 @@ export interface EmbeddedClusterOptions {
   metaPort: number;
   coordinatorPort: number;
   bucket: string;
+  controllerPort: number;
   /** Each node's cache budget in bytes. @default 1 GiB */
   cacheBytes?: number;
+  /** The heavy pool on the local driver: its group, steps, cap, idle timeout and boot delay. */
+  heavy?: { group?: string; increment?: number; maxReplicas?: number; idleTimeoutMs?: number; bootDelayMs?: number; vcpus?: number };
   log?: (line: string) => void;
 }
 
@@ -91,8 +95,15 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     started.push(temporal, s3);
     log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);
 
+    const heavy = options.heavy ?? {};
     const common = {
       BERTH_TOKEN: token,
+      BERTH_TEMPORAL_ADDRESS: temporal.address,
+      BERTH_TEMPORAL_NAMESPACE: temporal.namespace,
+      BERTH_HEAVY_GROUP: heavy.group ?? 'heavy',
+      BERTH_HEAVY_INCREMENT: String(heavy.increment ?? 2),
+      BERTH_HEAVY_MAX_REPLICAS: String(heavy.maxReplicas ?? 2),
+      BERTH_HEAVY_IDLE_TIMEOUT_MS: String(heavy.idleTimeoutMs ?? 300_000),
       BERTH_S3_ENDPOINT: s3.endpoint,
       BERTH_S3_BUCKET: options.bucket,
       BERTH_S3_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
@@ -130,14 +141,23 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     });
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
-      BERTH_TEMPORAL_ADDRESS: temporal.address,
-      BERTH_TEMPORAL_NAMESPACE: temporal.namespace,
+      BERTH_COORDINATOR_URL: coordinator.url,
       BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
+      BERTH_PLATFORM: 'local',
+      BERTH_HEAVY_DIR: path.join(dataDir, 'heavy'),
+      BERTH_HEAVY_BOOT_DELAY_MS: String(heavy.bootDelayMs ?? 2_000),
+      BERTH_HEAVY_VCPUS: String(heavy.vcpus ?? 2),
+      BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
+    });
+    const controller = await service('controller', SERVICE_SCRIPTS.controller, {
+      BERTH_CONTROLLER_HOST: bind,
+      BERTH_CONTROLLER_PORT: String(options.controllerPort),
     });
     await awaitMembers(new MetaClient(meta.url, token), nodes.map((n) => String(n.announced.id)));
 
     const endpoints: Endpoints = {
       coordinator: coordinator.url,
+      controller: controller.url,
       meta: meta.url,
       s3: s3.endpoint,
       bucket: options.bucket,

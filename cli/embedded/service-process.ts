@@ -25,6 +25,7 @@ export const SERVICE_SCRIPTS = {
   coordinator: fileURLToPath(new URL('../../services/coordinator/main.js', import.meta.url)),
   'query-node': fileURLToPath(new URL('../../services/query-node/main.js', import.meta.url)),
   worker: fileURLToPath(new URL('../../workers/main.js', import.meta.url)),
+  controller: fileURLToPath(new URL('../../services/controller/main.js', import.meta.url)),
 } as const;
 
 export async function startServiceProcess(

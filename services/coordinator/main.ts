@@ -2,9 +2,12 @@
 import path from 'node:path';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { envNumber, envString } from '../common/env.js';
+import { TASK_QUEUE } from '../../workflows/api.js';
+import { poolConfigFromEnv } from '../common/pool-config.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
 
+const heavyPool = poolConfigFromEnv();
 const coordinator = await startCoordinator({
   workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
   metaUrl: envString('BERTH_META_URL'),
@@ -18,6 +21,12 @@ const coordinator = await startCoordinator({
   verdictThresholds: {
     scanBytes: envNumber('BERTH_HEAVY_SCAN_BYTES', DEFAULT_VERDICT_THRESHOLDS.scanBytes),
     memoryBytes: envNumber('BERTH_HEAVY_MEMORY_BYTES', DEFAULT_VERDICT_THRESHOLDS.memoryBytes),
+  },
+  heavyPool: heavyPool && {
+    config: heavyPool,
+    temporalAddress: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'),
+    taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
   },
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),

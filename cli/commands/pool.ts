@@ -1,0 +1,63 @@
+/** `berth pool launch|status`: the heavy pool through its controller. */
+import { Command } from 'commander';
+import type { LaunchAccepted, PoolStatus } from '../../workflows/api.js';
+import { dataDirOption, openCluster } from '../cluster-client.js';
+import { UsageError } from '../usage-error.js';
+
+async function callController<T>(dataDir: string, route: string, init: RequestInit = {}): Promise<T> {
+  const { endpoints } = await openCluster(dataDir);
+  let response: Response;
+  try {
+    response = await fetch(`${endpoints.controller}${route}`, init);
+  } catch {
+    throw new UsageError(`the controller at ${endpoints.controller} does not answer: is \`berth up\` running?`);
+  }
+  const body = (await response.json()) as T & { message?: string };
+  if (!response.ok) throw new UsageError(body.message ?? `the controller answered ${response.status}`);
+  return body;
+}
+
+export function poolCommand(): Command {
+  const pool = new Command('pool').description('launch and watch the elastic heavy pool');
+
+  pool
+    .command('launch')
+    .description('raise a pool’s replica target (raise-only; rounded up to its increment, capped at its maximum)')
+    .argument('<group>', 'the pool’s compute group')
+    .requiredOption('--target <n>', 'replicas wanted')
+    .option('--json', 'print the answer as JSON')
+    .addOption(dataDirOption())
+    .action(async (group: string, options: { target: string; json?: boolean; dataDir: string }) => {
+      const target = Number(options.target);
+      const accepted = await callController<LaunchAccepted>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/launch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ target: Number.isFinite(target) ? target : options.target }),
+      });
+      console.log(options.json ? JSON.stringify(accepted) : `${group}: target ${accepted.accepted} accepted (workflow ${accepted.workflowId})`);
+    });
+
+  pool
+    .command('status')
+    .description('a pool’s phase, target, pods, alive backends and serve-ready bit')
+    .argument('<group>', 'the pool’s compute group')
+    .option('--json', 'print the status as JSON')
+    .addOption(dataDirOption())
+    .action(async (group: string, options: { json?: boolean; dataDir: string }) => {
+      const s = await callController<PoolStatus>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/status`);
+      if (options.json) {
+        console.log(JSON.stringify(s));
+        return;
+      }
+      console.log(
+        [
+          `${s.group}: ${s.phase}${s.phase === 'parked' ? ' at zero replicas (the floor, not a fault)' : ''}`,
+          `  target ${s.target}, replicas patched ${s.replicasPatched} (${s.patches} patches), pods running ${s.podsRunning}, alive backends ${s.aliveBackends}`,
+          `  serve-ready: ${s.serveReady ? 'yes' : 'no'}${s.notReady ? ` (${s.notReady})` : ''}; readiness layers passed: ${s.layersPassed.join(' → ') || 'none'}`,
+          `  queries running ${s.running}, waiting ${s.waiting}${s.idleDeadline ? `; parks at ${new Date(s.idleDeadline).toISOString()} if idle` : ''}`,
+        ].join('\n'),
+      );
+    });
+
+  return pool;
+}

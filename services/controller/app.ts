@@ -1,0 +1,58 @@
+/**
+ * The controller: the heavy pool's front door. Clients ask it to launch a pool and read its status;
+ * they never probe backends themselves.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { Type } from 'typebox';
+import { LARGEST_SANE_TARGET, type PoolConfig } from '../../workflows/api.js';
+import { badRequest, installErrorHandler, notFound } from '../common/errors.js';
+import { loggerOptions } from '../common/logger.js';
+import { launchPool, poolStatus } from './pool-client.js';
+
+export interface ControllerAppOptions {
+  client: Client;
+  /** The pools this controller knows, by group. */
+  pools: PoolConfig[];
+  /** @default 'berth' */
+  taskQueue?: string;
+  /** @default true */
+  logger?: boolean;
+}
+
+const Group = Type.Object({ group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }) });
+
+export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
+  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('controller'), bodyLimit: 64 * 1024 }).withTypeProvider<TypeBoxTypeProvider>();
+  installErrorHandler(app);
+  const pools = new Map(options.pools.map((p) => [p.group, p]));
+  const known = (group: string) => {
+    const config = pools.get(group);
+    if (!config) throw notFound('unknown_group', `unknown group "${group}": this controller scales ${[...pools.keys()].map((g) => `"${g}"`).join(', ') || 'no group'}`);
+    return config;
+  };
+
+  app.get('/healthz', async () => ({ ok: true }));
+
+  app.post(
+    '/v1/pools/:group/launch',
+    { schema: { params: Group, body: Type.Object({ target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) }, { additionalProperties: false }) } },
+    async (request) => {
+      const config = known(request.params.group);
+      try {
+        return await launchPool({ client: options.client, config, taskQueue: options.taskQueue }, request.body.target);
+      } catch (error) {
+        if (error instanceof WorkflowUpdateFailedError) throw badRequest('launch_rejected', error.cause?.message ?? error.message);
+        throw error;
+      }
+    },
+  );
+
+  app.get('/v1/pools/:group/status', { schema: { params: Group } }, async (request) => {
+    known(request.params.group);
+    return await poolStatus({ client: options.client, group: request.params.group });
+  });
+
+  return app;
+}

@@ -1,0 +1,53 @@
+/**
+ * The heavy pool's platform driver, chosen by the environment: BERTH_PLATFORM=kubernetes patches
+ * the operator's custom resource; BERTH_PLATFORM=local (the embedded cluster) starts query-node
+ * processes on this machine. No BERTH_HEAVY_GROUP, no heavy pool.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { ComputePlatform } from '../activities/platform/compute-platform.js';
+import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
+import { LocalPlatform } from '../activities/platform/local-platform.js';
+import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
+import { envNumber, envString } from '../services/common/env.js';
+
+export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
+  if (!process.env.BERTH_HEAVY_GROUP) return undefined;
+  const kind = envString('BERTH_PLATFORM', 'local');
+  if (kind === 'kubernetes') {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromDefault();
+    const selector = envString('BERTH_K8S_POD_SELECTOR', 'app.doris.computegroup={group}');
+    const platform = new KubernetesPlatform({
+      kubeConfig,
+      namespace: envString('BERTH_K8S_NAMESPACE'),
+      name: envString('BERTH_K8S_NAME'),
+      group: envString('BERTH_K8S_CR_GROUP', 'disaggregated.cluster.doris.com'),
+      version: envString('BERTH_K8S_CR_VERSION', 'v1'),
+      plural: envString('BERTH_K8S_CR_PLURAL', 'dorisdisaggregatedclusters'),
+      podSelector: (group) => selector.replaceAll('{group}', group),
+    });
+    return { platform, close: async () => {} };
+  }
+  if (kind !== 'local') throw new Error(`BERTH_PLATFORM must be "local" or "kubernetes", not "${kind}"`);
+  const dir = envString('BERTH_HEAVY_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'heavy'));
+  await mkdir(dir, { recursive: true });
+  const platform = new LocalPlatform({
+    bootDelayMs: envNumber('BERTH_HEAVY_BOOT_DELAY_MS', 2_000),
+    // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be.
+    startBackend: (group, index) =>
+      startServiceProcess(
+        `${group}-${index}`,
+        SERVICE_SCRIPTS['query-node'],
+        {
+          BERTH_NODE_GROUP: group,
+          BERTH_NODE_CACHE_DIR: path.join(dir, `${group}-${Date.now()}-${index}`),
+          BERTH_NODE_VCPUS: envString('BERTH_HEAVY_VCPUS', '2'),
+        },
+        path.join(dir, `${group}-${index}.log`),
+      ),
+    onError: (error) => console.error(`heavy pool: ${error.message}`),
+  });
+  return { platform, close: () => platform.close() };
+}
