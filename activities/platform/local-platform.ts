@@ -29,6 +29,7 @@ interface GroupState {
 
 export class LocalPlatform implements ComputePlatform {
   private readonly groups = new Map<string, GroupState>();
+  private closed = false;
 
   constructor(private readonly options: LocalPlatformOptions) {}
 
@@ -39,6 +40,7 @@ export class LocalPlatform implements ComputePlatform {
   }
 
   async setReplicas(group: string, replicas: number): Promise<{ changed: boolean; previous: number }> {
+    if (this.closed) throw new Error('the local platform is closed');
     const state = this.state(group);
     const previous = state.target;
     if (previous === replicas) return { changed: false, previous };
@@ -57,8 +59,12 @@ export class LocalPlatform implements ComputePlatform {
 
   /** Stops every backend of every group. */
   async close(): Promise<void> {
+    this.closed = true;
     for (const state of this.groups.values()) state.target = 0;
-    await Promise.all([...this.groups.values()].map((state) => Promise.all(state.backends.map((b) => b.backend.stop()))));
+    await Promise.all([...this.groups.values()].map(async (state) => {
+      await state.reconciling; // a start under way finishes, then sees the zero target and stops what it started
+      await Promise.all(state.backends.map((b) => b.backend.stop()));
+    }));
   }
 
   private reconcile(group: string): void {

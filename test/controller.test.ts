@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildControllerApp } from '../services/controller/app.js';
+import { temporalClient } from './helpers/berth-worker.js';
+
+describe('the controller', () => {
+  let client: Client;
+  let app: ReturnType<typeof buildControllerApp>;
+  const group = `ctl-${randomUUID().slice(0, 8)}`;
+
+  beforeAll(async () => {
+    client = await temporalClient();
+    // No worker polls this task queue: these requests must be refused before any workflow runs.
+    app = buildControllerApp({ client, pools: [{ group }], taskQueue: `nobody-${randomUUID()}`, logger: false });
+  });
+  afterAll(async () => {
+    await app.close();
+    await client.connection.close();
+  });
+
+  it.each([0, -1, 2.5, 1e9])('answers target %j with a 400 that says what is wrong', async (target) => {
+    const response = await app.inject({ method: 'POST', url: `/v1/pools/${group}/launch`, payload: { target } });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().message).toMatch(/target/);
+  });
+
+  it('answers an unknown group with a 404 that names the groups it knows', async () => {
+    const response = await app.inject({ method: 'POST', url: '/v1/pools/nope/launch', payload: { target: 2 } });
+    expect(response.statusCode).toBe(404);
+    expect(response.json().message).toBe(`unknown group "nope": this controller scales "${group}"`);
+    expect((await app.inject('/v1/pools/nope/status')).statusCode).toBe(404);
+  });
+
+  it('reads a pool that never ran as parked at zero, not as a fault', async () => {
+    const response = await app.inject(`/v1/pools/${group}/status`);
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ group, phase: 'parked', target: 0, serveReady: false });
+  });
+});
