@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { startServiceProcess } from '../cli/embedded/service-process.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
-import { poolStatus } from '../services/controller/pool-client.js';
+import { launchPool, poolStatus } from '../services/controller/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { eventNdjson } from './helpers/event-data.js';
@@ -56,7 +56,8 @@ describe('the heavy pool from zero and back', () => {
           BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
           BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
           BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-          BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+          // A "liar" backend heartbeats like any other but cannot read storage: its key is refused.
+          BERTH_S3_ACCESS_KEY_ID: g.startsWith('liar') ? 'NOT-A-KEY' : cluster.s3.credentials.accessKeyId,
           BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
           BERTH_S3_BUCKET: cluster.bucket,
           BERTH_LOG_LEVEL: 'warn',
@@ -96,5 +97,18 @@ describe('the heavy pool from zero and back', () => {
     expect(await poolStatus({ client, group })).toMatchObject({ target: 0, replicasPatched: 0, patches: 2, serveReady: false });
     await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
     expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
+  });
+
+  it('never serves on a backend that heartbeats but cannot read storage, and says why', { timeout: 120_000 }, async () => {
+    const liar = `liar-${randomUUID().slice(0, 8)}`;
+    const options = { client, taskQueue, config: { group: liar, increment: 1, maxReplicas: 1, readinessPollMs: 200 } };
+    await launchPool(options, 1);
+    await expect.poll(async () => (await poolStatus({ client, group: liar })).phase, { timeout: 60_000 }).toBe('canary');
+    await expect.poll(async () => (await poolStatus({ client, group: liar })).notReady ?? '', { timeout: 30_000 }).toMatch(/the canary scan failed on qn-[0-9a-f]+ \(.+\)/);
+    const status = await poolStatus({ client, group: liar });
+    expect(status).toMatchObject({ serveReady: false, aliveBackends: 1, layersPassed: ['pods', 'backends'] });
+    expect((await cluster.meta.backends(liar)).map((b) => b.alive)).toEqual([true]); // it does heartbeat
+    await client.workflow.getHandle(poolWorkflowId(liar)).terminate('test over');
+    await platform.setReplicas(liar, 0);
   });
 });
