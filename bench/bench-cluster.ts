@@ -3,7 +3,7 @@ import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { startEmbeddedCluster, tokenFile, type EmbeddedCluster } from '../cli/embedded/cluster.js';
+import { startEmbeddedCluster, tokenFile, type EmbeddedCluster, type EmbeddedClusterOptions } from '../cli/embedded/cluster.js';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
 import { MetaClient, type ColumnSpec } from '../services/meta/client.js';
@@ -16,7 +16,7 @@ export interface BenchCluster {
   stop(): Promise<void>;
 }
 
-export async function startBenchCluster(dataDir: string, vcpus: number[], cacheBytes: number): Promise<BenchCluster> {
+export async function startBenchCluster(dataDir: string, vcpus: number[], cacheBytes: number, heavy?: EmbeddedClusterOptions['heavy']): Promise<BenchCluster> {
   await rm(dataDir, { recursive: true, force: true });
   const cluster = await startEmbeddedCluster({
     dataDir,
@@ -29,6 +29,7 @@ export async function startBenchCluster(dataDir: string, vcpus: number[], cacheB
     coordinatorPort: 0,
     controllerPort: 0,
     bucket: 'berth-bench',
+    heavy,
     log: (line) => console.error(`cluster: ${line}`),
   });
   const meta = new MetaClient(cluster.endpoints.meta, (await readFile(tokenFile(dataDir), 'utf8')).trim());

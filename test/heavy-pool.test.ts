@@ -27,6 +27,7 @@ describe('the heavy pool on Kubernetes', () => {
   let client: Client;
   let worker: RunningWorker;
   let api: FakeKubeApi;
+  let platformOf: () => KubernetesPlatform;
   const taskQueue = `pool-${randomUUID()}`;
   /** A pool of its own per test: a fresh group name, so workflow ids never collide. */
   const pool = (group: string): PoolClientOptions => ({ client, taskQueue, config: { group, increment: 2, maxReplicas: 4, readinessPollMs: 200, idleTimeoutMs: 600_000 } });
@@ -39,7 +40,8 @@ describe('the heavy pool on Kubernetes', () => {
     kubeConfig.loadFromOptions({ clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }], users: [{ name: 'berth' }], contexts: [{ name: 'fake', cluster: 'fake', user: 'berth' }], currentContext: 'fake' });
     cluster = await startCluster({ vcpus: [] });
     client = await temporalClient();
-    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: new KubernetesPlatform({ kubeConfig, namespace: 'doris', name: 'analytics' }), coordinatorUrl: cluster.coordinator.url } });
+    platformOf = () => new KubernetesPlatform({ kubeConfig, namespace: 'doris', name: 'analytics' });
+    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformOf(), coordinatorUrl: cluster.coordinator.url } });
   });
   afterAll(async () => {
     await worker?.stop();
@@ -107,6 +109,21 @@ describe('the heavy pool on Kubernetes', () => {
       .catch((e: unknown) => e);
     expect(causes(error)).toMatch(/unknown group "not-this-one"/);
     await terminate('heavy-c');
+  });
+
+  it('resumes a launch on a new worker after its worker went away, without patching twice', async () => {
+    addGroup('heavy-d');
+    await launchPool(pool('heavy-d'), 2);
+    await expect.poll(async () => (await poolStatus({ client, group: 'heavy-d' })).phase, { timeout: 20_000 }).toBe('waiting-for-backends');
+    const patchesBefore = api.patches.length;
+    await worker.stop();
+    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformOf(), coordinatorUrl: cluster.coordinator.url } });
+    // The resumed execution replays its history: the patch already made is not made again.
+    await launchPool(pool('heavy-d'), 2);
+    await expect.poll(async () => (await poolStatus({ client, group: 'heavy-d' })).notReady ?? '', { timeout: 20_000 }).toMatch(/of 2 pods running/);
+    expect(api.patches.length).toBe(patchesBefore);
+    expect(await poolStatus({ client, group: 'heavy-d' })).toMatchObject({ target: 2, replicasPatched: 2, patches: 1 });
+    await terminate('heavy-d');
   });
 
   it('fails without retrying when the group is missing from the custom resource, naming it', async () => {

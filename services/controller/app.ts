@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
-import { LARGEST_SANE_TARGET, type PoolConfig } from '../../workflows/api.js';
+import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig } from '../../workflows/api.js';
 import { badRequest, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { launchPool, poolStatus } from './pool-client.js';
@@ -27,6 +27,18 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   const app = Fastify({ logger: options.logger === false ? false : loggerOptions('controller'), bodyLimit: 64 * 1024 }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   const pools = new Map(options.pools.map((p) => [p.group, p]));
+  // Launches are raise-only, so a call asking for no more than one already in flight can share its
+  // answer: a burst of callers costs the workflow one update instead of one each.
+  const inflight = new Map<string, { target: number; answer: Promise<LaunchAccepted> }>();
+  const launch = (config: PoolConfig, target: number): Promise<LaunchAccepted> => {
+    const current = inflight.get(config.group);
+    if (current && current.target >= target) return current.answer;
+    const answer = launchPool({ client: options.client, config, taskQueue: options.taskQueue }, target).finally(() => {
+      if (inflight.get(config.group)?.answer === answer) inflight.delete(config.group);
+    });
+    inflight.set(config.group, { target, answer });
+    return answer;
+  };
   const known = (group: string) => {
     const config = pools.get(group);
     if (!config) throw notFound('unknown_group', `unknown group "${group}": this controller scales ${[...pools.keys()].map((g) => `"${g}"`).join(', ') || 'no group'}`);
@@ -41,7 +53,7 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
     async (request) => {
       const config = known(request.params.group);
       try {
-        return await launchPool({ client: options.client, config, taskQueue: options.taskQueue }, request.body.target);
+        return await launch(config, request.body.target);
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) throw badRequest('launch_rejected', error.cause?.message ?? error.message);
         throw error;
