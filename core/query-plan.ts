@@ -125,6 +125,23 @@ const baseTable = (name: string): AstNode => ({
   at_clause: null,
 });
 
+/** A plain SELECT_NODE with the given parts; everything else empty. */
+export const selectNode = (parts: AstNode): AstNode => ({
+  type: 'SELECT_NODE',
+  modifiers: [],
+  cte_map: { map: [] },
+  select_list: [],
+  from_table: { type: 'EMPTY', alias: '', sample: null },
+  where_clause: null,
+  group_expressions: [],
+  group_sets: [],
+  aggregate_handling: 'STANDARD_HANDLING',
+  having: null,
+  sample: null,
+  qualify: null,
+  ...parts,
+});
+
 /** CAST(expr AS DECIMAL(38,0)): Parquet has no 128-bit integer, so wide partial sums travel as decimals. */
 export const castToDecimal38 = (expr: AstNode): AstNode => ({
   class: 'CAST',
@@ -332,20 +349,11 @@ function planSelect(input: PlanInput, table: string, bounds: TimeBounds): QueryP
     partialModifiers.push({ type: 'LIMIT_MODIFIER', limit: integer(l + o), offset: null });
   }
   const partial: AstNode = { ...clone(node), modifiers: partialModifiers };
-  const final: AstNode = {
-    type: 'SELECT_NODE',
+  const final = selectNode({
     modifiers: [...(finalOrders.length > 0 ? [{ ...order, orders: finalOrders }] : []), ...(limit ? [clone(limit)] : [])],
-    cte_map: { map: [] },
     select_list: [{ class: 'STAR', type: 'STAR', alias: '', relation_name: '', exclude_list: [], replace_list: [], rename_list: [], columns: false, expr: null, unpacked: false }],
     from_table: baseTable(PARTIALS_TABLE),
-    where_clause: null,
-    group_expressions: [],
-    group_sets: [],
-    aggregate_handling: 'STANDARD_HANDLING',
-    having: null,
-    sample: null,
-    qualify: null,
-  };
+  });
   return { kind: 'select', table, bounds, partial, final };
 }
 

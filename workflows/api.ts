@@ -140,6 +140,22 @@ export interface PoolStatus {
   idleDeadline?: number;
 }
 
+/** A pool at zero: the floor, not a fault. */
+export const parkedStatus = (group: string, lastActivity = 0): PoolStatus => ({
+  group,
+  phase: 'parked',
+  target: 0,
+  replicasPatched: 0,
+  patches: 0,
+  podsRunning: 0,
+  aliveBackends: 0,
+  serveReady: false,
+  layersPassed: [],
+  running: 0,
+  waiting: 0,
+  lastActivity,
+});
+
 export interface HeavyQueryRequest {
   queryId: string;
   sql: string;

@@ -29,6 +29,7 @@ import {
   LARGEST_SANE_TARGET,
   launchSignal,
   launchUpdate,
+  parkedStatus,
   runQueryUpdate,
   SEARCH_ATTRIBUTES,
   statusQuery,
@@ -55,20 +56,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     monitorSustainMs: input.config.monitorSustainMs ?? 30_000,
     monitorPollMs: input.config.monitorPollMs ?? 10_000,
   };
-  const s: PoolStatus = {
-    group,
-    phase: 'parked',
-    target: input.carried?.target ?? 0,
-    replicasPatched: input.carried?.replicasPatched ?? 0,
-    patches: input.carried?.patches ?? 0,
-    podsRunning: 0,
-    aliveBackends: 0,
-    serveReady: false,
-    layersPassed: [],
-    running: 0,
-    waiting: 0,
-    lastActivity: input.carried?.lastActivity ?? Date.now(),
-  };
+  const s: PoolStatus = { ...parkedStatus(group, Date.now()), ...input.carried };
   let launches = 0; // bumps on every launch, so that a drain can tell one arrived
   const setPhase = (phase: PoolPhase) => {
     if (s.phase === phase) return;

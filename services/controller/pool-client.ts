@@ -6,6 +6,7 @@
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
   launchUpdate,
+  parkedStatus,
   poolWorkflowId,
   runQueryUpdate,
   SEARCH_ATTRIBUTES,
@@ -57,19 +58,6 @@ export async function poolStatus(options: Pick<PoolClientOptions, 'client'> & { 
     return await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(statusQuery);
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
-    return {
-      group: options.group,
-      phase: 'parked',
-      target: 0,
-      replicasPatched: 0,
-      patches: 0,
-      podsRunning: 0,
-      aliveBackends: 0,
-      serveReady: false,
-      layersPassed: [],
-      running: 0,
-      waiting: 0,
-      lastActivity: 0,
-    };
+    return parkedStatus(options.group);
   }
 }

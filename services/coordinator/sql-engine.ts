@@ -4,15 +4,15 @@
  * scattered queries over the partial results the nodes return.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { PARTIALS_TABLE, type AstNode } from '../../core/query-plan.js';
+import { PARTIALS_TABLE, selectNode, type AstNode } from '../../core/query-plan.js';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest, HttpError } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
-import { bindTables, type TableFiles } from '../query-node/scanner.js';
+import { bindTables, Scanner, type TableFiles } from '../query-node/scanner.js';
 import { toJsonResult, type JsonResult } from './result-json.js';
 
 export interface SegmentFile {
@@ -29,11 +29,15 @@ export interface BoundColumn {
 }
 
 export class SqlEngine {
+  private readonly scanner: Scanner;
+
   private constructor(
     private readonly duckdb: DuckDBInstance,
     private readonly scratchDir: string,
     readonly aggregateFunctions: ReadonlySet<string>,
-  ) {}
+  ) {
+    this.scanner = new Scanner(duckdb, scratchDir);
+  }
 
   static async open(scratchDir: string, threads?: number): Promise<SqlEngine> {
     await rm(scratchDir, { recursive: true, force: true });
@@ -77,25 +81,16 @@ export class SqlEngine {
   /** Evaluates constant expressions (time bounds) to epoch milliseconds. */
   async epochMillis(expressions: AstNode[]): Promise<number[]> {
     if (expressions.length === 0) return [];
-    const select = await this.deparse(selectOf(expressions.map((e, i) => ({ ...e, alias: `b${i}` }))));
+    const select = await this.deparse(selectNode({ select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })), from_table: { type: 'EMPTY', alias: '', sample: null } }));
     return await withConnection(this.duckdb, async (c) => {
       const reader = await c.runAndReadAll(`SELECT ${expressions.map((_, i) => `epoch_ms(CAST(b${i} AS TIMESTAMP))`).join(', ')} FROM (${select})`);
       return (reader.getRows()[0] ?? []).map((v) => Number(v));
     });
   }
 
-  /** Runs `sql` over tables bound to local Parquet files (or empty), returning Parquet bytes. */
-  async runToParquet(sql: string, tables: TableFiles[]): Promise<Buffer> {
-    const out = path.join(this.scratchDir, `local-${randomUUID()}.parquet`);
-    try {
-      await withConnection(this.duckdb, async (c) => {
-        await bindTables(c, tables);
-        await c.run(`COPY (${sql}) TO ${sqlString(out)} (FORMAT parquet)`);
-      });
-      return await readFile(out);
-    } finally {
-      await rm(out, { force: true });
-    }
+  /** Runs `sql` over tables bound to local Parquet files (or empty), returning Parquet bytes: a node's scan, done here. */
+  runToParquet(sql: string, tables: TableFiles[]): Promise<Buffer> {
+    return this.scanner.run(sql, tables);
   }
 
   /** Runs the final query over the partial results, each a Parquet body from a node. */
@@ -158,22 +153,4 @@ export class SqlEngine {
   private async scalar(sql: string): Promise<string> {
     return await withConnection(this.duckdb, async (c) => String((await c.runAndReadAll(sql)).getRows()[0]![0]));
   }
-}
-
-/** A FROM-less SELECT of the given expressions, as a parse tree. */
-function selectOf(expressions: AstNode[]): AstNode {
-  return {
-    type: 'SELECT_NODE',
-    modifiers: [],
-    cte_map: { map: [] },
-    select_list: expressions,
-    from_table: { type: 'EMPTY', alias: '', sample: null },
-    where_clause: null,
-    group_expressions: [],
-    group_sets: [],
-    aggregate_handling: 'STANDARD_HANDLING',
-    having: null,
-    sample: null,
-    qualify: null,
-  };
 }
