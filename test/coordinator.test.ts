@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
 import { createS3Client } from '../services/common/s3-client.js';
-import type { QueryResult } from '../services/coordinator/query-service.js';
 import { toJsonResult } from '../services/coordinator/result-json.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
@@ -21,18 +20,6 @@ import { eventNdjson } from './helpers/event-data.js';
 const BATCHES = 8;
 const ROWS_PER_BATCH = 2_500;
 
-async function post<T>(url: string, body: unknown): Promise<{ status: number; body: T }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: response.status, body: (await response.json()) as T };
-}
-
-async function ingest(cluster: TestCluster, table: string, ndjson: Buffer | string, headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` }) {
-  const response = await fetch(`${cluster.coordinator.url}/v1/tables/${table}/rows`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson', ...headers }, body: ndjson });
-  return { status: response.status, body: (await response.json()) as { message?: string } };
-}
-
-const query = (cluster: TestCluster, sql: string) => post<QueryResult & { message?: string }>(`${cluster.coordinator.url}/v1/query`, { sql });
-
 describe('the serving path', () => {
   let cluster: TestCluster;
   let reference: DuckDBInstance;
@@ -40,7 +27,7 @@ describe('the serving path', () => {
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [4, 2, 2] });
     for (let b = 0; b < BATCHES; b++) {
-      const { status, body } = await ingest(cluster, 'events', await eventNdjson(b * ROWS_PER_BATCH, (b + 1) * ROWS_PER_BATCH));
+      const { status, body } = await cluster.ingest('events', await eventNdjson(b * ROWS_PER_BATCH, (b + 1) * ROWS_PER_BATCH));
       expect(status, JSON.stringify(body)).toBe(200);
     }
     // The reference: one DuckDB over exactly the Parquet objects the manifest lists.
@@ -77,7 +64,7 @@ describe('the serving path', () => {
   });
 
   it('commits nothing new when the same batch is sent again', async () => {
-    const again = await ingest(cluster, 'events', await eventNdjson(0, ROWS_PER_BATCH));
+    const again = await cluster.ingest('events', await eventNdjson(0, ROWS_PER_BATCH));
     expect(again.status).toBe(200);
     expect(await cluster.meta.listSegments('events')).toHaveLength(BATCHES);
   });
@@ -86,13 +73,13 @@ describe('the serving path', () => {
     const c = await reference.connect();
     const expected = toJsonResult(await c.runAndReadAll(sql));
     c.closeSync();
-    const { status, body } = await query(cluster, sql);
+    const { status, body } = await cluster.query(sql);
     expect(status, body.message).toBe(200);
     expectSameResult(body, expected, ordered, name);
   });
 
   it('sends each segment’s scan to its owner, weighted by vCPU', async () => {
-    const { body } = await query(cluster, 'SELECT service, count(*) FROM events GROUP BY service');
+    const { body } = await cluster.query('SELECT service, count(*) FROM events GROUP BY service');
     expect(body.stats.route).toBe('aggregate');
     expect(body.stats.placement).toBe('owner');
     const members = cluster.coordinator.view.members!;
@@ -108,7 +95,7 @@ describe('the serving path', () => {
   });
 
   it('prunes segments outside the WHERE time range', async () => {
-    const { body } = await query(cluster, "SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'");
+    const { body } = await cluster.query("SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'");
     expect(body.stats.segments.total).toBe(BATCHES);
     expect(body.stats.segments.pruned).toBeGreaterThan(0);
     expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
@@ -120,7 +107,7 @@ describe('the serving path', () => {
   });
 
   it('gathers a non-decomposable query on one backend and says why', async () => {
-    const { body } = await query(cluster, 'SELECT count(DISTINCT user_id) FROM events');
+    const { body } = await cluster.query('SELECT count(DISTINCT user_id) FROM events');
     expect(body.stats.verdict).toEqual({ class: 'light' });
     expect(body.stats.route).toBe('gather');
     expect(body.stats.reason).toMatch(/does not decompose/);
@@ -134,24 +121,24 @@ describe('the serving path', () => {
     ['a table function', "SELECT * FROM read_parquet('/etc/passwd')", 400, /table functions are not allowed/],
     ['a write', 'DELETE FROM events', 400, /only SELECT/i],
   ])('answers %s with a 400 that says what was wrong', async (_label, sql, status, message) => {
-    const { status: got, body } = await query(cluster, sql);
+    const { status: got, body } = await cluster.query(sql);
     expect(got).toBe(status);
     expect(body.message).toMatch(message);
-    expect((await query(cluster, 'SELECT count(*) FROM events')).status).toBe(200);
+    expect((await cluster.query('SELECT count(*) FROM events')).status).toBe(200);
   });
 
   it('rejects bad ingests with a clear 4xx and commits nothing', async () => {
     const before = (await cluster.meta.listSegments('events')).length;
-    expect((await ingest(cluster, 'events', '{"ts": "2026-11-01 00:00:00"}\n', {})).status).toBe(401);
-    const broken = await ingest(cluster, 'events', '{"ts": "2026-11-01 00:00:00", "service": \n');
+    expect((await cluster.ingest('events', '{"ts": "2026-11-01 00:00:00"}\n', {})).status).toBe(401);
+    const broken = await cluster.ingest('events', '{"ts": "2026-11-01 00:00:00", "service": \n');
     expect(broken.status).toBe(400);
     expect(broken.body.message).toMatch(/could not be read/);
-    const noTs = await ingest(cluster, 'newtable', '{"service": "api"}\n');
+    const noTs = await cluster.ingest('newtable', '{"service": "api"}\n');
     expect(noTs.status).toBe(400);
     expect(noTs.body.message).toMatch(/no "ts" column/);
-    expect((await ingest(cluster, 'events', '')).status).toBe(400);
-    expect((await ingest(cluster, 'Bad-Name', '{"ts": "2026-11-01"}\n')).status).toBe(400);
-    const huge = await ingest(cluster, 'events', Buffer.alloc(9 * 1024 * 1024, 'x'));
+    expect((await cluster.ingest('events', '')).status).toBe(400);
+    expect((await cluster.ingest('Bad-Name', '{"ts": "2026-11-01"}\n')).status).toBe(400);
+    const huge = await cluster.ingest('events', Buffer.alloc(9 * 1024 * 1024, 'x'));
     expect(huge.status).toBe(413);
     expect((await cluster.meta.listSegments('events')).length).toBe(before);
   });

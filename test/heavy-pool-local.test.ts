@@ -9,11 +9,9 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { startServiceProcess } from '../cli/embedded/service-process.js';
-import type { QueryResult } from '../services/coordinator/query-service.js';
 import { launchPool, poolStatus } from '../services/controller/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { eventNdjson } from './helpers/event-data.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 
 const QUERY_NODE = fileURLToPath(new URL('../dist/services/query-node/main.js', import.meta.url));
@@ -35,14 +33,7 @@ describe('the heavy pool from zero and back', () => {
         verdictThresholds: { scanBytes: 1e12, memoryBytes: 1 }, // every gathered shape is heavy here
       },
     });
-    for (let b = 0; b < 4; b++) {
-      const response = await fetch(`${cluster.coordinator.url}/v1/tables/events/rows`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
-        body: await eventNdjson(b * 500, (b + 1) * 500),
-      });
-      expect(response.status).toBe(200);
-    }
+    await cluster.ingestEvents('events', 4, 500);
     platform = new LocalPlatform({
       bootDelayMs: 300,
       startBackend: (g, i) =>
@@ -78,9 +69,8 @@ describe('the heavy pool from zero and back', () => {
     expect((await poolStatus({ client, group })).phase).toBe('parked');
     const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
 
-    const response = await fetch(`${cluster.coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: HEAVY_SQL }) });
-    const heavy = (await response.json()) as QueryResult;
-    expect(response.status).toBe(200);
+    const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
+    expect(code).toBe(200);
     expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
     expect(heavy.stats.group).toBe(group);
     expect(heavy.stats.pool?.workflowId).toBe(poolWorkflowId(group));

@@ -20,26 +20,15 @@ import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { eventNdjson } from './helpers/event-data.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 
 const PARTITION = '20261101';
 
-async function ingest(cluster: TestCluster, table: string, batches: number, rowsPerBatch = 40) {
-  for (let b = 0; b < batches; b++) {
-    const response = await fetch(`${cluster.coordinator.url}/v1/tables/${table}/rows`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
-      body: await eventNdjson(b * rowsPerBatch, (b + 1) * rowsPerBatch),
-    });
-    expect(response.status).toBe(200);
-  }
-}
+const ingest = (cluster: TestCluster, table: string, batches: number) => cluster.ingestEvents(table, batches, 40);
 
 async function query(cluster: TestCluster, sql: string): Promise<QueryResult> {
-  const response = await fetch(`${cluster.coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-  const body = (await response.json()) as QueryResult & { message?: string };
-  if (response.status !== 200) throw new Error(body.message);
+  const { status, body } = await cluster.query(sql);
+  if (status !== 200) throw new Error(body.message);
   return body;
 }
 

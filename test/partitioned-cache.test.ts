@@ -3,8 +3,7 @@
  * queries hit the cache, and adding a node costs a miss on exactly the segments that moved to it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { eventNdjson } from './helpers/event-data.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
 
 const SEGMENTS = 24;
 const NODES = 3;
@@ -18,28 +17,13 @@ interface Stats {
 
 describe('the partitioned cache', () => {
   let cluster: TestCluster;
-  const scanAll = async () => {
-    const response = await fetch(`${cluster.coordinator.url}/v1/query`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sql: 'SELECT service, sum(bytes) FROM events GROUP BY service' }),
-    });
-    return ((await response.json()) as { stats: Stats }).stats;
-  };
+  const scanAll = async (): Promise<Stats> => (await cluster.query('SELECT service, sum(bytes) FROM events GROUP BY service')).body.stats;
 
   beforeAll(async () => {
     // Size every cache to a node's expected share plus headroom: 1.5 / N of the working set.
     cluster = await startCluster({ vcpus: [] });
-    const ingestOne = async (b: number) => {
-      const response = await fetch(`${cluster.coordinator.url}/v1/tables/events/rows`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
-        body: await eventNdjson(b * 500, (b + 1) * 500),
-      });
-      expect(response.status).toBe(200);
-    };
     // No nodes yet: segments are written to S3 only, and the first queries read them cold.
-    for (let b = 0; b < SEGMENTS; b++) await ingestOne(b);
+    await cluster.ingestEvents('events', SEGMENTS, 500);
     const segments = await cluster.meta.listSegments('events');
     const workingSet = segments.reduce((sum, s) => sum + s.bytes, 0);
     for (let i = 0; i < NODES; i++) await cluster.addNode({ vcpus: 2, cacheBytes: Math.ceil((1.5 * workingSet) / NODES) });

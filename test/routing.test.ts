@@ -4,22 +4,9 @@ import { MemberView } from '../services/common/member-view.js';
 import { MetaClient } from '../services/meta/client.js';
 import { Scatter } from '../services/coordinator/scatter.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { eventNdjson } from './helpers/event-data.js';
-
-async function ingestBatches(cluster: TestCluster, batches: number, rows = 1_000) {
-  for (let b = 0; b < batches; b++) {
-    const response = await fetch(`${cluster.coordinator.url}/v1/tables/events/rows`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
-      body: await eventNdjson(b * rows, (b + 1) * rows),
-    });
-    expect(response.status).toBe(200);
-  }
-}
 
 async function query(cluster: TestCluster, sql: string) {
-  const response = await fetch(`${cluster.coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-  return (await response.json()) as { rows: unknown[][]; stats: { nodes: Record<string, number>; fallbacks: number; cacheHits: number; cacheMisses: number; s3Gets: number; placement: string } };
+  return (await cluster.query(sql)).body;
 }
 
 describe('routing and membership', () => {
@@ -31,7 +18,7 @@ describe('routing and membership', () => {
 
   it('routes a stopped owner’s segments to the next node in their ranking, and still answers', async () => {
     cluster = await startCluster({ vcpus: [2, 2, 2] });
-    await ingestBatches(cluster, 9);
+    await cluster.ingestEvents('events', 9, 1_000);
     const before = await query(cluster, 'SELECT count(*), sum(bytes) FROM events');
     const victim = cluster.nodes[0]!;
     const owned = before.stats.nodes[victim.id] ?? 0;
@@ -50,7 +37,7 @@ describe('routing and membership', () => {
 
   it('spreads work round-robin over its seed nodes before any member list has arrived', async () => {
     cluster = await startCluster({ vcpus: [2, 2] });
-    await ingestBatches(cluster, 6);
+    await cluster.ingestEvents('events', 6, 1_000);
     const view = new MemberView({ meta: new MetaClient(cluster.metaUrl, TOKEN), group: 'serving' }); // never polled
     const scatter = new Scatter({ view, seedNodes: cluster.nodes.map((n) => n.url), token: TOKEN });
     const table = (await cluster.meta.findTable('events'))!;
@@ -62,7 +49,7 @@ describe('routing and membership', () => {
 
   it('keeps a restarted node’s id and warm cache when it comes back on the same cache dir', async () => {
     cluster = await startCluster({ vcpus: [2, 2] });
-    await ingestBatches(cluster, 6);
+    await cluster.ingestEvents('events', 6, 1_000);
     await query(cluster, 'SELECT count(*) FROM events');
     const node = cluster.nodes[1]!;
     const cached = node.cache.ids().sort();
@@ -84,7 +71,7 @@ describe('routing and membership', () => {
 
   it('warms only the segments a node owns, newest first, within its budget', async () => {
     cluster = await startCluster({ vcpus: [2, 2] });
-    await ingestBatches(cluster, 8);
+    await cluster.ingestEvents('events', 8, 1_000);
     const segments = await cluster.meta.listSegments('events'); // newest first
     const node = await cluster.addNode({ vcpus: 4, cacheBytes: 3 * Math.max(...segments.map((s) => s.bytes)) });
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));

@@ -12,6 +12,9 @@ import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
 import { MetaStore } from '../../services/meta/store.js';
 import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../../services/query-node/node.js';
+import type { IngestResult } from '../../services/coordinator/ingest.js';
+import type { QueryResult } from '../../services/coordinator/query-service.js';
+import { eventNdjson } from './event-data.js';
 
 export const TOKEN = 'cluster-test-token';
 
@@ -25,6 +28,12 @@ export interface TestCluster {
   coordinator: RunningCoordinator;
   /** Starts another query node (a fresh cache dir unless one is given). */
   addNode(options?: Partial<QueryNodeConfig>): Promise<RunningQueryNode>;
+  /** POSTs NDJSON rows to the coordinator's ingest endpoint, with the token unless `headers` replace it. */
+  ingest(table: string, ndjson: Buffer | string, headers?: Record<string, string>): Promise<{ status: number; body: IngestResult & { message?: string } }>;
+  /** Ingests `batches` consecutive batches of the event data set into `table`: one segment each. */
+  ingestEvents(table: string, batches: number, rowsPerBatch: number): Promise<void>;
+  /** POSTs SQL to the coordinator. */
+  query(sql: string): Promise<{ status: number; body: QueryResult & { message?: string } }>;
   /** Waits until the coordinator's member view lists exactly these node ids. */
   awaitMembers(ids: string[]): Promise<void>;
   close(): Promise<void>;
@@ -83,6 +92,20 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     nodes: [],
     coordinator,
     addNode,
+    ingest: async (table, ndjson, headers = { authorization: `Bearer ${TOKEN}` }) => {
+      const response = await fetch(`${coordinator.url}/v1/tables/${table}/rows`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson', ...headers }, body: ndjson });
+      return { status: response.status, body: (await response.json()) as IngestResult & { message?: string } };
+    },
+    ingestEvents: async (table, batches, rowsPerBatch) => {
+      for (let b = 0; b < batches; b++) {
+        const { status, body } = await cluster.ingest(table, await eventNdjson(b * rowsPerBatch, (b + 1) * rowsPerBatch));
+        if (status !== 200) throw new Error(`ingest of batch ${b} answered ${status}: ${body.message}`);
+      }
+    },
+    query: async (sql) => {
+      const response = await fetch(`${coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+      return { status: response.status, body: (await response.json()) as QueryResult & { message?: string } };
+    },
     awaitMembers: async (ids) => {
       const want = [...ids].sort().join(',');
       for (;;) {
