@@ -24,7 +24,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
   const log = (line: string) => console.log(`[global-setup] ${line}`);
   const [temporal, s3] = await Promise.all([
-    resolveTemporalCli({ log }).then((executable) => startTemporalDevServer({ executable })),
+    resolveTemporalCli({ log }).then((executable) =>
+      startTemporalDevServer({
+        executable,
+        // Suggest continue-as-new after 60 events, so that the heavy pool's hand-over is exercised.
+        extraArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=60'],
+      }),
+    ),
     startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] }),
   ]);
   log(`temporal ${temporal.address}, s3 ${s3.endpoint}`);

@@ -14,6 +14,8 @@ export interface TemporalDevServerOptions {
   dbFilename?: string;
   /** @default 'default' */
   namespace?: string;
+  /** More `temporal server start-dev` arguments (tests use dynamic config). */
+  extraArgs?: string[];
 }
 
 export interface TemporalDevServer {
@@ -40,6 +42,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       // Berth's search attributes, so that `temporal workflow list --query` finds runs by table and partition.
       searchAttributes: Object.values(SEARCH_ATTRIBUTES),
       log: { format: 'pretty', level: 'error' },
+      extraArgs: options.extraArgs,
     },
   });
   return {
