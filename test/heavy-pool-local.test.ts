@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
-import { startServiceProcess } from '../cli/embedded/service-process.js';
+import { startServiceProcess, type ServiceProcess } from '../cli/embedded/service-process.js';
+import { Placement } from '../core/ownership.js';
 import { launchPool, poolStatus } from '../services/controller/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
@@ -22,6 +23,8 @@ describe('the heavy pool from zero and back', () => {
   let client: Client;
   let worker: RunningWorker;
   let platform: LocalPlatform;
+  /** Every backend process the driver started, by URL, so a test can kill one. */
+  const backends = new Map<string, ServiceProcess>();
   const taskQueue = `pool-local-${randomUUID()}`;
   const group = `heavy-${randomUUID().slice(0, 8)}`;
 
@@ -36,8 +39,8 @@ describe('the heavy pool from zero and back', () => {
     await cluster.ingestEvents('events', 4, 500);
     platform = new LocalPlatform({
       bootDelayMs: 300,
-      startBackend: (g, i) =>
-        startServiceProcess(`${g}-${i}`, QUERY_NODE, {
+      startBackend: async (g, i) => {
+        const backend = await startServiceProcess(`${g}-${i}`, QUERY_NODE, {
           BERTH_TOKEN: TOKEN,
           BERTH_META_URL: cluster.metaUrl,
           BERTH_NODE_GROUP: g,
@@ -52,7 +55,10 @@ describe('the heavy pool from zero and back', () => {
           BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
           BERTH_S3_BUCKET: cluster.bucket,
           BERTH_LOG_LEVEL: 'warn',
-        }, `${cluster.dir}/${g}-${i}.log`),
+        }, `${cluster.dir}/${g}-${i}.log`);
+        backends.set(backend.url, backend);
+        return backend;
+      },
     });
     client = await temporalClient();
     worker = await startWorker(cluster, taskQueue, { heavyPool: { platform, coordinatorUrl: cluster.coordinator.url } });
@@ -87,6 +93,25 @@ describe('the heavy pool from zero and back', () => {
     expect(await poolStatus({ client, group })).toMatchObject({ target: 0, replicasPatched: 0, patches: 2, serveReady: false });
     await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
     expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
+  });
+
+  it('answers right when the backend running a heavy query is lost, by moving its work once', { timeout: 120_000 }, async () => {
+    const first = await cluster.query(HEAVY_SQL); // launches the pool again
+    expect(first.status).toBe(200);
+    // The backend the query gathers on: the live member owning most of its segments.
+    const members = await cluster.meta.members(group);
+    const placement = new Placement(members.map((m) => ({ id: m.id, weight: m.weight })));
+    const owned = new Map<string, number>();
+    for (const s of await cluster.meta.listSegments('events')) owned.set(placement.owner(s.id)!.id, (owned.get(placement.owner(s.id)!.id) ?? 0) + 1);
+    const target = [...members].sort((a, b) => (owned.get(b.id) ?? 0) - (owned.get(a.id) ?? 0) || a.id.localeCompare(b.id))[0]!;
+    expect(first.body.stats.nodes).toHaveProperty(target.id);
+    await backends.get(target.url)!.stop(); // gone, though meta still lists it as alive
+
+    const second = await cluster.query(HEAVY_SQL);
+    expect(second.status).toBe(200);
+    expect(second.body.rows).toEqual(first.body.rows);
+    expect(second.body.stats.fallbacks).toBe(1);
+    expect(second.body.stats.nodes).not.toHaveProperty(target.id);
   });
 
   it('never serves on a backend that heartbeats but cannot read storage, and says why', { timeout: 120_000 }, async () => {

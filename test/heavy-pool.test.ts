@@ -2,14 +2,17 @@
  * The heavy pool's entity workflow on a real Temporal dev server, scaling a compute group through
  * the Kubernetes driver against the fake API server (so that every patch can be counted).
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
 import { launchPool, poolStatus, type PoolClientOptions } from '../services/controller/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
-import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startFakeKubeApi, type FakeKubeApi } from './fakes/kube-api-server.js';
 
@@ -124,6 +127,56 @@ describe('the heavy pool on Kubernetes', () => {
     expect(api.patches.length).toBe(patchesBefore);
     expect(await poolStatus({ client, group: 'heavy-d' })).toMatchObject({ target: 2, replicasPatched: 2, patches: 1 });
     await terminate('heavy-d');
+  });
+
+  it('carries a launch on after its worker process is killed mid-launch, with no duplicate patch', { timeout: 120_000 }, async () => {
+    addGroup('heavy-e');
+    const kubeconfig = `${cluster.dir}/kubeconfig.yaml`;
+    await writeFile(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: ${api.url}\n    insecure-skip-tls-verify: true\nusers:\n- name: berth\n  user: {}\ncontexts:\n- name: fake\n  context: {cluster: fake, user: berth}\ncurrent-context: fake\n`,
+    );
+    const killedQueue = `pool-killed-${randomUUID()}`;
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/workers/main.js', import.meta.url))], {
+      env: {
+        ...process.env,
+        KUBECONFIG: kubeconfig,
+        BERTH_PLATFORM: 'kubernetes',
+        BERTH_K8S_NAMESPACE: 'doris',
+        BERTH_K8S_NAME: 'analytics',
+        BERTH_HEAVY_GROUP: 'heavy-e',
+        BERTH_COORDINATOR_URL: cluster.coordinator.url,
+        BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
+        BERTH_TASK_QUEUE: killedQueue,
+        BERTH_META_URL: cluster.metaUrl,
+        BERTH_TOKEN: TOKEN,
+        BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+        BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+        BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+        BERTH_S3_BUCKET: cluster.bucket,
+        BERTH_WORKER_DIR: `${cluster.dir}/killed-pool-worker`,
+        BERTH_SCHEDULE_SYNC_MS: '0',
+      },
+      stdio: 'ignore',
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const options = { ...pool('heavy-e'), taskQueue: killedQueue };
+    await launchPool(options, 2);
+    // Killed right after its patch, while it waits for backends.
+    await expect.poll(() => api.patches.filter((p) => JSON.stringify(p).includes('"heavy-e"')).length, { timeout: 60_000 }).toBe(1);
+    child.kill('SIGKILL');
+    await exited;
+
+    const replacement = await startWorker(cluster, killedQueue, { heavyPool: { platform: platformOf(), coordinatorUrl: cluster.coordinator.url } });
+    try {
+      api.pods.push({ namespace: 'doris', name: 'e-0', labels: { 'app.doris.computegroup': 'heavy-e' }, phase: 'Running' }, { namespace: 'doris', name: 'e-1', labels: { 'app.doris.computegroup': 'heavy-e' }, phase: 'Running' });
+      await expect.poll(async () => (await poolStatus({ client, group: 'heavy-e' })).layersPassed, { timeout: 30_000 }).toEqual(['pods']);
+      expect(api.patches.filter((p) => JSON.stringify(p).includes('"heavy-e"'))).toHaveLength(1);
+      expect(await poolStatus({ client, group: 'heavy-e' })).toMatchObject({ target: 2, replicasPatched: 2, patches: 1 });
+    } finally {
+      await terminate('heavy-e');
+      await replacement.stop();
+    }
   });
 
   it('fails without retrying when the group is missing from the custom resource, naming it', async () => {
