@@ -40,6 +40,13 @@ describe('meta store', () => {
     expect(store.backends().map((b) => b.id)).toEqual(['h1', 'n1', 'n2']);
   });
 
+  it('drops a node that leaves on purpose at once', () => {
+    store.registerNode({ id: 'n1', group: 'serving', url: 'http://127.0.0.1:1', vcpus: 4, startedAt: clock });
+    expect(store.deregisterNode('n1')).toBe(true);
+    expect(store.members('serving')).toEqual([]);
+    expect(store.deregisterNode('n1')).toBe(false);
+  });
+
   it('refuses a heartbeat from a node it does not know', () => {
     expect(store.heartbeat('ghost', 4)).toBe(false);
   });

@@ -57,6 +57,8 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     },
   );
 
+  app.delete('/v1/nodes/:id', { ...auth, schema: { params: Type.Object({ id: NodeId }) } }, async (request) => ({ removed: store.deregisterNode(request.params.id) }));
+
   app.get('/v1/groups/:group/members', { schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
     group: request.params.group,
     members: store.members(request.params.group),

@@ -14,6 +14,11 @@ export class MetaClient {
     return callJson(`${this.baseUrl}/v1/nodes`, { body: node, token: this.token });
   }
 
+  /** Leaves the cluster on purpose: readers stop routing to the node on their next poll. */
+  deregisterNode(id: string, timeoutMs = 2_000): Promise<{ removed: boolean }> {
+    return callJson(`${this.baseUrl}/v1/nodes/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token, timeoutMs });
+  }
+
   heartbeat(id: string, vcpus: number): Promise<void> {
     return callJson(`${this.baseUrl}/v1/nodes/${encodeURIComponent(id)}/heartbeat`, { body: { vcpus }, token: this.token });
   }

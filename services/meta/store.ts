@@ -155,6 +155,11 @@ export class MetaStore {
       .run(node.id, node.group, node.url, node.vcpus, node.startedAt, this.now());
   }
 
+  /** Removes a node that is leaving on purpose (drain, scale-down), so readers stop routing to it at once. */
+  deregisterNode(id: string): boolean {
+    return this.db.prepare('DELETE FROM nodes WHERE id = ?').run(id).changes === 1;
+  }
+
   /** Records a heartbeat and the node's current vCPUs; false when the node is unknown. */
   heartbeat(id: string, vcpus: number): boolean {
     return this.db.prepare('UPDATE nodes SET last_heartbeat = ?, vcpus = ? WHERE id = ?').run(this.now(), vcpus, id).changes === 1;

@@ -52,7 +52,8 @@ export interface RunningQueryNode {
   warmer: Warmer;
   /** Resolves once meta has the node. */
   registered: Promise<void>;
-  close(): Promise<void>;
+  /** Stops the node; it leaves meta's members at once unless `deregister` is false (a crash, in tests). */
+  close(options?: { deregister?: boolean }): Promise<void>;
 }
 
 export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQueryNode> {
@@ -111,8 +112,11 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     view,
     warmer,
     registered,
-    close: async () => {
+    close: async ({ deregister = true } = {}) => {
       heartbeats.stop();
+      // A graceful stop is a departure: say so, so that readers move its work now rather than after
+      // the expiry. A crash says nothing, and the expiry covers it.
+      if (deregister) await meta.deregisterNode(id).catch(() => {});
       view.stop();
       warmer.stop();
       await app.close();
