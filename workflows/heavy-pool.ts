@@ -39,8 +39,9 @@ import {
   type PoolWorkflowInput,
 } from './api.js';
 
+// Short timeouts: these are quick calls, and a worker that dies holding one must not stall the pool.
 const steps = proxyActivities<HeavyPoolActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 // A heavy query whose backend is lost mid-query is retried exactly once.
@@ -124,7 +125,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
 
   const setReplicas = async (replicas: number) => {
     const result = await steps.setReplicas.executeWithOptions(
-      { startToCloseTimeout: '2 minutes', summary: `patch ${group} replicas ${s.replicasPatched} → ${replicas}` },
+      { startToCloseTimeout: '30 seconds', summary: `patch ${group} replicas ${s.replicasPatched} → ${replicas}` },
       [{ group, replicas }],
     );
     if (result.changed) s.patches++;
@@ -145,7 +146,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     let fresh: Backend[] = [];
     for (let consecutive = 0; consecutive < 2; ) {
       if (s.target > s.replicasPatched) return;
-      const seen = await steps.observePool.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `observe ${group}: pods, and backends alive since the patch` }, [{ group, startedAfter: patchedAt }]);
+      const seen = await steps.observePool.executeWithOptions({ startToCloseTimeout: '10 seconds', summary: `observe ${group}: pods, and backends alive since the patch` }, [{ group, startedAfter: patchedAt }]);
       s.podsRunning = seen.pods;
       s.aliveBackends = seen.backends.length;
       fresh = seen.backends;
@@ -183,7 +184,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     const launchesBefore = launches;
     setPhase('draining');
     await condition(() => s.running === 0 && s.waiting === 0);
-    await steps.releaseGroupLeases.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `release ${group}'s leases in meta` }, [{ group }]);
+    await steps.releaseGroupLeases.executeWithOptions({ startToCloseTimeout: '30 seconds', summary: `release ${group}'s leases in meta` }, [{ group }]);
     if (launches !== launchesBefore) return setPhase('ready');
     s.serveReady = false;
     await setReplicas(0);
@@ -214,7 +215,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     const untilIdleDeadline = s.lastActivity + config.idleTimeoutMs - Date.now();
     await condition(() => s.target > s.replicasPatched, Math.max(1, Math.min(config.monitorPollMs, untilIdleDeadline)));
     if (s.target > s.replicasPatched) continue;
-    const waiting = await steps.waitingQueries.executeWithOptions({ startToCloseTimeout: '30 seconds', summary: `read ${group}'s waiting queries` }, [{ group }]);
+    const waiting = await steps.waitingQueries.executeWithOptions({ startToCloseTimeout: '10 seconds', summary: `read ${group}'s waiting queries` }, [{ group }]);
     waitingSince = waiting > 0 ? (waitingSince ?? Date.now()) : undefined;
     if (waitingSince !== undefined && Date.now() - waitingSince >= config.monitorSustainMs && s.target < config.maxReplicas) {
       raise(s.target + config.increment);
