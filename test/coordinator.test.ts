@@ -144,19 +144,22 @@ describe('the serving path', () => {
   });
 
   it('takes a pushed segment only on its owner; any other node declines it', async () => {
-    const [segment] = await cluster.meta.listSegments('events');
+    const id = 'events-l0-20261101-push-test'; // in no cache yet
     const placement = cluster.coordinator.view.placement!;
     const push = async (nodeUrl: string) => {
-      const response = await fetch(`${nodeUrl}/v1/segments/${segment!.id}?table=events`, {
+      const response = await fetch(`${nodeUrl}/v1/segments/${id}?table=events`, {
         method: 'POST',
         headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${TOKEN}` },
         body: Buffer.from('PAR1 stand-in bytes'),
       });
       return (await response.json()) as { accepted: boolean; owner: string };
     };
-    const other = cluster.nodes.find((n) => n.id !== placement.owner(segment!.id)!.id)!;
-    expect(await push(other.url)).toMatchObject({ accepted: false, owner: placement.owner(segment!.id)!.id });
-    expect(other.cache.has(segment!.id)).toBe(false);
+    const owner = cluster.nodes.find((n) => n.id === placement.owner(id)!.id)!;
+    const other = cluster.nodes.find((n) => n !== owner)!;
+    expect(await push(other.url)).toMatchObject({ accepted: false, owner: owner.id });
+    expect(other.cache.has(id)).toBe(false);
+    expect(await push(owner.url)).toMatchObject({ accepted: true, owner: owner.id });
+    expect(owner.cache.has(id)).toBe(true);
   });
 
   it('refuses unauthenticated and traversal pushes at a query node', async () => {
