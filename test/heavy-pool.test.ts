@@ -2,18 +2,16 @@
  * The heavy pool's entity workflow on a real Temporal dev server, scaling a compute group through
  * the Kubernetes driver against the fake API server (so that every patch can be counted).
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
 import { launchPool, poolStatus, type PoolClientOptions } from '../services/controller/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
-import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startFakeKubeApi, type FakeKubeApi } from './fakes/kube-api-server.js';
 
 const KEY = 'doris/dorisdisaggregatedclusters/analytics';
@@ -137,29 +135,14 @@ describe('the heavy pool on Kubernetes', () => {
       `apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: ${api.url}\n    insecure-skip-tls-verify: true\nusers:\n- name: berth\n  user: {}\ncontexts:\n- name: fake\n  context: {cluster: fake, user: berth}\ncurrent-context: fake\n`,
     );
     const killedQueue = `pool-killed-${randomUUID()}`;
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/workers/main.js', import.meta.url))], {
-      env: {
-        ...process.env,
-        KUBECONFIG: kubeconfig,
-        BERTH_PLATFORM: 'kubernetes',
-        BERTH_K8S_NAMESPACE: 'doris',
-        BERTH_K8S_NAME: 'analytics',
-        BERTH_HEAVY_GROUP: 'heavy-e',
-        BERTH_COORDINATOR_URL: cluster.coordinator.url,
-        BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
-        BERTH_TASK_QUEUE: killedQueue,
-        BERTH_META_URL: cluster.metaUrl,
-        BERTH_TOKEN: TOKEN,
-        BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-        BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-        BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-        BERTH_S3_BUCKET: cluster.bucket,
-        BERTH_WORKER_DIR: `${cluster.dir}/killed-pool-worker`,
-        BERTH_SCHEDULE_SYNC_MS: '0',
-      },
-      stdio: 'ignore',
+    const { child, exited } = spawnWorkerProcess(cluster, killedQueue, {
+      KUBECONFIG: kubeconfig,
+      BERTH_PLATFORM: 'kubernetes',
+      BERTH_K8S_NAMESPACE: 'doris',
+      BERTH_K8S_NAME: 'analytics',
+      BERTH_HEAVY_GROUP: 'heavy-e',
+      BERTH_COORDINATOR_URL: cluster.coordinator.url,
     });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
     const options = { ...pool('heavy-e'), taskQueue: killedQueue };
     await launchPool(options, 2);
     // Killed right after its patch, while it waits for backends.

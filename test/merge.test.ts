@@ -3,13 +3,11 @@
  * the S3 API.
  */
 import { randomUUID } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { mergedSegmentId } from '../activities/merge.js';
 import { createS3Client } from '../services/common/s3-client.js';
@@ -19,8 +17,8 @@ import { mergeScheduleId, mergeWorkflowId, type MergeResult } from '../workflows
 import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
-import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
-import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 
 const PARTITION = '20261101';
 
@@ -175,23 +173,7 @@ describe('a worker killed between upload and commit', () => {
     const ownerUrl = `http://127.0.0.1:${(slowOwner.address() as AddressInfo).port}`;
     await cluster.meta.registerNode({ id: 'slow-owner', group: 'serving', url: ownerUrl, vcpus: 2, startedAt: Date.now() });
 
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../dist/workers/main.js', import.meta.url))], {
-      env: {
-        ...process.env,
-        BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
-        BERTH_TASK_QUEUE: taskQueue,
-        BERTH_META_URL: cluster.metaUrl,
-        BERTH_TOKEN: TOKEN,
-        BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-        BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-        BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-        BERTH_S3_BUCKET: cluster.bucket,
-        BERTH_WORKER_DIR: `${cluster.dir}/killed-worker`,
-        BERTH_SCHEDULE_SYNC_MS: '0',
-      },
-      stdio: 'ignore',
-    });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const { child, exited } = spawnWorkerProcess(cluster, taskQueue);
     const handle = await client.workflow.start(segmentMergeWorkflow, {
       taskQueue,
       workflowId: `kill-${randomUUID()}`,

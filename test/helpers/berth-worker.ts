@@ -1,4 +1,5 @@
 /** A Berth worker for tests: real activities against a test cluster, on a task queue of its own. */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -44,4 +45,29 @@ export async function startWorker(cluster: TestCluster, taskQueue: string, extra
 
 export async function temporalClient(): Promise<Client> {
   return new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+}
+
+/**
+ * Starts the built worker (`dist/workers/main.js`) as a process of its own, against a test
+ * cluster, so that a test can kill it for real. Schedules are off; `env` adds or overrides.
+ */
+export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<unknown> } {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))], {
+    env: {
+      ...process.env,
+      BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
+      BERTH_TASK_QUEUE: taskQueue,
+      BERTH_META_URL: cluster.metaUrl,
+      BERTH_TOKEN: TOKEN,
+      BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+      BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+      BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+      BERTH_S3_BUCKET: cluster.bucket,
+      BERTH_WORKER_DIR: `${cluster.dir}/worker-process-${randomUUID()}`,
+      BERTH_SCHEDULE_SYNC_MS: '0',
+      ...env,
+    },
+    stdio: 'ignore',
+  });
+  return { child, exited: new Promise((resolve) => child.once('exit', resolve)) };
 }
