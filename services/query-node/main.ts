@@ -10,6 +10,10 @@ const node = await startQueryNode({
   group: envString('BERTH_NODE_GROUP', 'serving'),
   host: envString('BERTH_NODE_HOST', '127.0.0.1'),
   port: envNumber('BERTH_NODE_PORT', 0),
+  // In a container: the URL peers use (Kubernetes: built from the pod IP in BERTH_NODE_ADVERTISE_HOST).
+  advertiseUrl:
+    process.env.BERTH_NODE_ADVERTISE_URL ||
+    (process.env.BERTH_NODE_ADVERTISE_HOST ? `http://${process.env.BERTH_NODE_ADVERTISE_HOST}:${envNumber('BERTH_NODE_PORT', 0)}` : undefined),
   metaUrl: envString('BERTH_META_URL'),
   token: envString('BERTH_TOKEN'),
   s3: s3ConfigFromEnv(),

@@ -24,6 +24,8 @@ export interface QueryNodeConfig {
   host?: string;
   /** @default 0 (any free port) */
   port?: number;
+  /** The URL other services reach this node at, when it differs from where it listens (containers). */
+  advertiseUrl?: string;
   metaUrl: string;
   token: string;
   s3: S3Config;
@@ -89,7 +91,8 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     isRegistered: () => isRegistered,
     logger: config.logger,
   });
-  const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
+  const listening = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
+  const url = config.advertiseUrl ?? listening;
 
   const heartbeats = startHeartbeats({
     meta,

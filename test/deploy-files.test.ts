@@ -1,0 +1,116 @@
+/**
+ * docker-compose.yml and deploy/k8s are written for users and cannot run here (no Docker engine,
+ * no cluster), so this test holds them to the project: every Berth image is built by the project's
+ * Dockerfile, every command runs a script the build produces, every BERTH_* variable is one the
+ * code reads, third-party images are pinned, and the worker's RBAC is exactly what the heavy pool
+ * needs.
+ */
+import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SOURCE_DIRS = ['core', 'services', 'activities', 'workflows', 'workers', 'cli'];
+
+type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function sourceText(): Promise<string> {
+  const texts: string[] = [];
+  const walk = async (dir: string) => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(full);
+      else if (entry.name.endsWith('.ts')) texts.push(await readFile(full, 'utf8'));
+    }
+  };
+  for (const dir of SOURCE_DIRS) await walk(path.join(ROOT, dir));
+  return texts.join('\n');
+}
+
+const load = async (file: string): Promise<Doc[]> => parseAllDocuments(await readFile(path.join(ROOT, file), 'utf8'), { merge: true }).map((d) => d.toJS({ maxAliasCount: -1 }) as Doc);
+
+/** A container as both files describe one: image, command, environment variable names. */
+interface Container {
+  where: string;
+  image: string;
+  command: string[];
+  env: string[];
+}
+
+describe('docker-compose.yml and deploy/k8s', () => {
+  let source: string;
+  let containers: Container[];
+  let k8s: Doc[];
+
+  beforeAll(async () => {
+    source = await sourceText();
+    const [compose] = await load('docker-compose.yml');
+    containers = Object.entries(compose!.services as Record<string, Doc>).map(([name, service]) => ({
+      where: `compose service ${name}`,
+      image: service.image,
+      command: service.command ?? [],
+      env: Object.keys(service.environment ?? {}),
+    }));
+    k8s = [];
+    for (const file of await readdir(path.join(ROOT, 'deploy/k8s'))) k8s.push(...(await load(`deploy/k8s/${file}`)));
+    const configMapKeys = k8s.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret').flatMap((d) => Object.keys(d.data ?? d.stringData ?? {}));
+    for (const doc of k8s) {
+      for (const c of (doc.spec?.template?.spec?.containers ?? []) as Doc[]) {
+        containers.push({ where: `${doc.kind} ${doc.metadata.name}`, image: c.image, command: c.command ?? [], env: [...(c.env ?? []).map((e: Doc) => e.name), ...configMapKeys] });
+      }
+    }
+  });
+
+  it('builds every Berth image from the project’s Dockerfile and pins every other image', () => {
+    expect(existsSync(path.join(ROOT, 'Dockerfile'))).toBe(true);
+    for (const c of containers) {
+      expect(c.image, c.where).toMatch(/^[\w./-]+:[\w.-]+$/);
+      expect(c.image.endsWith(':latest') && !c.image.startsWith('berth:'), `${c.where} pins its image`).toBe(false);
+    }
+    expect(containers.filter((c) => c.image.startsWith('berth:')).length).toBeGreaterThanOrEqual(7);
+  });
+
+  it('runs only scripts the build produces', () => {
+    for (const c of containers.filter((x) => x.image.startsWith('berth:'))) {
+      expect(c.command[0], c.where).toBe('node');
+      const script = c.command[1]!;
+      expect(script, c.where).toMatch(/^dist\/.+\.js$/);
+      expect(existsSync(path.join(ROOT, script.replace(/^dist\//, '').replace(/\.js$/, '.ts'))), `${c.where}: ${script} is built from a source file`).toBe(true);
+    }
+  });
+
+  it('sets only BERTH_* variables that the code reads', () => {
+    const names = new Set(containers.filter((c) => c.image.startsWith('berth:')).flatMap((c) => c.env));
+    expect(names.size).toBeGreaterThan(10);
+    for (const name of names) {
+      expect(name, 'Berth containers set only BERTH_* variables').toMatch(/^BERTH_/);
+      expect(source.includes(`'${name}'`) || source.includes(`.${name}`) || source.includes(`${name}:`), `${name} is read by the code`).toBe(true);
+    }
+  });
+
+  it('has three query nodes with different CPU limits in compose', async () => {
+    const [compose] = await load('docker-compose.yml');
+    const cpus = Object.entries(compose!.services as Record<string, Doc>).filter(([name]) => name.startsWith('query-node')).map(([, s]) => s.cpus);
+    expect(cpus).toHaveLength(3);
+    expect(new Set(cpus).size).toBeGreaterThan(1);
+  });
+
+  it('grants the worker get and patch on the custom resource and list on pods, nothing else', () => {
+    const role = k8s.find((d) => d.kind === 'Role')!;
+    expect(role.rules).toEqual([
+      { apiGroups: ['disaggregated.cluster.doris.com'], resources: ['dorisdisaggregatedclusters'], resourceNames: ['analytics'], verbs: ['get', 'patch'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+    ]);
+    const cluster = k8s.find((d) => d.kind === 'DorisDisaggregatedCluster')!;
+    expect(cluster.apiVersion).toBe('disaggregated.cluster.doris.com/v1');
+    expect(cluster.spec.computeGroups.map((g: Doc) => [g.uniqueId, g.replicas])).toEqual([
+      ['serving', 3],
+      ['heavy', 0],
+    ]);
+    const worker = k8s.find((d) => d.kind === 'Deployment' && d.metadata.name === 'berth-worker')!;
+    expect(worker.spec.template.spec.serviceAccountName).toBe('berth-worker');
+  });
+});
