@@ -1,8 +1,13 @@
 /** `berth up`: the embedded cluster on one machine until Ctrl-C; a second run on the same data dir resumes. */
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { startEmbeddedCluster } from '../embedded/cluster.js';
+import { readFile } from 'node:fs/promises';
+import { runDemo } from '../demo.js';
+import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
+import { UsageError } from '../usage-error.js';
 import { parseCount, parsePort, parseVcpuList } from '../options.js';
+
+const HEAVY_IDLE_DEFAULT = '300000';
 
 interface UpOptions {
   dataDir: string;
@@ -18,6 +23,10 @@ interface UpOptions {
   heavyMax: string;
   heavyIdleMs: string;
   heavyBootDelayMs: string;
+  demo?: boolean;
+  demoRows: string;
+  exit?: boolean;
+  json?: boolean;
   bucket: string;
   cacheMb: string;
 }
@@ -37,11 +46,16 @@ export function upCommand(): Command {
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
     .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
-    .addOption(new Option('--heavy-idle-ms <ms>', 'idle time before the heavy pool parks at zero').default('300000'))
+    .addOption(new Option('--heavy-idle-ms <ms>', 'idle time before the heavy pool parks at zero (the demo: 15000)').default(HEAVY_IDLE_DEFAULT))
     .addOption(new Option('--heavy-boot-delay-ms <ms>', 'imitated node provisioning time of a heavy backend').default('2000'))
     .addOption(new Option('--bucket <name>', 'bucket that holds the segments').default('berth'))
+    .option('--demo', 'also run the tour: ingest a month of events, merge, a light query, a heavy query that launches the pool from zero')
+    .addOption(new Option('--demo-rows <n>', 'events the demo generates over 30 days').default('1200000'))
+    .option('--exit', 'with --demo: stop everything once the demo is done and the pool is parked again')
+    .option('--json', 'with --demo: print a machine-readable summary on stdout (progress goes to stderr)')
     .action(async (options: UpOptions) => {
-      const say = (line: string) => console.log(`berth up: ${line}`);
+      if ((options.exit || options.json) && !options.demo) throw new UsageError('--exit and --json go with --demo');
+      const say = (line: string) => (options.json ? console.error : console.log)(`berth up: ${line}`);
       const dataDir = path.resolve(options.dataDir);
       const cluster = await startEmbeddedCluster({
         dataDir,
@@ -56,15 +70,38 @@ export function upCommand(): Command {
         controllerPort: parsePort(options.controllerPort, '--controller-port'),
         heavy: {
           maxReplicas: parseCount(options.heavyMax, '--heavy-max'),
-          idleTimeoutMs: parseCount(options.heavyIdleMs, '--heavy-idle-ms'),
+          // The demo parks the pool soon after its query, unless told otherwise.
+          idleTimeoutMs: options.demo && options.heavyIdleMs === HEAVY_IDLE_DEFAULT ? 15_000 : parseCount(options.heavyIdleMs, '--heavy-idle-ms'),
           bootDelayMs: parseCount(options.heavyBootDelayMs, '--heavy-boot-delay-ms'),
         },
+        // The demo's month of events is small: a window over all of it counts as heavy there.
+        verdict: options.demo ? { memoryBytes: 1024 * 1024 } : undefined,
         bucket: options.bucket,
         log: say,
       });
       say(`ready; state in ${dataDir}, logs in ${path.join(dataDir, 'logs')}`);
-      console.log(JSON.stringify(cluster.endpoints, null, 2));
-      say('Ctrl-C stops everything');
+      if (!options.json) console.log(JSON.stringify(cluster.endpoints, null, 2));
+      if (options.demo) {
+        try {
+          const summary = await runDemo({
+            endpoints: cluster.endpoints,
+            token: (await readFile(tokenFile(dataDir), 'utf8')).trim(),
+            rows: parseCount(options.demoRows, '--demo-rows'),
+            waitForPark: Boolean(options.exit),
+            say,
+          });
+          if (options.json) console.log(JSON.stringify(summary, null, 2));
+        } catch (error) {
+          await cluster.stop();
+          throw error;
+        }
+        if (options.exit) {
+          await cluster.stop();
+          say('stopped');
+          return;
+        }
+      }
+      say(`Ctrl-C stops everything; the Temporal Web UI is at ${cluster.endpoints.temporalUi}`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);

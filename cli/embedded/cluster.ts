@@ -46,6 +46,8 @@ export interface EmbeddedClusterOptions {
   cacheBytes?: number;
   /** The heavy pool on the local driver: its group, steps, cap, idle timeout and boot delay. */
   heavy?: { group?: string; increment?: number; maxReplicas?: number; idleTimeoutMs?: number; bootDelayMs?: number; vcpus?: number };
+  /** The routing verdict's thresholds, in bytes. @default the coordinator's */
+  verdict?: { scanBytes?: number; memoryBytes?: number };
   log?: (line: string) => void;
 }
 
@@ -138,6 +140,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_COORDINATOR_HOST: bind,
       BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
       BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
+      ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
+      ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
     });
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,

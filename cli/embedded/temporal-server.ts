@@ -1,6 +1,13 @@
-/** The embedded Temporal dev server (`temporal server start-dev`), for `berth up` and the tests. */
+/**
+ * The embedded Temporal dev server (`temporal server start-dev`), for `berth up` and the tests.
+ * With a CLI on this machine it runs as our own child process, its output kept off our stdout (so
+ * `berth up --demo --json` prints only JSON); otherwise the Temporal SDK downloads and runs it.
+ */
+import { spawn } from 'node:child_process';
+import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment, type EphemeralServerExecutable } from '@temporalio/testing';
 import { SEARCH_ATTRIBUTES } from '../../workflows/api.js';
+import { freePort } from './free-port.js';
 
 export interface TemporalDevServerOptions {
   executable: EphemeralServerExecutable;
@@ -16,6 +23,8 @@ export interface TemporalDevServerOptions {
   namespace?: string;
   /** More `temporal server start-dev` arguments (tests use dynamic config). */
   extraArgs?: string[];
+  /** How long the server may take to answer. @default 60000 */
+  startTimeoutMs?: number;
 }
 
 export interface TemporalDevServer {
@@ -27,28 +36,75 @@ export interface TemporalDevServer {
   stop(): Promise<void>;
 }
 
+// Berth's search attributes, so that `temporal workflow list --query` finds runs by table, partition, group and phase.
+const searchAttributes = Object.values(SEARCH_ATTRIBUTES);
+
 export async function startTemporalDevServer(options: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const namespace = options.namespace ?? 'default';
-  const env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: options.executable,
-      ip,
-      port: options.port,
-      ui: options.uiPort !== undefined,
-      uiPort: options.uiPort,
-      dbFilename: options.dbFilename,
-      namespace,
-      // Berth's search attributes, so that `temporal workflow list --query` finds runs by table and partition.
-      searchAttributes: Object.values(SEARCH_ATTRIBUTES),
-      log: { format: 'pretty', level: 'error' },
-      extraArgs: options.extraArgs,
-    },
-  });
+  const uiUrl = options.uiPort === undefined ? undefined : `http://${ip}:${options.uiPort}`;
+  if (options.executable.type !== 'existing-path') {
+    const env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        executable: options.executable,
+        ip,
+        port: options.port,
+        ui: options.uiPort !== undefined,
+        uiPort: options.uiPort,
+        dbFilename: options.dbFilename,
+        namespace,
+        searchAttributes,
+        log: { format: 'pretty', level: 'error' },
+        extraArgs: options.extraArgs,
+      },
+    });
+    return { address: env.address, namespace, uiUrl, stop: () => env.teardown() };
+  }
+
+  const port = options.port ?? (await freePort(ip));
+  const args = [
+    'server',
+    'start-dev',
+    '--ip', ip,
+    '--port', String(port),
+    '--namespace', namespace,
+    '--log-level', 'error',
+    ...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]),
+    ...(options.dbFilename ? ['--db-filename', options.dbFilename] : []),
+    ...searchAttributes.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
+    ...(options.extraArgs ?? []),
+  ];
+  const child = spawn(options.executable.path, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const address = `${ip}:${port}`;
+  const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace });
+        break;
+      } finally {
+        await connection.close();
+      }
+    } catch (error) {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`temporal server start-dev did not answer on ${address} within ${options.startTimeoutMs ?? 60_000} ms: ${stderr.trim()}`, { cause: error });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
   return {
-    address: env.address,
+    address,
     namespace,
-    uiUrl: options.uiPort === undefined ? undefined : `http://${ip}:${options.uiPort}`,
-    stop: () => env.teardown(),
+    uiUrl,
+    stop: async () => {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      await exited;
+    },
   };
 }

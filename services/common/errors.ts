@@ -17,11 +17,11 @@ export const badRequest = (code: string, message: string) => new HttpError(400, 
 export const notFound = (code: string, message: string) => new HttpError(404, code, message);
 export const conflict = (code: string, message: string) => new HttpError(409, code, message);
 
-/** 4xx errors say what was wrong; 5xx are logged in full and answered without internals. */
+/** 4xx errors and Berth's own HttpErrors say what was wrong; other failures are logged in full and answered without internals. */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
     const status = error.statusCode ?? 500;
-    if (status >= 500) {
+    if (status >= 500 && !(error instanceof HttpError)) {
       request.log.error({ err: error }, 'request failed');
       return reply.code(status).send({ error: 'internal', message: 'internal error; see the service log' });
     }

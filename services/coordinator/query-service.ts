@@ -129,6 +129,8 @@ export class QueryService {
     const counts = this.counts(group);
     counts.running++;
     try {
+      // The pool was proven ready moments ago; its backends may be newer than this coordinator's last poll.
+      await this.options.scatters.get(group)?.refreshMembers();
       return await this.execute(await this.prepare(sql), group, started);
     } finally {
       counts.running--;

@@ -71,6 +71,11 @@ export class Scatter {
     );
   }
 
+  /** Reads the member list now, for work that must not wait for the next poll (a pool just made ready). */
+  async refreshMembers(): Promise<void> {
+    await this.options.view.refresh();
+  }
+
   private get timeout(): number {
     return this.options.scanTimeoutMs ?? 120_000;
   }

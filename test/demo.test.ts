@@ -1,0 +1,34 @@
+/**
+ * The README's run command with the demo: `berth up --demo --exit --json` runs the whole tour on a
+ * fresh data dir and prints one JSON summary on stdout (a smaller month of events here, to keep the
+ * suite quick; the default size is the same code).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DemoSummary } from '../cli/demo.js';
+import { berth } from './helpers/berth-cli.js';
+
+const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
+
+describe('berth up --demo', () => {
+  let dataDir: string | undefined;
+  afterAll(() => (dataDir ? rm(dataDir, { recursive: true, force: true }) : undefined));
+
+  it('serves a light query from the serving group’s caches and a heavy one on a pool launched 0 → N, then parks it', { timeout: 300_000 }, async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'berth-demo-'));
+    const { code, stdout, stderr } = await berth('up', '--demo', '--exit', '--json', '--demo-rows', '60000', '--data-dir', dataDir, ...FREE_PORTS);
+    expect(code, stderr.slice(-2000)).toBe(0);
+    const summary = JSON.parse(stdout) as DemoSummary;
+    expect(summary.rows).toBeGreaterThanOrEqual(60_000);
+    expect(summary.segments).toEqual({ ingested: 120, afterMerge: 30 });
+    expect(summary.light).toMatchObject({ verdict: 'light', route: 'aggregate', cacheMisses: 0 });
+    expect(summary.light.cacheHits).toBe(7); // the last seven days, one merged segment each, warm on their owners
+    expect(Object.keys(summary.light.nodes).length).toBeGreaterThan(1);
+    expect(summary.heavy).toMatchObject({ verdict: 'heavy', bottleneck: 'memory', launchWorkflowId: 'heavy-pool-heavy', target: 2, layersPassed: ['pods', 'backends', 'canary'] });
+    expect(summary.heavy.rows).toBe(8 * 30); // eight services, thirty days
+    expect(summary.poolPhaseAtEnd).toBe('parked');
+    expect(stderr).toMatch(/pool ready: target 2, pods 2, alive backends 2, layers pods → backends → canary/);
+  });
+});
