@@ -113,6 +113,7 @@ export class QueryService {
       const counts = this.counts(pool.group);
       counts.inflight++;
       try {
+        // The pool runs it through queryOnGroup on a coordinator like this one: the answer is a QueryResult.
         const result = (await pool.run({ queryId, sql })) as unknown as QueryResult;
         const elapsedMs = Math.round(performance.now() - started);
         return { ...result, stats: { ...result.stats, verdict: prepared.verdict, elapsedMs, pool: { workflowId: pool.workflowId, queryId, waitedMs: Math.max(0, elapsedMs - result.stats.elapsedMs) } } };
