@@ -144,8 +144,11 @@ export class QueryService {
     let total = 0;
     const chosen: Prepared['chosen'] = [];
     for (const table of plan.tables) {
-      total += (await meta.listSegments(table.name)).length;
-      chosen.push({ table, segments: await meta.listSegments(table.name, plan.windows.get(table.name) ?? {}) });
+      // One manifest read per table: the time window is applied here, by each segment's min/max.
+      const all = await meta.listSegments(table.name);
+      const { from = -Infinity, to = Infinity } = plan.windows.get(table.name) ?? {};
+      total += all.length;
+      chosen.push({ table, segments: all.filter((s) => s.maxTs >= from && s.minTs <= to) });
     }
     const scanBytes = chosen.reduce((sum, t) => sum + t.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };

@@ -137,24 +137,23 @@ export class SegmentCache {
   }
 
   /** Stores a pushed segment body. */
-  async put(id: string, body: Readable): Promise<number> {
-    const flight = this.write(id, body);
-    this.inflight.set(id, flight);
-    try {
-      return await flight;
-    } finally {
-      this.inflight.delete(id);
-    }
+  put(id: string, body: Readable): Promise<number> {
+    return this.inFlight(id, () => this.write(id, body));
   }
 
-  private async fetch(table: string, id: string): Promise<number> {
-    const flight = (async () => {
+  private fetch(table: string, id: string): Promise<number> {
+    return this.inFlight(id, async () => {
       const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }));
       this.counters.s3Gets++;
       const bytes = await this.write(id, response.Body as Readable);
       this.counters.bytesFromS3 += bytes;
       return bytes;
-    })();
+    });
+  }
+
+  /** Runs a download of `id` while recording it, so that concurrent readers wait on it instead of fetching again. */
+  private async inFlight(id: string, work: () => Promise<number>): Promise<number> {
+    const flight = work();
     this.inflight.set(id, flight);
     try {
       return await flight;
