@@ -1,12 +1,15 @@
 /**
  * A real cluster on loopback for tests: meta, query nodes and a coordinator, each listening on its
- * own free port and talking over HTTP, with the run's shared S3 API and short poll intervals.
+ * own free port and talking over HTTP, with a bucket of its own on the run's shared S3 API and short
+ * poll intervals.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
-import { S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { createS3Client, S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
 import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
@@ -43,8 +46,6 @@ export interface ClusterOptions {
   /** vCPUs per node. */
   vcpus: number[];
   cacheBytes?: number;
-  /** A bucket prefix of its own, so that test files do not see each other's segments. */
-  bucket?: string;
   /** How long meta keeps a silent node among the members. @default 30000 */
   expiryMs?: number;
   /** Coordinator settings for the heavy pool. */
@@ -60,7 +61,12 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   const metaUrl = await metaApp.listen({ host: '127.0.0.1', port: 0 });
   const meta = new MetaClient(metaUrl, TOKEN);
   const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
-  const bucket = options.bucket ?? inject('s3Bucket');
+  // A bucket of its own: test files run side by side, and a janitor sweeping objects its meta does
+  // not know must never see another cluster's segments.
+  const bucket = `berth-${randomUUID()}`;
+  const s3Client = createS3Client(s3);
+  await s3Client.send(new CreateBucketCommand({ Bucket: bucket }));
+  s3Client.destroy();
   let counter = 0;
 
   const addNode = async (extra: Partial<QueryNodeConfig> = {}) => {
