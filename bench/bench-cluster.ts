@@ -11,8 +11,11 @@ import { MetaClient, type ColumnSpec } from '../services/meta/client.js';
 export interface BenchCluster {
   cluster: EmbeddedCluster;
   meta: MetaClient;
-  /** Uploads Parquet files as level-0 segments of `table` and commits them, as ingest would. */
-  load(table: string, files: string[], columns: ColumnSpec[]): Promise<void>;
+  /**
+   * Uploads Parquet files as level-0 segments of `table` and commits them, as ingest would; the
+   * table's columns are the first file's schema. Resolves with those columns.
+   */
+  load(table: string, files: string[]): Promise<ColumnSpec[]>;
   stop(): Promise<void>;
 }
 
@@ -38,16 +41,19 @@ export async function startBenchCluster(dataDir: string, vcpus: number[], cacheB
   return {
     cluster,
     meta,
-    load: async (table, files, columns) => {
-      await meta.ensureTable({ name: table, timestampColumn: 'ts', columns });
+    load: async (table, files) => {
       const c = await duckdb.connect();
       try {
+        const described = await c.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${files[0]}')`);
+        const columns = described.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
+        await meta.ensureTable({ name: table, timestampColumn: 'ts', columns });
         for (const file of files) {
           const id = `${table}-l0-${path.basename(file, '.parquet')}`;
           const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000) FROM read_parquet('${file}')`)).getRows()[0]!.map(Number);
           await s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey(table, id), Body: await readFile(file) }));
           await meta.commitSegment({ id, table, minTs: minTs!, maxTs: maxTs!, rows: rows!, bytes: (await stat(file)).size, level: 0 });
         }
+        return columns;
       } finally {
         c.closeSync();
       }

@@ -14,14 +14,13 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type { PoolStatus } from '../workflows/api.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { median, percentile } from './stats.js';
 
 const BOOT_DELAY_MS = 2_000;
 const ROUNDS = 3;
 const CALLERS = 100;
 const BASE = path.join(os.tmpdir(), 'berth-bench-launch');
 
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const median = (xs: number[]) => percentile(xs, 50);
 
 await mkdir(BASE, { recursive: true });
 const segment = path.join(BASE, 'canary.parquet');
@@ -43,7 +42,7 @@ const until = async (test: (s: PoolStatus) => boolean) => {
   }
 };
 try {
-  await bench.load('events', [segment], [{ name: 'ts', type: 'TIMESTAMP' }, { name: 'n', type: 'BIGINT' }]);
+  await bench.load('events', [segment]);
   const totals: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     await until((s) => s.phase === 'parked');

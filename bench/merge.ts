@@ -13,21 +13,12 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { TASK_QUEUE } from '../workflows/api.js';
 import type { segmentMergeWorkflow } from '../workflows/index.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { median } from './stats.js';
 
 const SEGMENTS = 50;
 const ROWS_PER_SEGMENT = 40_000;
 const ROUNDS = 3;
 const BASE = path.join(os.tmpdir(), 'berth-bench-merge');
-const COLUMNS = [
-  { name: 'ts', type: 'TIMESTAMP' },
-  { name: 'service', type: 'VARCHAR' },
-  { name: 'status', type: 'INTEGER' },
-  { name: 'latency_ms', type: 'DOUBLE' },
-  { name: 'bytes', type: 'BIGINT' },
-  { name: 'request_id', type: 'VARCHAR' },
-];
-const ORDER = COLUMNS.map((c) => c.name).join(', ');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 await rm(BASE, { recursive: true, force: true });
 const dataDir = path.join(BASE, 'data');
@@ -55,7 +46,7 @@ try {
   const bareTimes: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const table = `merge_round_${round}`;
-    await bench.load(table, files, COLUMNS);
+    const columns = await bench.load(table, files);
     let started = performance.now();
     const result = await client.workflow.execute<typeof segmentMergeWorkflow>('segmentMergeWorkflow', {
       taskQueue: TASK_QUEUE,
@@ -67,7 +58,7 @@ try {
 
     const list = files.map((f) => `'${f}'`).join(', ');
     started = performance.now();
-    await c.run(`COPY (SELECT * FROM read_parquet([${list}]) ORDER BY ${ORDER}) TO '${BASE}/copy-${round}.parquet' (FORMAT parquet)`);
+    await c.run(`COPY (SELECT * FROM read_parquet([${list}]) ORDER BY ${columns.map((col) => col.name).join(', ')}) TO '${BASE}/copy-${round}.parquet' (FORMAT parquet)`);
     copyTimes.push(performance.now() - started);
     started = performance.now();
     await c.run(`COPY (SELECT * FROM read_parquet([${list}])) TO '${BASE}/bare-${round}.parquet' (FORMAT parquet)`);

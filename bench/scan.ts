@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { startBenchCluster } from './bench-cluster.js';
+import { median } from './stats.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback;
 const FILES = arg('files', 48);
@@ -41,8 +42,6 @@ async function makeData(): Promise<string[]> {
   return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
 const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
 console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
@@ -50,15 +49,7 @@ console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB,
 const bench = await startBenchCluster(path.join(BASE, 'cluster'), [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
-  await bench.load('events', files, [
-    { name: 'ts', type: 'TIMESTAMP' },
-    { name: 'service', type: 'VARCHAR' },
-    { name: 'status', type: 'INTEGER' },
-    { name: 'latency_ms', type: 'DOUBLE' },
-    { name: 'bytes', type: 'BIGINT' },
-    { name: 'request_id', type: 'VARCHAR' },
-    { name: 'user_id', type: 'VARCHAR' },
-  ]);
+  await bench.load('events', files);
 
   const berthQuery = async () => {
     const started = performance.now();
