@@ -10,6 +10,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { SingleBar } from 'cli-progress';
+import { bearer } from '../services/common/auth.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
 import { TASK_QUEUE, type PoolStatus, type TableMergeResult } from '../workflows/api.js';
 import type { tableMergeWorkflow } from '../workflows/index.js';
@@ -62,7 +63,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const post = async <T>(route: string, body: string, contentType: string, auth = false): Promise<T> => {
     const response = await fetch(`${endpoints.coordinator}${route}`, {
       method: 'POST',
-      headers: { 'content-type': contentType, ...(auth ? { authorization: `Bearer ${token}` } : {}) },
+      headers: { 'content-type': contentType, ...(auth ? bearer(token) : {}) },
       body,
     });
     const result = (await response.json()) as T & { message?: string };

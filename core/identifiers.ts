@@ -10,9 +10,6 @@ export const SEGMENT_ID = /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 /** Node ids and group names. */
 export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
-export const isTableName = (s: string) => TABLE_NAME.test(s);
-export const isSegmentId = (s: string) => SEGMENT_ID.test(s);
-
 /** A double-quoted SQL identifier (only ever applied to names that passed the checks above). */
 export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 

@@ -4,6 +4,7 @@ import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { Command, Option } from 'commander';
+import { bearer } from '../../services/common/auth.js';
 import type { IngestResult } from '../../services/coordinator/ingest.js';
 import { callCoordinator, dataDirOption, openCluster, type ClusterHandle } from '../cluster-client.js';
 import { count } from '../format.js';
@@ -55,7 +56,7 @@ async function send(cluster: ClusterHandle, table: string, body: string, timesta
   const query = timestampColumn ? `?timestampColumn=${encodeURIComponent(timestampColumn)}` : '';
   return await callCoordinator<IngestResult>(cluster, `/v1/tables/${encodeURIComponent(table)}/rows${query}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${cluster.token}` },
+    headers: { 'content-type': 'application/x-ndjson', ...bearer(cluster.token) },
     body,
   });
 }

@@ -13,4 +13,5 @@ export function requireToken(token: string) {
   };
 }
 
+/** The header a caller sends with the shared token. */
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });

@@ -1,4 +1,5 @@
 /** JSON over HTTP between services, with a timeout and errors that say which call failed. */
+import { bearer } from './auth.js';
 
 /** Thrown when another service answers a call with a non-2xx status. */
 export class ServiceCallError extends Error {
@@ -23,7 +24,7 @@ export interface CallOptions {
 export async function callJson<T>(url: string, options: CallOptions = {}): Promise<T> {
   const headers: Record<string, string> = {};
   if (options.body !== undefined) headers['content-type'] = 'application/json';
-  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  if (options.token) Object.assign(headers, bearer(options.token));
   let response: Response;
   try {
     response = await fetch(url, {

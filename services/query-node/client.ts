@@ -1,4 +1,5 @@
 /** Calls a query node: scans (Parquet back, stats in a header) and pushes of segment files. */
+import { bearer } from '../common/auth.js';
 import { ServiceCallError } from '../common/http-client.js';
 import { PARQUET_TYPE, SCAN_STATS_HEADER, type ScanStats } from './app.js';
 
@@ -12,7 +13,7 @@ export interface ScanRequest {
 export async function scanOnNode(nodeUrl: string, request: ScanRequest, token: string, timeoutMs: number): Promise<{ body: Buffer; stats: ScanStats }> {
   const response = await fetch(`${nodeUrl}/v1/scan`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    headers: { 'content-type': 'application/json', ...bearer(token) },
     body: JSON.stringify(request),
     signal: AbortSignal.timeout(timeoutMs),
   });
@@ -39,7 +40,7 @@ export interface PushResult {
 export async function pushToNode(nodeUrl: string, table: string, segmentId: string, body: Buffer, token: string, timeoutMs = 60_000): Promise<PushResult> {
   const response = await fetch(`${nodeUrl}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/octet-stream', authorization: `Bearer ${token}` },
+    headers: { 'content-type': 'application/octet-stream', ...bearer(token) },
     body,
     signal: AbortSignal.timeout(timeoutMs),
   });
