@@ -30,7 +30,7 @@ export interface DemoOptions {
 export interface DemoSummary {
   rows: number;
   segments: { ingested: number; afterMerge: number };
-  light: { sql: string; route: string; verdict: string; nodes: Record<string, number>; cacheHits: number; cacheMisses: number; elapsedMs: number };
+  light: { sql: string; route: string; verdict: string; group: string; placement: string; nodes: Record<string, number>; cacheHits: number; cacheMisses: number; elapsedMs: number };
   heavy: { sql: string; verdict: string; bottleneck?: string; launchWorkflowId?: string; target: number; layersPassed: string[]; rows: number; elapsedMs: number };
   poolPhaseAtEnd: string;
   temporalUi: string;
@@ -147,7 +147,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   return {
     rows: rowsPerBatch * DAYS * BATCHES_PER_DAY,
     segments: { ingested, afterMerge },
-    light: { sql: LIGHT_SQL, route: light.stats.route, verdict: light.stats.verdict.class, nodes: light.stats.nodes, cacheHits: light.stats.cacheHits, cacheMisses: light.stats.cacheMisses, elapsedMs: light.stats.elapsedMs },
+    light: { sql: LIGHT_SQL, route: light.stats.route, verdict: light.stats.verdict.class, group: light.stats.group, placement: light.stats.placement, nodes: light.stats.nodes, cacheHits: light.stats.cacheHits, cacheMisses: light.stats.cacheMisses, elapsedMs: light.stats.elapsedMs },
     heavy: {
       sql: HEAVY_SQL,
       verdict: verdict.class,

@@ -23,9 +23,10 @@ describe('berth up --demo', () => {
     const summary = JSON.parse(stdout) as DemoSummary;
     expect(summary.rows).toBeGreaterThanOrEqual(60_000);
     expect(summary.segments).toEqual({ ingested: 120, afterMerge: 30 });
-    expect(summary.light).toMatchObject({ verdict: 'light', route: 'aggregate', cacheMisses: 0 });
+    expect(summary.light).toMatchObject({ verdict: 'light', route: 'aggregate', group: 'serving', placement: 'owner', cacheMisses: 0 });
     expect(summary.light.cacheHits).toBe(7); // the last seven days, one merged segment each, warm on their owners
-    expect(Object.keys(summary.light.nodes).length).toBeGreaterThan(1);
+    // Which owners got them is random per segment (all seven on one node about 1 run in 300): count, not spread.
+    expect(Object.values(summary.light.nodes).reduce((a, b) => a + b, 0)).toBe(7);
     expect(summary.heavy).toMatchObject({ verdict: 'heavy', bottleneck: 'memory', launchWorkflowId: 'heavy-pool-heavy', target: 2, layersPassed: ['pods', 'backends', 'canary'] });
     expect(summary.heavy.rows).toBe(8 * 30); // eight services, thirty days
     expect(summary.poolPhaseAtEnd).toBe('parked');
