@@ -88,9 +88,11 @@ describe('the heavy pool workflow', () => {
     const group = `reaper-${randomUUID().slice(0, 8)}`;
     let openGate: () => void = () => {};
     fake.state.releaseGate = new Promise<void>((resolve) => (openGate = resolve));
-    await launchPool(pool(group, { idleTimeoutMs: 1_000 }), 1);
+    // Long enough that the relaunched pool stays ready for a few status polls on a busy machine.
+    const idle = { idleTimeoutMs: 3_000 };
+    await launchPool(pool(group, idle), 1);
     await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('draining');
-    await launchPool(pool(group, { idleTimeoutMs: 1_000 }), 1); // arrives while the reaper drains
+    await launchPool(pool(group, idle), 1); // arrives while the reaper drains
     openGate();
     await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('ready');
     expect(fake.state.replicas.get(group)).toBe(1); // never patched to zero
