@@ -60,11 +60,9 @@ describe('routing and membership', () => {
     const node = busiest(cluster, first.stats.nodes);
     const cached = node.cache.ids().sort();
     expect(cached.length).toBeGreaterThan(0);
-    const index = cluster.nodes.indexOf(node);
-    const cacheDir = `${cluster.dir}/node-${index}`; // the helper gives the i-th node node-i
     await node.close();
-    cluster.nodes.splice(index, 1);
-    const again = await cluster.addNode({ cacheDir, vcpus: 2 });
+    cluster.nodes.splice(cluster.nodes.indexOf(node), 1);
+    const again = await cluster.addNode({ cacheDir: node.cacheDir, vcpus: 2 });
     expect(again.id).toBe(node.id);
     expect(again.cache.ids().sort()).toEqual(cached);
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));

@@ -49,6 +49,8 @@ export interface QueryNodeConfig {
 export interface RunningQueryNode {
   id: string;
   url: string;
+  /** Holds the node's identity and its cache: a restart on it is the same node, warm. */
+  cacheDir: string;
   cache: SegmentCache;
   view: MemberView;
   warmer: Warmer;
@@ -111,6 +113,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   return {
     id,
     url,
+    cacheDir: config.cacheDir,
     cache,
     view,
     warmer,
