@@ -172,7 +172,7 @@ export class QueryService {
       ({ partials, scans, fallbacks } = outcome);
       placement = outcome.placement;
     }
-    const result = await engine.finish(plan.finalSql, partials);
+    const result = await engine.finish(plan.finalSql, partials, plan.exchange);
     const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
     const nodes: Record<string, number> = {};
     for (const s of scans) nodes[s.node] = (nodes[s.node] ?? 0) + s.segments;

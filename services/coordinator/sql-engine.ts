@@ -12,7 +12,9 @@ import { PARTIALS_TABLE, selectNode, type AstNode } from '../../core/query-plan.
 import { openSandboxedDuckDB, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest, HttpError } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
+import type { ExchangeColumn } from './planner.js';
 import { bindTables, Scanner, type TableFiles } from '../query-node/scanner.js';
+import { readParseTree, writeParseTree } from './parse-tree-json.js';
 import { toJsonResult, type JsonResult } from './result-json.js';
 
 export interface SegmentFile {
@@ -53,20 +55,19 @@ export class SqlEngine {
     this.duckdb.closeSync();
   }
 
-  /** The statement's parse tree; a syntax error, or anything but one query, is a 400. */
+  /** The statement's parse tree, every literal exact; a syntax error, or anything but one query, is a 400. */
   async parse(sql: string): Promise<AstNode> {
+    if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
     const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(sql)})`);
-    const parsed = JSON.parse(json) as { error: boolean; error_message?: string; statements?: { node: AstNode }[] };
+    const parsed = readParseTree(json) as { error: boolean; error_message?: string; statements?: { node: AstNode }[] };
     if (parsed.error) throw badRequest('invalid_sql', parsed.error_message ?? 'the SQL could not be parsed');
     if (parsed.statements?.length !== 1) throw badRequest('invalid_sql', 'send exactly one SELECT statement');
     return parsed.statements[0]!.node;
   }
 
-  /** SQL text for a parse tree. */
+  /** SQL text for a parse tree, literals written digit for digit. */
   async deparse(node: AstNode): Promise<string> {
-    // Positions are optional, and the parser's "unknown" (2^64 - 1) does not survive a JS number.
-    const json = JSON.stringify({ error: false, statements: [{ node }] }, (key, value: unknown) => (key === 'query_location' ? undefined : value));
-    return await this.scalar(`SELECT json_deserialize_sql(${sqlString(json)})`);
+    return await this.scalar(`SELECT json_deserialize_sql(${sqlString(writeParseTree({ error: false, statements: [{ node }] }))})`);
   }
 
   /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
@@ -93,8 +94,8 @@ export class SqlEngine {
     return this.scanner.run(sql, tables);
   }
 
-  /** Runs the final query over the partial results, each a Parquet body from a node. */
-  async finish(finalSql: string, partials: Buffer[]): Promise<JsonResult> {
+  /** Runs the final query over the partial results, each a Parquet body from a node with the columns `exchange` describes. */
+  async finish(finalSql: string, partials: Buffer[], exchange: ExchangeColumn[]): Promise<JsonResult> {
     const dir = path.join(this.scratchDir, `q-${randomUUID()}`);
     await mkdir(dir);
     try {
@@ -106,7 +107,8 @@ export class SqlEngine {
         }),
       );
       return await withConnection(this.duckdb, async (c) => {
-        await c.run(`CREATE TEMP VIEW ${quoteIdent(PARTIALS_TABLE)} AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
+        const columns = exchange.map((col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`);
+        await c.run(`CREATE TEMP VIEW ${quoteIdent(PARTIALS_TABLE)} AS SELECT ${columns.join(', ')} FROM read_parquet([${files.map(sqlString).join(', ')}])`);
         return toJsonResult(await c.runAndReadAll(finalSql));
       });
     } finally {
