@@ -1,5 +1,5 @@
 /** The coordinator's HTTP API: SQL, ingest, members, workload groups, health and metrics. */
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
@@ -25,6 +25,15 @@ export interface CoordinatorAppOptions {
   logger?: boolean;
 }
 
+/** Aborted when the client hangs up before its answer is sent: the query then stops on every node. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
 export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInstance {
   const app = Fastify({ logger: options.logger === false ? false : loggerOptions('coordinator'), bodyLimit: 1 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
@@ -39,15 +48,20 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_request, reply) => {
     const members = view.members?.length ?? 0;
-    return reply.code(members > 0 ? 200 : 503).send({ ready: members > 0, members });
+    const metaDown = await meta.ping().then(
+      () => undefined,
+      (error: Error) => error.message,
+    );
+    const ready = members > 0 && !metaDown;
+    return reply.code(ready ? 200 : 503).send({ ready, members, ...(metaDown ? { reason: metaDown } : {}) });
   });
   app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
   app.post(
     '/v1/query',
     { schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }) } },
-    async (request) => {
-      const result = await queries.query(request.body.sql);
+    async (request, reply) => {
+      const result = await queries.query(request.body.sql, { signal: clientGone(reply) });
       queryCount.inc({ route: result.stats.route });
       queryTime.observe({ route: result.stats.route }, result.stats.elapsedMs / 1000);
       request.log.info({ stats: result.stats }, 'query answered');
@@ -90,8 +104,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       onRequest: requireToken(options.token),
       schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }), group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }), queryId: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }) },
     },
-    async (request) => {
-      const result = await queries.queryOnGroup(request.body.sql, request.body.group);
+    async (request, reply) => {
+      const result = await queries.queryOnGroup(request.body.sql, request.body.group, { signal: clientGone(reply) });
       request.log.info({ queryId: request.body.queryId, stats: result.stats }, 'pool query answered');
       return result;
     },

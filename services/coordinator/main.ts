@@ -28,6 +28,11 @@ const coordinator = await startCoordinator({
     namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'),
     taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
   },
+  scanTimeoutMs: envNumber('BERTH_SCAN_TIMEOUT_MS', 120_000),
+  queryDeadlineMs: envNumber('BERTH_QUERY_DEADLINE_MS', 300_000),
+  maxResultBytes: envNumber('BERTH_MAX_RESULT_BYTES', 256 * 1024 ** 2),
+  memoryLimit: process.env.BERTH_DUCKDB_MEMORY_LIMIT || undefined,
+  maxIngestDepth: envNumber('BERTH_INGEST_MAX_DEPTH', 64),
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),
 });

@@ -6,7 +6,8 @@
  * so a client knows which strings are numbers. Non-finite doubles are the strings "Infinity",
  * "-Infinity" and "NaN"; everything else is DuckDB's own JSON form.
  */
-import { DuckDBTypeId, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
+import { DuckDBTypeId, JsonDuckDBValueConverter, type DuckDBResult, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
+import { resultTooLarge } from '../common/errors.js';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
@@ -49,6 +50,23 @@ const DOUBLE_DIGITS = 15;
 function exactNumber(text: string): number | string {
   const significant = text.replace(/^-/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
   return significant.length <= DOUBLE_DIGITS ? Number(text) : text;
+}
+
+/** Reads a streamed result chunk by chunk, and stops once its JSON passes `maxBytes`, before the rest is ever converted. */
+export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity): Promise<JsonResult> {
+  const types = result.columnTypes();
+  const convert = types.map(converter);
+  const rows: JsonValue[][] = [];
+  let bytes = 0;
+  for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+    for (const row of chunk.convertRows(JsonDuckDBValueConverter) as JsonValue[][]) {
+      const json = row.map((value, i) => convert[i]!(value));
+      bytes += JSON.stringify(json).length + 1;
+      if (bytes > maxBytes) throw resultTooLarge(maxBytes);
+      rows.push(json);
+    }
+  }
+  return { columns: result.columnNames(), types: types.map(String), rows };
 }
 
 export function toJsonResult(reader: DuckDBResultReader): JsonResult {

@@ -58,6 +58,8 @@ const ScanRequest = Type.Object(
       }),
       { minItems: 1, maxItems: 16 },
     ),
+    /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
+    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -90,6 +92,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
 
   app.post('/v1/scan', { ...auth, schema: { body: ScanRequest } }, async (request, reply) => {
     const started = performance.now();
+    // The coordinator hangs up when its client leaves or its deadline passes: stop DuckDB then.
+    const hangUp = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) hangUp.abort(new Error('the coordinator hung up'));
+    });
     const limit = pLimit(options.fetchConcurrency ?? 8);
     const held: HeldSegment[] = [];
     try {
@@ -108,7 +115,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
-      const body = await scanner.run(request.body.sql, tables);
+      const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes });
       const stats: ScanStats = {
         node: nodeId,
         segments: held.length,
