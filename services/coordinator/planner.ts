@@ -70,7 +70,12 @@ export class Planner {
       tables.push(table);
     }
     const checked = await this.deparse(node);
-    const columns = await this.bind(checked, tables);
+    // Names and types are those of the query as sent; what runs must give the same types.
+    const columns = await this.bind(sql, tables);
+    const runs = await this.bind(checked, tables);
+    if (runs.some((c, i) => c.type !== columns[i]?.type)) {
+      throw badRequest('unsupported_sql', `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`);
+    }
     const gather = (reason: string, bounds = new Map<string, TimeBounds>()) => this.gatherPlan(checked, tables, columns, reason, bounds);
 
     const shape = planQuery({
