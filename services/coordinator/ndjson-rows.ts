@@ -87,8 +87,10 @@ export function parseType(text: string): Shape {
     if (text[at] === '"') {
       let out = '';
       for (at++; at < text.length; at++) {
-        if (text[at] === '"' && text[at + 1] === '"') (out += '"'), at++;
-        else if (text[at] === '"') break;
+        if (text[at] === '"' && text[at + 1] === '"') {
+          out += '"';
+          at++;
+        } else if (text[at] === '"') break;
         else out += text[at];
       }
       at++;

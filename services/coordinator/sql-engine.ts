@@ -11,7 +11,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
 import { PARTIALS_TABLE, selectNode, type AstNode } from '../../core/query-plan.js';
 import { openSandboxedDuckDB, queryError, sqlString, withConnection } from '../common/duckdb.js';
-import { badRequest, HttpError } from '../common/errors.js';
+import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
 import { bindTables, Scanner, type TableFiles } from '../query-node/scanner.js';
