@@ -67,13 +67,15 @@ export interface Relations {
   tables: string[];
   /** How many times those names appear. */
   occurrences: number;
-  /** Everything else that would read something other than a catalog table: table functions, schema-qualified names, SHOW and the like. */
+  /** Everything else that would read something other than a catalog table: table functions, schema-qualified names, SHOW, settings. */
   forbidden: string[];
 }
 
 /** Table references that read something besides the tables a query names (or nothing at all). */
 const ALLOWED_REFS = new Set(['BASE_TABLE', 'JOIN', 'SUBQUERY', 'EMPTY', 'EXPRESSION_LIST', 'PIVOT']);
 const TABLE_REF_TYPES = new Set([...ALLOWED_REFS, 'TABLE_FUNCTION', 'SHOW_REF', 'COLUMN_DATA', 'DELIM_GET', 'CTE', 'BOUND_TABLE_REF']);
+/** Scalar functions that read the engine's settings and variables (directories among them), not data. */
+const FORBIDDEN_FUNCTIONS = new Set(['current_setting', 'getvariable', 'getenv']);
 
 /**
  * The relations a query reads. A CTE's name hides a table only where DuckDB would bind it to the
@@ -111,6 +113,7 @@ export function referencedRelations(node: AstNode): Relations {
     if (typeof n.type === 'string' && TABLE_REF_TYPES.has(n.type) && !ALLOWED_REFS.has(n.type)) {
       forbidden.push(n.type === 'TABLE_FUNCTION' ? `table function ${String(n.function?.function_name ?? '')}` : n.type);
     }
+    if (n.class === 'FUNCTION' && FORBIDDEN_FUNCTIONS.has(String(n.function_name).toLowerCase())) forbidden.push(`function ${n.function_name}`);
     if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string') {
       const qualified = [n.catalog_name, n.schema_name, n.table_name].filter((part) => typeof part === 'string' && part !== '');
       if (qualified.length > 1) forbidden.push(qualified.join('.'));

@@ -78,7 +78,15 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         querystring: Type.Object({ timestampColumn: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,62}$' })) }),
       },
     },
-    async (request) => options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn),
+    async (request, reply) => {
+      try {
+        return await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+      } catch (error) {
+        // A batch refused mid-stream leaves the rest of its body unread on the connection: close it.
+        reply.header('connection', 'close');
+        throw error;
+      }
+    },
   );
 
   app.get('/v1/tables', async () => ({ tables: await meta.listTables() }));

@@ -194,6 +194,7 @@ function misfit(value: unknown, shape: Shape): string | undefined {
     case 'map':
       if (value === null || typeof value !== 'object' || Array.isArray(value) || isDigits(value)) return `expected ${shape.type}, ${got()}`;
       for (const [key, item] of Object.entries(value)) {
+        if (key === PROTO) return `.${PROTO}: ${NO_PROTO}`;
         const field = shape.kind === 'map' ? shape.value : shape.fields.get(key);
         if (!field) return `.${key} is not a field of ${shape.type}`;
         const why = misfit(item, field);
@@ -204,6 +205,10 @@ function misfit(value: unknown, shape: Shape): string | undefined {
       return undefined;
   }
 }
+
+/** JavaScript objects treat this key specially all the way to the client: refused, at every level. */
+const PROTO = '__proto__';
+const NO_PROTO = `a field may not be named ${PROTO}`;
 
 const isDigits = (value: unknown): value is { digits: string } => typeof value === 'object' && value !== null && 'digits' in value && Object.keys(value).length === 1;
 
@@ -231,6 +236,7 @@ export async function checkRows(file: string, columns: readonly ColumnSpec[]): P
     }
     if (row === null || typeof row !== 'object' || Array.isArray(row)) throw fail('not a JSON object');
     for (const [field, value] of Object.entries(row)) {
+      if (field === PROTO) throw fail(NO_PROTO);
       const shape = shapes.get(field);
       if (!shape) throw fail(`field "${field}" is not a column of the table (its columns: ${[...shapes.keys()].join(', ')})`);
       const why = misfit(value, shape);

@@ -70,6 +70,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   const { cache, scanner, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
   const metrics = nodeMetrics(cache);
+  const scans = new Counter({ name: 'berth_scans_total', help: 'Scans run, by outcome', labelNames: ['outcome'], registers: [metrics] });
 
   // Pushed segments stream straight to disk instead of being buffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
@@ -115,7 +116,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
-      const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes });
+      const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes }).catch((error: unknown) => {
+        scans.inc({ outcome: 'failed' });
+        throw error;
+      });
+      scans.inc({ outcome: 'answered' });
       const stats: ScanStats = {
         node: nodeId,
         segments: held.length,
