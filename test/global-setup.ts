@@ -2,13 +2,14 @@
  * One Temporal dev server and one S3 API for the whole test run, on free loopback ports; test
  * files read their addresses with `inject(...)`.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { startS3Server } from '../cli/embedded/s3-server.js';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
+import { killRecordedGroups } from './helpers/process-groups.js';
 
 export const TEST_BUCKET = 'berth-test';
 
@@ -17,6 +18,8 @@ declare module 'vitest' {
     temporalAddress: string;
     s3Endpoint: string;
     s3Bucket: string;
+    /** Where test helpers record the process groups they start (helpers/process-groups.ts). */
+    processGroupDir: string;
   }
 }
 
@@ -37,7 +40,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
   project.provide('s3Bucket', TEST_BUCKET);
+  const processGroupDir = path.join(dir, 'process-groups');
+  await mkdir(processGroupDir);
+  project.provide('processGroupDir', processGroupDir);
   return async () => {
+    const left = await killRecordedGroups(processGroupDir);
+    if (left > 0) log(`ended ${left} process group(s) that tests left running`);
     await Promise.all([temporal.stop(), s3.stop()]);
     await rm(dir, { recursive: true, force: true });
   };

@@ -70,8 +70,8 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const views = [view];
   const deadlineMs = config.queryDeadlineMs ?? 300_000;
   const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
-  // A node that does not answer must leave time for the next one before the deadline.
-  const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? 120_000, Math.ceil(deadlineMs / 2));
+  // A node's timeout past the deadline would never fire: the deadline governs then.
+  const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? 120_000, deadlineMs);
   const scatterOver = (v: MemberView, seedNodes: string[]) => new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs, maxResultBytes });
   const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
 

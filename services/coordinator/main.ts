@@ -1,17 +1,20 @@
 /** Runs the coordinator. Configuration comes from the environment (see README). */
 import path from 'node:path';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
+import { startService } from '../common/startup.js';
 import { envNumber, envString } from '../common/env.js';
 import { TASK_QUEUE } from '../../workflows/api.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
 
+const { token } = startService();
+
 const heavyPool = poolConfigFromEnv();
 const coordinator = await startCoordinator({
   workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
   metaUrl: envString('BERTH_META_URL'),
-  token: envString('BERTH_TOKEN'),
+  token,
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   group: envString('BERTH_SERVING_GROUP', 'serving'),
