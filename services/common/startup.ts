@@ -31,6 +31,8 @@ export function startService(): { token: string } {
     process.stdin.on('data', () => {});
     process.stdin.once('end', () => process.exit(0));
     process.stdin.once('error', () => process.exit(0));
+    // Watching the pipe must not keep a service alive that is shutting down on its own.
+    (process.stdin as { unref?: () => void }).unref?.();
   }
   try {
     return { token: checkToken(envString('BERTH_TOKEN')) };
