@@ -145,7 +145,6 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     });
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
-      BERTH_COORDINATOR_URL: coordinator.url,
       BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
       BERTH_PLATFORM: 'local',
       BERTH_HEAVY_DIR: path.join(dataDir, 'heavy'),
