@@ -65,19 +65,34 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
 
     /**
      * Running pods (a count only) and the backends meta sees alive that started after `startedAfter`.
-     * Returns at once when the pool `saw` nothing yet; otherwise as soon as it has what it `wants`, or
-     * either count differs from what it `saw` (so its status follows each step), or after `waitMs` with
-     * what there is (so it keeps its deadline).
+     * Returns at once when the pool `saw` nothing yet; otherwise as soon as either count differs from
+     * what it `saw` (so its status follows each step), or after `waitMs` with what there is (so it
+     * keeps its deadline). When the pool has what it `wants`, it looks a second time `confirmMs`
+     * later, and says whether that second observation agreed.
      */
-    async observePool(input: { group: string; startedAfter: number; wants: { pods: number; backends: number }; saw?: { pods: number; backends: number }; waitMs: number }): Promise<PoolObservation> {
+    async observePool(input: {
+      group: string;
+      startedAfter: number;
+      wants: { pods: number; backends: number };
+      saw?: { pods: number; backends: number };
+      waitMs: number;
+      confirmMs: number;
+    }): Promise<PoolObservation & { confirmed: boolean }> {
       const context = Context.current();
       const deadline = Date.now() + input.waitMs;
+      const enough = (seen: PoolObservation) => seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
       for (;;) {
         const seen = await look(input.group, input.startedAfter);
         context.heartbeat({ pods: seen.pods, backends: seen.backends.length });
+        if (enough(seen)) {
+          await context.sleep(input.confirmMs);
+          const again = await look(input.group, input.startedAfter);
+          const ids = new Set(again.backends.map((b) => b.id));
+          const confirmed = enough(again) && seen.backends.every((b) => ids.has(b.id));
+          return { ...again, confirmed };
+        }
         const changed = !input.saw || seen.pods !== input.saw.pods || seen.backends.length !== input.saw.backends;
-        const enough = seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
-        if (changed || enough || Date.now() >= deadline) return seen;
+        if (changed || Date.now() >= deadline) return { ...seen, confirmed: false };
         await context.sleep(Math.min(deps.observePollMs ?? 100, Math.max(1, deadline - Date.now())));
       }
     },

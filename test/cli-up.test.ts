@@ -23,7 +23,7 @@ describe('berth up and the everyday commands', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', async () => {
+  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', { timeout: 240_000 }, async () => {
     const first = await runUntilReady(dataDir);
     try {
       expect(first.up.output()).toContain(first.endpoints.coordinator);

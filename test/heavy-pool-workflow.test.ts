@@ -34,9 +34,9 @@ function fakeActivities() {
       const n = state.replicas.get(group) ?? 0;
       if (group.startsWith('stuck-')) {
         await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, 200)));
-        return { pods: n, backends: [] };
+        return { pods: n, backends: [], confirmed: false };
       }
-      return { pods: n, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })) };
+      return { pods: n, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: true };
     },
     async canaryScan({ backends }) {
       if (backends.some((b) => b.id.startsWith('broken-'))) throw ApplicationFailure.nonRetryable('storage refused the canary object: access denied', 'AccessDenied');

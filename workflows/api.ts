@@ -241,13 +241,15 @@ export interface PoolWorkflowInput {
 /** Everything the pool remembers; plain data, so it crosses continue-as-new as it is. */
 export interface PoolMemory {
   status: PoolStatus;
-  admissions: Record<string, CoordinatorAdmission & { reportedAt: number }>;
+  /** Each coordinator's counts, grant and queue places, and when it last reported. */
+  admissions: Record<string, CoordinatorAdmission>;
+  reportedAt: Record<string, number>;
   epoch: number;
   /** Bumps on every launch, so that a drain can tell one arrived. */
   launches: number;
   waitingSince?: number;
   /** The scale-up under way: when it began and was patched, the backends found so far, whether it looked yet. */
-  scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean; confirmations: number };
+  scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean };
 }
 
 export const poolWorkflowId = (group: string) => `heavy-pool-${group}`;

@@ -68,7 +68,7 @@ class HeavyPool {
 
   constructor(input: PoolWorkflowInput) {
     this.settings = poolSettings(input.config);
-    this.m = input.carried ?? { status: parkedStatus(input.config, Date.now()), admissions: {}, epoch: 0, launches: 0 };
+    this.m = input.carried ?? { status: parkedStatus(input.config, Date.now()), admissions: {}, reportedAt: {}, epoch: 0, launches: 0 };
     // Settings may change across continue-as-new; the status shows the current ones.
     this.m.status.maxConcurrency = this.settings.maxConcurrency;
     this.m.status.maxQueueSize = this.settings.maxQueueSize;
@@ -100,8 +100,8 @@ class HeavyPool {
   report(report: DemandReport): AdmissionAnswer {
     const before = this.m.admissions[report.coordinator];
     const waitingSince = report.waiting > 0 ? (before?.waitingSince ?? Date.now()) : undefined;
-    const next = applyReport(this.m.admissions, report.coordinator, { running: report.running, waiting: report.waiting, waitingSince }, this.limits);
-    this.m.admissions = Object.fromEntries(Object.entries(next).map(([id, a]) => [id, { ...a, reportedAt: id === report.coordinator ? Date.now() : this.m.admissions[id]!.reportedAt }]));
+    this.m.admissions = applyReport(this.m.admissions, report.coordinator, { running: report.running, waiting: report.waiting, waitingSince }, this.limits);
+    this.m.reportedAt[report.coordinator] = Date.now();
     const demand = report.running + report.waiting;
     if (demand > 0 || (before && before.running + before.queued > 0)) this.s.lastActivity = Date.now();
     // Demand on a pool with no target launches it, unless it is from before the last failed launch
@@ -131,20 +131,19 @@ class HeavyPool {
 
   /** Re-hands free slots after the capacity changed (ready, parked). */
   redistribute(): void {
-    const next = distribute(this.m.admissions, this.limits.capacity);
-    for (const [id, a] of Object.entries(next)) this.m.admissions[id] = { ...this.m.admissions[id]!, grant: a.grant };
+    this.m.admissions = distribute(this.m.admissions, this.limits.capacity);
   }
 
-  /** Forgets coordinators that stopped reporting (they died); returns when the next one would expire. */
+  /** Forgets idle coordinators, and those that stopped reporting (they died); returns when the next one would expire. */
   expireReports(): number | undefined {
     let next: number | undefined;
     for (const [id, a] of Object.entries(this.m.admissions)) {
-      const expiresAt = a.reportedAt + this.settings.reportTtlMs;
-      if (expiresAt <= Date.now()) {
-        const rest = removeCoordinator(this.m.admissions, id, this.limits);
-        this.m.admissions = Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, { ...v, reportedAt: this.m.admissions[k]!.reportedAt }]));
-      } else if (a.running + a.queued > 0) next = Math.min(next ?? Infinity, expiresAt);
-      else delete this.m.admissions[id]; // nothing to keep for an idle coordinator
+      const expiresAt = (this.m.reportedAt[id] ?? 0) + this.settings.reportTtlMs;
+      const idle = a.running + a.queued === 0;
+      if (idle || expiresAt <= Date.now()) {
+        this.m.admissions = removeCoordinator(this.m.admissions, id, this.limits);
+        delete this.m.reportedAt[id];
+      } else next = Math.min(next ?? Infinity, expiresAt);
     }
     this.refreshCounts();
     return next;
@@ -249,7 +248,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     pool.setPhase('scaling');
     s.layersPassed = [];
     await setReplicas(s.target);
-    m.scaling = { startedAt, patchedAt, previous, fresh: [], looked: false, confirmations: 0 };
+    m.scaling = { startedAt, patchedAt, previous, fresh: [], looked: false };
     s.launchDeadline = startedAt + settings.launchDeadlineMs;
     pool.setPhase('waiting-for-backends');
   };
@@ -261,14 +260,14 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     const needed = target - scaling.previous;
     if (s.phase === 'waiting-for-backends') {
       const untilDeadline = Math.max(1, s.launchDeadline! - Date.now());
-      const confirming = scaling.confirmations > 0;
+      const saw = scaling.looked ? { pods: s.podsRunning, backends: scaling.fresh.length } : undefined;
       const seen = await steps.observePool.executeWithOptions(
         {
-          startToCloseTimeout: `${settings.readinessWaitMs + 30_000} ms`,
+          startToCloseTimeout: `${settings.readinessWaitMs + settings.readinessConfirmMs + 30_000} ms`,
           heartbeatTimeout: '10 seconds',
-          summary: confirming ? `confirm ${group}'s ${needed} new backends are still alive` : `observe ${group}: pods, and backends alive since the patch`,
+          summary: `observe ${group}: pods, and backends alive since the patch (twice, ${settings.readinessConfirmMs} ms apart)`,
         },
-        [{ group, startedAfter: scaling.patchedAt, wants: { pods: target, backends: needed }, saw: scaling.looked ? { pods: s.podsRunning, backends: scaling.fresh.length } : undefined, waitMs: confirming ? 0 : Math.min(settings.readinessWaitMs, untilDeadline) }],
+        [{ group, startedAfter: scaling.patchedAt, wants: { pods: target, backends: needed }, saw, waitMs: Math.min(settings.readinessWaitMs, untilDeadline), confirmMs: settings.readinessConfirmMs }],
       );
       const verdict = readReadiness({ pods: seen.pods, freshBackends: seen.backends.length }, target, scaling.previous);
       s.podsRunning = seen.pods;
@@ -276,17 +275,12 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
       scaling.fresh = seen.backends;
       scaling.looked = true;
       if (verdict.podsUp && !s.layersPassed.includes('pods')) s.layersPassed.push('pods');
-      if (!verdict.backendsUp) {
-        scaling.confirmations = 0;
-        s.notReady = verdict.notReady;
-        // A write undone behind the pool's back (a reconciler, a person) is put back; nothing when in place.
-        if (!verdict.podsUp) await setReplicas(target);
-        return;
-      }
-      scaling.confirmations++;
-      if (scaling.confirmations < 2) {
-        s.notReady = 'new backends alive once; confirming with a second observation';
-        await condition(() => s.target > s.replicasPatched, settings.readinessConfirmMs);
+      if (!verdict.backendsUp || !seen.confirmed) {
+        s.notReady = verdict.notReady ?? 'new backends were alive once, but not on the second observation';
+        // Nothing moved for a whole wait: a write undone behind the pool's back (a reconciler, a
+        // person) is put back; setReplicas writes nothing when the target is in place.
+        const stalled = saw && seen.pods === saw.pods && seen.backends.length === saw.backends;
+        if (stalled && !verdict.podsUp) await setReplicas(target);
         return;
       }
       s.layersPassed.push('backends');

@@ -2,9 +2,10 @@
  * A coordinator's side of the heavy pool's admission. Its heavy queries wait here, in arrival
  * order; the pool workflow decides by counts how many of them may run at once (the grant) and how
  * many may wait (the queue allowance), over every coordinator together. This coordinator:
- * - reports its absolute counts (running, waiting) whenever they change, one report in flight at a
- *   time (a burst of any size is one report), and every `heartbeatMs` while it has queries on the
- *   pool, so the pool can tell a live coordinator from a dead one;
+ * - reports its absolute counts (running, waiting) when they grow, one report in flight at a time
+ *   (a burst of any size is one report); a drop a little later (a slot freed and taken again at
+ *   once costs nothing); and every `heartbeatMs` while it has queries on the pool, so the pool can
+ *   tell a live coordinator from a dead one;
  * - reads its admission (a Temporal query: no history) every `pollMs` while queries wait;
  * - never runs more than min(its last grant, the demand it last reported): the pool only takes a
  *   grant back when the coordinator itself reports less demand, so the group is never oversubscribed;
@@ -31,6 +32,8 @@ export interface HeavyAdmissionOptions {
   pollMs?: number;
   /** How often a coordinator with queries on the pool reports anyway. @default 30000 */
   heartbeatMs?: number;
+  /** How long a drop in demand waits before it is reported (a freed slot taken again costs nothing). @default 100 */
+  releaseDelayMs?: number;
   onError?: (error: Error) => void;
 }
 
@@ -61,6 +64,7 @@ export class HeavyAdmission {
   private epoch: number | undefined;
   private reporting: Promise<void> | undefined;
   private dirty = false;
+  private lazyReport: NodeJS.Timeout | undefined;
   private sent = { demand: 0, lastSeq: 0 };
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly heartbeat: NodeJS.Timeout;
@@ -68,7 +72,7 @@ export class HeavyAdmission {
 
   constructor(private readonly options: HeavyAdmissionOptions) {
     this.heartbeat = setInterval(() => {
-      if (this.running + this.waiting.length > 0) this.sync();
+      if (this.running + this.waiting.length > 0) this.sync(true);
     }, options.heartbeatMs ?? 30_000);
     this.heartbeat.unref();
   }
@@ -110,6 +114,7 @@ export class HeavyAdmission {
     this.closed = true;
     clearInterval(this.heartbeat);
     clearTimeout(this.pollTimer);
+    clearTimeout(this.lazyReport);
     for (const w of [...this.waiting]) this.drop(w, new HttpError(503, 'shutting_down', 'the coordinator is shutting down'));
   }
 
@@ -134,10 +139,27 @@ export class HeavyAdmission {
     }
   }
 
-  /** Reports the counts now, unless a report is in flight (then right after it). */
-  private sync(): void {
-    this.dirty = true;
+  /**
+   * Tells the pool that the counts changed. More demand (or a heartbeat) is reported at once; less
+   * after `releaseDelayMs`, so a slot freed and taken again at once costs no report at all.
+   */
+  private sync(now = false): void {
     if (this.closed) return;
+    const demand = this.running + this.waiting.length;
+    if (now || demand > this.sent.demand) return this.report();
+    if (demand === this.sent.demand) return;
+    this.lazyReport ??= setTimeout(() => {
+      this.lazyReport = undefined;
+      if (this.running + this.waiting.length !== this.sent.demand) this.report();
+    }, this.options.releaseDelayMs ?? 100);
+    this.lazyReport.unref();
+  }
+
+  /** Reports the counts now, unless a report is in flight (then right after it). */
+  private report(): void {
+    clearTimeout(this.lazyReport);
+    this.lazyReport = undefined;
+    this.dirty = true;
     this.reporting ??= (async () => {
       try {
         while (this.dirty && !this.closed) {
@@ -154,6 +176,7 @@ export class HeavyAdmission {
       } finally {
         this.reporting = undefined;
       }
+      this.sync(); // what changed while the report was in flight
     })();
   }
 
@@ -169,7 +192,6 @@ export class HeavyAdmission {
     const reported = this.waiting.filter((w) => w.seq <= this.sent.lastSeq);
     for (const w of reported.slice(answer.queued).reverse()) this.drop(w, queueFull(this.options.maxQueueSize, answer), false);
     this.pump();
-    if (this.waiting.length + this.running !== this.sent.demand) this.dirty = true;
     this.schedulePoll();
   }
 
@@ -179,7 +201,6 @@ export class HeavyAdmission {
     if (this.waiting.length === 0 || this.closed) return;
     this.pollTimer = setTimeout(async () => {
       if (this.reporting) return this.schedulePoll();
-      if (this.dirty) return this.sync();
       try {
         this.apply(await this.options.gate.read());
       } catch (error) {

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../../activities/heavy-pool.js';
@@ -39,7 +39,7 @@ const poolDoubles = (replicas: Map<string, number>): HeavyPoolActivities => ({
   },
   async observePool({ group }) {
     const n = group.startsWith('stuck') ? 0 : (replicas.get(group) ?? 0);
-    return { pods: replicas.get(group) ?? 0, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })) };
+    return { pods: replicas.get(group) ?? 0, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: n > 0 };
   },
   async canaryScan({ backends }) {
     return backends.map((b) => ({ id: b.id, ok: true }));
