@@ -5,10 +5,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import type { TestProject } from 'vitest/node';
 import { startS3Server } from '../cli/embedded/s3-server.js';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
+import { allPayloadsOver } from './helpers/history.js';
 
 export const TEST_BUCKET = 'berth-test';
 
@@ -17,6 +19,21 @@ declare module 'vitest' {
     temporalAddress: string;
     s3Endpoint: string;
     s3Bucket: string;
+  }
+}
+
+/**
+ * Temporal refuses payloads over 2 MiB and histories over 50 MB: Berth keeps data out of workflows
+ * altogether. Every history the whole run left is checked for a payload over 64 KiB.
+ */
+async function assertSmallHistories(address: string, log: (line: string) => void): Promise<void> {
+  const connection = await Connection.connect({ address });
+  try {
+    const { runs, oversized } = await allPayloadsOver(new Client({ connection }), 64 * 1024);
+    log(`${runs} workflow histories checked: ${oversized.length} payloads over 64 KiB`);
+    if (oversized.length > 0) throw new Error(`workflow histories hold payloads over 64 KiB: ${JSON.stringify(oversized.slice(0, 10))}`);
+  } finally {
+    await connection.close();
   }
 }
 
@@ -38,7 +55,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('s3Endpoint', s3.endpoint);
   project.provide('s3Bucket', TEST_BUCKET);
   return async () => {
-    await Promise.all([temporal.stop(), s3.stop()]);
-    await rm(dir, { recursive: true, force: true });
+    try {
+      await assertSmallHistories(temporal.address, log);
+    } finally {
+      await Promise.all([temporal.stop(), s3.stop()]);
+      await rm(dir, { recursive: true, force: true });
+    }
   };
 }
