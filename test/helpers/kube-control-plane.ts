@@ -73,6 +73,10 @@ function startProcess(executable: string, args: string[], logFile: string): { ch
   };
 }
 
+/** A kubeconfig file's text for one token (the apiserver's certificate is self-signed: not verified). */
+export const kubeConfigYaml = (server: string, token: string) =>
+  `apiVersion: v1\nkind: Config\nclusters: [{ name: test, cluster: { server: "${server}", insecure-skip-tls-verify: true } }]\nusers: [{ name: user, user: { token: "${token}" } }]\ncontexts: [{ name: test, context: { cluster: test, user: user } }]\ncurrent-context: test\n`;
+
 /** GET over https with a bearer token, accepting the apiserver's self-signed certificate. */
 export function kubeGet(url: string, token: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -162,10 +166,7 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
     started.push(apiserver);
     await waitFor('kube-apiserver', file('kube-apiserver.log'), apiserver.exited, async () => (await kubeGet(`${server}/readyz`, adminToken)).status === 200, timeoutMs);
 
-    await writeFile(
-      file('controller-manager.kubeconfig'),
-      `apiVersion: v1\nkind: Config\nclusters: [{ name: test, cluster: { server: "${server}", insecure-skip-tls-verify: true } }]\nusers: [{ name: kcm, user: { token: "${managerToken}" } }]\ncontexts: [{ name: test, context: { cluster: test, user: kcm } }]\ncurrent-context: test\n`,
-    );
+    await writeFile(file('controller-manager.kubeconfig'), kubeConfigYaml(server, managerToken));
     // No --root-ca-file: the apiserver's self-signed serving certificate is not a CA.
     const manager = startProcess(binaries.controllerManager, [
       '--kubeconfig', file('controller-manager.kubeconfig'),

@@ -10,6 +10,8 @@ import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, KubeConfig, KubernetesObjectA
 import { parseAllDocuments } from 'yaml';
 import { inject } from 'vitest';
 
+export { kubeConfigYaml } from './kube-control-plane.js';
+
 export interface TestKube {
   server: string;
   adminToken: string;
@@ -27,10 +29,6 @@ export function kubeConfigFor(server: string, token: string): KubeConfig {
   });
   return kubeConfig;
 }
-
-/** The same, as a kubeconfig file's text (for a worker process's KUBECONFIG). */
-export const kubeConfigYaml = (server: string, token: string) =>
-  `apiVersion: v1\nkind: Config\nclusters: [{ name: test, cluster: { server: "${server}", insecure-skip-tls-verify: true } }]\nusers: [{ name: user, user: { token: "${token}" } }]\ncontexts: [{ name: test, context: { cluster: test, user: user } }]\ncurrent-context: test\n`;
 
 export function testKube(): TestKube {
   const server = inject('kubeServer');

@@ -63,11 +63,15 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
       },
     },
   });
-  // The node lifecycle controller reads a node's health from its lease.
-  await leases.createNamespacedLease({ namespace: 'kube-node-lease', body: { metadata: { name: nodeName }, spec: { holderIdentity: nodeName, leaseDurationSeconds: 40, renewTime: now() } } });
-  const renew = setInterval(() => {
-    leases.patchNamespacedLease({ namespace: 'kube-node-lease', name: nodeName, body: { spec: { renewTime: now() } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)).catch(report('renewing the node lease'));
-  }, LEASE_RENEW_MS);
+  // The node lifecycle controller reads a node's health from its lease. Its renewTime is a MicroTime
+  // (six fractional digits), which the client's Date serializer cannot write: it is patched as text.
+  await leases.createNamespacedLease({ namespace: 'kube-node-lease', body: { metadata: { name: nodeName }, spec: { holderIdentity: nodeName, leaseDurationSeconds: 40 } } });
+  const renew = () =>
+    leases
+      .patchNamespacedLease({ namespace: 'kube-node-lease', name: nodeName, body: { spec: { renewTime: now().toISOString().replace(/Z$/, '000Z') } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
+      .catch(report('renewing the node lease'));
+  await renew();
+  const renewing = setInterval(() => void renew(), LEASE_RENEW_MS);
 
   const workload = await kube.admin.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace, name: options.statefulSet });
   const selector = labelSelectorString(workload.spec!.selector);
@@ -122,8 +126,9 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     const name = pod.metadata!.name!;
     await processes.get(name)?.stop();
     processes.delete(name);
-    // The containers are gone: end the graceful deletion now (only this pod, not a successor of the same name).
-    await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata!.uid } } }).catch((error: { code?: number }) => {
+    // The containers are gone: end the graceful deletion now (only this pod, not a successor of the
+    // same name). With a body, the server reads the grace period from it, not from the query.
+    await core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid } } }).catch((error: { code?: number }) => {
       if (error.code !== 404 && error.code !== 409) throw error;
     });
   };
@@ -145,7 +150,7 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
 
   kubelet.stop = async () => {
     stopping = true;
-    clearInterval(renew);
+    clearInterval(renewing);
     await informer.stop();
     await Promise.all(queues.values());
     await Promise.all([...processes.values()].map((p) => p.stop()));
