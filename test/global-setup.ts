@@ -37,7 +37,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     ),
     startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] }),
     // Under CI the binaries must already be built (.ci/run builds them); a missing one fails the run.
-    resolveKubeBinaries({ mustExist: process.env.CI === 'true', log }).then((binaries) => startKubeControlPlane({ binaries, dir: path.join(dir, 'kube') })),
+    resolveKubeBinaries({ mustExist: process.env.CI === 'true' }).then(async (binaries) => {
+      const startedAt = Date.now();
+      const kube = await startKubeControlPlane({ binaries, dir: path.join(dir, 'kube') });
+      log(`kubernetes: etcd, kube-apiserver and kube-controller-manager up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+      return kube;
+    }),
   ] as const);
   // One part failing to start stops the others, so that nothing outlives a failed run.
   const failed = started.find((s) => s.status === 'rejected');

@@ -38,12 +38,12 @@ export interface KubeControlPlane {
 
 /**
  * Finds the binaries, building the apiserver and controller-manager first unless `mustExist`
- * (CI, where .ci/run built them and a missing one is a broken setup, not a reason to skip).
+ * (CI, where .ci/run built them and a missing one is a broken setup, not a reason to skip). The
+ * script says on stderr when it builds.
  */
-export async function resolveKubeBinaries(options: { mustExist: boolean; log: (line: string) => void }): Promise<KubeBinaries> {
+export async function resolveKubeBinaries(options: { mustExist: boolean }): Promise<KubeBinaries> {
   const etcd = process.env.BERTH_ETCD ?? (await promisify(execFile)('sh', ['-c', 'command -v etcd']).then(({ stdout }) => stdout.trim(), () => ''));
   if (!etcd) throw new Error('etcd is not on PATH: install Debian\'s etcd-server package (apt-get install etcd-server), or set BERTH_ETCD');
-  if (!options.mustExist) options.log('kubernetes: making sure the control plane is built (scripts/kube-control-plane.sh; about 12 minutes the first time)');
   const env = { ...process.env, ...(options.mustExist ? { BERTH_KUBE_CHECK_ONLY: '1' } : {}) };
   const dir = await new Promise<string>((resolve, reject) => {
     const child = spawn('bash', [BUILD_SCRIPT], { env, stdio: ['ignore', 'pipe', 'inherit'] });
