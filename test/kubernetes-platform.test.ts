@@ -7,6 +7,7 @@ import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrat
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeGroupNotFoundError } from '../activities/platform/compute-platform.js';
 import { KubernetesPlatform, labelSelectorString, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
+import { heavyPoolFromEnv } from '../workers/platform-from-env.js';
 import { startKubeApiProxy, type KubeApiProxy } from './helpers/kube-api-proxy.js';
 import {
   applyCustomResourceDefinitions,
@@ -213,5 +214,26 @@ describe('labelSelectorString', () => {
         ],
       }),
     ).toBe('app=berth-heavy,tier=query,zone in (a,b),spot notin (true),berth,!legacy');
+  });
+});
+
+describe('the worker’s Kubernetes settings', () => {
+  const withEnv = async (env: Record<string, string>, run: () => Promise<unknown>) => {
+    const saved = { ...process.env };
+    Object.assign(process.env, { BERTH_HEAVY_GROUP: 'heavy', BERTH_PLATFORM: 'kubernetes', BERTH_K8S_NAMESPACE: 'berth' }, env);
+    try {
+      return await run();
+    } finally {
+      process.env = saved;
+    }
+  };
+
+  it('needs the pod selector for a custom resource, since none can be read from it', async () => {
+    await withEnv({ BERTH_K8S_TARGET: 'custom-resource', BERTH_K8S_NAME: 'analytics' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_POD_SELECTOR must be set'));
+  });
+
+  it('names a workload as kind/name', async () => {
+    await withEnv({ BERTH_K8S_WORKLOAD: 'berth-heavy' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_WORKLOAD must be statefulset/NAME or deployment/NAME, not "berth-heavy"'));
+    await withEnv({ BERTH_K8S_TARGET: 'operator' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_TARGET must be "workload" or "custom-resource", not "operator"'));
   });
 });
