@@ -27,7 +27,7 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
   const log = (line: string) => console.log(`[global-setup] ${line}`);
-  const started = await Promise.allSettled([
+  const parts = [
     resolveTemporalCli({ log }).then((executable) =>
       startTemporalDevServer({
         executable,
@@ -43,18 +43,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       log(`kubernetes: etcd, kube-apiserver and kube-controller-manager up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
       return kube;
     }),
-  ] as const);
+  ] as const;
   // One part failing to start stops the others, so that nothing outlives a failed run.
-  const failed = started.find((s) => s.status === 'rejected');
-  if (failed) {
-    await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.stop() : undefined)));
-    throw failed.reason;
-  }
-  const [temporal, s3, kube] = started.map((s) => (s as PromiseFulfilledResult<unknown>).value) as [
-    Awaited<ReturnType<typeof startTemporalDevServer>>,
-    Awaited<ReturnType<typeof startS3Server>>,
-    Awaited<ReturnType<typeof startKubeControlPlane>>,
-  ];
+  const [temporal, s3, kube] = await Promise.all(parts).catch(async (error: unknown) => {
+    await Promise.allSettled(parts.map(async (part) => (await part).stop()));
+    throw error;
+  });
   log(`temporal ${temporal.address}, s3 ${s3.endpoint}, kube-apiserver ${kube.server}`);
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
