@@ -55,10 +55,14 @@ export async function resolveKubeBinaries(options: { mustExist: boolean }): Prom
   return { apiserver: path.join(dir, 'kube-apiserver'), controllerManager: path.join(dir, 'kube-controller-manager'), etcd };
 }
 
-/** A child process whose output goes to a log file, stopped with SIGTERM (SIGKILL after a grace period). */
+/**
+ * A child process whose output goes to a log file, stopped with SIGTERM (SIGKILL after a grace
+ * period). Started through util-linux's setpriv so that the kernel kills it if the test run dies
+ * without tearing down.
+ */
 function startProcess(executable: string, args: string[], logFile: string): { child: ChildProcess; exited: Promise<unknown>; stop(): Promise<void> } {
   const log = openSync(logFile, 'a');
-  const child = spawn(executable, args, { stdio: ['ignore', log, log] });
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', executable, ...args], { stdio: ['ignore', log, log] });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   return {
     child,
