@@ -4,10 +4,11 @@
  * the heavy StatefulSet of deploy/k8s/berth.yaml; the StatefulSet controller makes the pods; the
  * test kubelet runs a real Berth query node for each and reports it Running and Ready; every
  * readiness layer passes, the query is answered right on the pool, and the idle reaper returns the
- * workload, and so the pods and their processes, to zero.
+ * workload, and so the pods and their processes, to zero. The test kubelet also reports a backend
+ * that dies as its pod no longer ready.
  */
 import { randomUUID } from 'node:crypto';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
@@ -110,5 +111,19 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
       [`system:serviceaccount:${namespace}:berth-worker`, 200],
       [`system:serviceaccount:${namespace}:berth-worker`, 200],
     ]);
+  });
+
+  it('shows a backend that dies as a pod that is no longer ready, as a kubelet would', { timeout: 120_000 }, async () => {
+    const apps = kube.admin.makeApiClient(AppsV1Api);
+    const scale = (replicas: number) => apps.patchNamespacedStatefulSet({ namespace, name: 'berth-heavy', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+    const ready = async () => (await kube.admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: 'berth-heavy-0' })).status?.conditions?.find((c) => c.type === 'Ready')?.status;
+    await scale(1);
+    await expect.poll(() => kubelet.processes.get('berth-heavy-0')?.url, { timeout: 60_000 }).toBeDefined();
+    await expect.poll(ready, { timeout: 30_000 }).toBe('True');
+    kubelet.processes.get('berth-heavy-0')!.child.kill('SIGKILL');
+    await expect.poll(ready, { timeout: 30_000 }).toBe('False');
+    await expect.poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas ?? 0, { timeout: 30_000 }).toBe(0);
+    await scale(0);
+    await expect.poll(async () => (await kube.admin.makeApiClient(CoreV1Api).listNamespacedPod({ namespace })).items.length, { timeout: 60_000 }).toBe(0);
   });
 });

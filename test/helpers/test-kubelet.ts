@@ -101,6 +101,27 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     }, path.join(options.dir, `${name}.log`));
     processes.set(name, backend);
     kubelet.started++;
+    // A container that dies on its own leaves the pod not ready (this kubelet does not restart it).
+    void backend.exited.then(async (exitCode) => {
+      if (processes.get(name) !== backend) return; // stopped by the kubelet itself
+      processes.delete(name);
+      const at = now();
+      await core
+        .patchNamespacedPodStatus(
+          {
+            name,
+            namespace,
+            body: {
+              status: {
+                conditions: ['ContainersReady', 'Ready'].map((type) => ({ type, status: 'False', reason: 'ContainersNotReady', lastTransitionTime: at })),
+                containerStatuses: [{ name: container.name, image: container.image, imageID: '', ready: false, started: false, restartCount: 0, state: { terminated: { exitCode: exitCode ?? 137, finishedAt: at } } }],
+              },
+            },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+        )
+        .catch(report(`reporting ${name}'s container gone`));
+    });
     const startedAt = now();
     const condition = (type: string) => ({ type, status: 'True', lastTransitionTime: startedAt });
     await core.patchNamespacedPodStatus(
@@ -122,10 +143,16 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     );
   };
 
+  /** Stops a pod's process, if it runs. */
+  const stopProcess = async (name: string) => {
+    const backend = processes.get(name);
+    processes.delete(name);
+    await backend?.stop();
+  };
+
   const terminate = async (pod: V1Pod) => {
     const name = pod.metadata!.name!;
-    await processes.get(name)?.stop();
-    processes.delete(name);
+    await stopProcess(name);
     // The containers are gone: end the graceful deletion now (only this pod, not a successor of the
     // same name). With a body, the server reads the grace period from it, not from the query.
     await core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid } } }).catch((error: { code?: number }) => {
@@ -136,10 +163,7 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
   const informer = makeInformer(kube.admin, `/api/v1/namespaces/${namespace}/pods`, () => core.listNamespacedPod({ namespace, labelSelector: selector }), selector);
   informer.on('add', (pod) => enqueue(pod, run));
   informer.on('update', (pod) => enqueue(pod, run));
-  informer.on('delete', (pod) => enqueue(pod, async (p) => {
-    await processes.get(p.metadata!.name!)?.stop();
-    processes.delete(p.metadata!.name!);
-  }));
+  informer.on('delete', (pod) => enqueue(pod, (p) => stopProcess(p.metadata!.name!)));
   let stopping = false;
   informer.on('error', (error) => {
     if (stopping) return;
@@ -153,8 +177,7 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     clearInterval(renewing);
     await informer.stop();
     await Promise.all(queues.values());
-    await Promise.all([...processes.values()].map((p) => p.stop()));
-    processes.clear();
+    await Promise.all([...processes.keys()].map(stopProcess));
   };
   return kubelet;
 }
