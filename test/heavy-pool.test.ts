@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubernetesPlatform, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
@@ -15,13 +15,15 @@ import { poolWorkflowId } from '../workflows/api.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import {
-  applyCustomResourceDefinitions,
   applyManifests,
   auditedPatches,
+  COMPUTE_GROUPS_TARGET,
+  createComputeGroups,
   createNamespace,
   heavyPoolManifests,
   kubeConfigFor,
   kubeConfigYaml,
+  readComputeGroups,
   readStatefulSet,
   serviceAccountToken,
   testKube,
@@ -208,21 +210,13 @@ describe('the heavy pool on Kubernetes', () => {
     const taskQueue = `pool-cr-${randomUUID()}`;
     const group = `heavy-${randomUUID().slice(0, 8)}`;
     const missing = `reporting-${randomUUID().slice(0, 8)}`;
-    const resource = () => ({ group: 'disaggregated.cluster.doris.com', version: 'v1', plural: 'dorisdisaggregatedclusters', namespace, name: 'analytics' });
-    const read = async () => (await kube.admin.makeApiClient(CustomObjectsApi).getNamespacedCustomObject(resource())) as { metadata: { generation: number }; spec: { computeGroups: { uniqueId: string; replicas: number }[] } };
+    const read = () => readComputeGroups(kube, namespace);
 
     beforeAll(async () => {
-      await applyCustomResourceDefinitions(kube, 'test/fixtures/compute-groups-crd.yaml');
       namespace = await createNamespace(kube, 'operator-pool');
-      await KubernetesObjectApi.makeApiClient(kube.admin).create({
-        apiVersion: 'disaggregated.cluster.doris.com/v1',
-        kind: 'DorisDisaggregatedCluster',
-        metadata: { name: 'analytics', namespace },
-        spec: { computeGroups: [{ uniqueId: 'serving', replicas: 3 }, { uniqueId: group, replicas: 0 }] },
-      });
+      await createComputeGroups(kube, namespace, [{ uniqueId: 'serving', replicas: 3 }, { uniqueId: group, replicas: 0 }]);
       pool = { group, namespace, token: kube.adminToken };
-      const target: KubernetesTarget = { kind: 'custom-resource', name: 'analytics', podSelector: (g) => `app.doris.computegroup=${g}` };
-      worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformFor(pool, target), coordinatorUrl: cluster.coordinator.url } });
+      worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformFor(pool, COMPUTE_GROUPS_TARGET), coordinatorUrl: cluster.coordinator.url } });
     });
     afterAll(async () => {
       for (const g of [group, missing]) await client?.workflow.getHandle(poolWorkflowId(g)).terminate('test over').catch(() => {});

@@ -3,20 +3,23 @@
  * worker's ServiceAccount token, bound by deploy/k8s/rbac.yaml to the heavy StatefulSet of
  * deploy/k8s/berth.yaml, both applied from the repo into a namespace of the test's own.
  */
-import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeGroupNotFoundError } from '../activities/platform/compute-platform.js';
 import { KubernetesPlatform, labelSelectorString, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
 import { heavyPoolFromEnv } from '../workers/platform-from-env.js';
 import { startKubeApiProxy, type KubeApiProxy } from './helpers/kube-api-proxy.js';
 import {
-  applyCustomResourceDefinitions,
   applyManifests,
   auditedPatches,
+  COMPUTE_GROUPS_TARGET,
+  computeGroupsRef,
+  createComputeGroups,
   createNamespace,
   heavyPoolManifests,
   kubeConfigFor,
   loadManifests,
+  readComputeGroups,
   readStatefulSet,
   serviceAccountToken,
   testKube,
@@ -134,21 +137,14 @@ describe('the Kubernetes driver on an operator’s custom resource', () => {
   let kube: TestKube;
   let namespace: string;
   let platform: KubernetesPlatform;
-  const target: KubernetesTarget = { kind: 'custom-resource', name: 'analytics', podSelector: (group) => `app.doris.computegroup=${group}` };
-  const resource = () => ({ group: 'disaggregated.cluster.doris.com', version: 'v1', plural: 'dorisdisaggregatedclusters', namespace, name: 'analytics' });
-  const read = async () => (await kube.admin.makeApiClient(CustomObjectsApi).getNamespacedCustomObject(resource())) as { metadata: { generation: number }; spec: { computeGroups: { uniqueId: string; replicas: number; image: string }[] } };
+  const target = COMPUTE_GROUPS_TARGET;
+  const read = () => readComputeGroups(kube, namespace);
   const groups = (list: { uniqueId: string; replicas: number }[]) => list.map((g) => ({ ...g, image: 'apache/doris:be-3.0.3' }));
 
   beforeAll(async () => {
     kube = testKube();
-    await applyCustomResourceDefinitions(kube, 'test/fixtures/compute-groups-crd.yaml');
     namespace = await createNamespace(kube, 'operator');
-    await KubernetesObjectApi.makeApiClient(kube.admin).create({
-      apiVersion: 'disaggregated.cluster.doris.com/v1',
-      kind: 'DorisDisaggregatedCluster',
-      metadata: { name: 'analytics', namespace },
-      spec: { computeGroups: groups([{ uniqueId: 'serving', replicas: 3 }, { uniqueId: 'heavy', replicas: 0 }]) },
-    });
+    await createComputeGroups(kube, namespace, groups([{ uniqueId: 'serving', replicas: 3 }, { uniqueId: 'heavy', replicas: 0 }]));
     platform = new KubernetesPlatform({ kubeConfig: kube.admin, namespace, target });
   });
 
@@ -174,7 +170,7 @@ describe('the Kubernetes driver on an operator’s custom resource', () => {
       // The operator reorders the groups between the driver's read and its patch.
       proxy.beforePatch = async () =>
         void (await kube.admin.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
-          { ...resource(), body: [{ op: 'replace', path: '/spec/computeGroups', value: groups([{ uniqueId: 'heavy', replicas: 4 }, { uniqueId: 'serving', replicas: 3 }]) }] },
+          { ...computeGroupsRef(namespace), body: [{ op: 'replace', path: '/spec/computeGroups', value: groups([{ uniqueId: 'heavy', replicas: 4 }, { uniqueId: 'serving', replicas: 3 }]) }] },
           jsonPatch,
         ));
       const moved = new KubernetesPlatform({ kubeConfig: kubeConfigFor(proxy.url, kube.adminToken), namespace, target });

@@ -6,9 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { inject } from 'vitest';
+import type { KubernetesTarget } from '../../activities/platform/kubernetes-platform.js';
 
 export { kubeConfigYaml } from './kube-control-plane.js';
 
@@ -91,6 +92,26 @@ export async function applyCustomResourceDefinitions(kube: TestKube, relativePat
     }
   }
 }
+
+/** The operator resource of the custom-resource tests: a DorisDisaggregatedCluster "analytics" whose CRD is a test fixture. */
+export const computeGroupsRef = (namespace: string) => ({ group: 'disaggregated.cluster.doris.com', version: 'v1', plural: 'dorisdisaggregatedclusters', namespace, name: 'analytics' });
+
+/** The driver's target for it; the operator is taken to label a group's pods `app.doris.computegroup=GROUP`. */
+export const COMPUTE_GROUPS_TARGET: Extract<KubernetesTarget, { kind: 'custom-resource' }> = { kind: 'custom-resource', name: 'analytics', podSelector: (group) => `app.doris.computegroup=${group}` };
+
+export interface ComputeGroupsResource {
+  metadata: { generation: number };
+  spec: { computeGroups: { uniqueId: string; replicas: number; [field: string]: unknown }[] };
+}
+
+/** Creates the resource (and its CRD, once per run) in `namespace`. */
+export async function createComputeGroups(kube: TestKube, namespace: string, computeGroups: ComputeGroupsResource['spec']['computeGroups']): Promise<void> {
+  await applyCustomResourceDefinitions(kube, 'test/fixtures/compute-groups-crd.yaml');
+  await KubernetesObjectApi.makeApiClient(kube.admin).create({ apiVersion: 'disaggregated.cluster.doris.com/v1', kind: 'DorisDisaggregatedCluster', metadata: { name: 'analytics', namespace }, spec: { computeGroups } });
+}
+
+export const readComputeGroups = async (kube: TestKube, namespace: string) =>
+  (await kube.admin.makeApiClient(CustomObjectsApi).getNamespacedCustomObject(computeGroupsRef(namespace))) as ComputeGroupsResource;
 
 /** A real ServiceAccount token (TokenRequest), as a pod of that ServiceAccount would mount. */
 export async function serviceAccountToken(kube: TestKube, namespace: string, name: string): Promise<string> {
