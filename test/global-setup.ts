@@ -1,6 +1,6 @@
 /**
- * One Temporal dev server and one S3 API for the whole test run, on free loopback ports; test
- * files read their addresses with `inject(...)`.
+ * One Temporal dev server, one S3 API and one Kubernetes control plane for the whole test run, on
+ * free loopback ports; test files read their addresses with `inject(...)`.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -11,6 +11,7 @@ import { startS3Server } from '../cli/embedded/s3-server.js';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
 import { allPayloadsOver } from './helpers/history.js';
+import { resolveKubeBinaries, startKubeControlPlane } from './helpers/kube-control-plane.js';
 
 export const TEST_BUCKET = 'berth-test';
 
@@ -19,6 +20,9 @@ declare module 'vitest' {
     temporalAddress: string;
     s3Endpoint: string;
     s3Bucket: string;
+    kubeServer: string;
+    kubeAdminToken: string;
+    kubeAuditLog: string;
   }
 }
 
@@ -40,7 +44,7 @@ async function assertSmallHistories(address: string, log: (line: string) => void
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
   const log = (line: string) => console.log(`[global-setup] ${line}`);
-  const [temporal, s3] = await Promise.all([
+  const parts = [
     resolveTemporalCli({ log }).then((executable) =>
       startTemporalDevServer({
         executable,
@@ -49,16 +53,31 @@ export default async function setup(project: TestProject): Promise<() => Promise
       }),
     ),
     startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] }),
-  ]);
-  log(`temporal ${temporal.address}, s3 ${s3.endpoint}`);
+    // Under CI the binaries must already be built (.ci/run builds them); a missing one fails the run.
+    resolveKubeBinaries({ mustExist: process.env.CI === 'true' }).then(async (binaries) => {
+      const startedAt = Date.now();
+      const kube = await startKubeControlPlane({ binaries, dir: path.join(dir, 'kube') });
+      log(`kubernetes: etcd, kube-apiserver and kube-controller-manager up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+      return kube;
+    }),
+  ] as const;
+  // One part failing to start stops the others, so that nothing outlives a failed run.
+  const [temporal, s3, kube] = await Promise.all(parts).catch(async (error: unknown) => {
+    await Promise.allSettled(parts.map(async (part) => (await part).stop()));
+    throw error;
+  });
+  log(`temporal ${temporal.address}, s3 ${s3.endpoint}, kube-apiserver ${kube.server}`);
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
   project.provide('s3Bucket', TEST_BUCKET);
+  project.provide('kubeServer', kube.server);
+  project.provide('kubeAdminToken', kube.adminToken);
+  project.provide('kubeAuditLog', kube.auditLog);
   return async () => {
     try {
       await assertSmallHistories(temporal.address, log);
     } finally {
-      await Promise.all([temporal.stop(), s3.stop()]);
+      await Promise.all([temporal.stop(), s3.stop(), kube.stop()]);
       await rm(dir, { recursive: true, force: true });
     }
   };
