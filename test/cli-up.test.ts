@@ -61,7 +61,7 @@ describe('berth up and the everyday commands', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', async () => {
+  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', { timeout: 240_000 }, async () => {
     const first = await runUntilReady(dataDir);
     try {
       expect(first.up.output()).toContain(first.endpoints.coordinator);
@@ -144,7 +144,7 @@ describe('berth up and the everyday commands', () => {
       for (let waited = 0; children.some(alive) && waited < 30_000; waited += 200) await new Promise((resolve) => setTimeout(resolve, 200));
       expect(children.filter(alive).map((pid) => `${pid}: ${cmdline(pid)}`)).toEqual([]);
     }
-  }, 240_000);
+  });
 
   it('says where to start a cluster when none runs on the data dir', async () => {
     const { code, stderr } = await berth('query', 'SELECT 1', '--data-dir', path.join(dataDir, 'nothing-here'));

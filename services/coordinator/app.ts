@@ -1,5 +1,5 @@
 /** The coordinator's HTTP API: SQL, ingest, members, workload groups, health and metrics. */
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
@@ -23,15 +23,6 @@ export interface CoordinatorAppOptions {
   maxIngestBytes?: number;
   /** @default true */
   logger?: boolean;
-}
-
-/** Aborted when the client hangs up before its answer is sent: the query then stops on every node. */
-function clientGone(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }
 
 export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInstance {
@@ -61,7 +52,12 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     '/v1/query',
     { schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }) } },
     async (request, reply) => {
-      const result = await queries.query(request.body.sql, { signal: clientGone(reply) });
+      // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.
+      const gone = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) gone.abort();
+      });
+      const result = await queries.query(request.body.sql, gone.signal);
       queryCount.inc({ route: result.stats.route });
       queryTime.observe({ route: result.stats.route }, result.stats.elapsedMs / 1000);
       request.log.info({ stats: result.stats }, 'query answered');
@@ -103,21 +99,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     };
   });
 
-  app.get('/v1/workload-groups', async () => ({ groups: queries.workload() }));
-
-  // The heavy pool's executions: a query run on one group's backends, verdict already given.
-  app.post(
-    '/v1/internal/query',
-    {
-      onRequest: requireToken(options.token),
-      schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }), group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }), queryId: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }) },
-    },
-    async (request, reply) => {
-      const result = await queries.queryOnGroup(request.body.sql, request.body.group, { signal: clientGone(reply) });
-      request.log.info({ queryId: request.body.queryId, stats: result.stats }, 'pool query answered');
-      return result;
-    },
-  );
+  app.get('/v1/workload-groups', async () => ({ groups: await queries.workload() }));
 
   return app;
 }

@@ -3,13 +3,12 @@
  * verdict, then either scatter to owners in the serving group (or gather on one backend) and finish
  * at the coordinator, or hand a heavy query to the elastic heavy pool.
  */
-import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { HeavyQueryRequest, HeavyQueryResult } from '../../workflows/api.js';
 import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
+import type { HeavyAdmission } from './heavy-admission.js';
 import type { ExecutablePlan, Planner, Route } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
@@ -33,8 +32,8 @@ export interface QueryStats {
   bytesFromS3: number;
   fallbacks: number;
   elapsedMs: number;
-  /** For a heavy query: the pool's workflow and how long the query waited for it. */
-  pool?: { workflowId: string; queryId: string; waitedMs: number };
+  /** For a heavy query: the pool's workflow and how long the query waited to be admitted. */
+  pool?: { workflowId: string; waitedMs: number };
 }
 
 export interface QueryResult extends JsonResult {
@@ -46,13 +45,18 @@ export interface WorkloadGroupStatus {
   running: number;
   waiting: number;
   maxConcurrency?: number;
+  maxQueueSize?: number;
+  /** Why the figures are this coordinator's own instead of the whole group's. */
+  unavailable?: string;
 }
 
-/** The elastic heavy pool, as the coordinator sees it: a group, and a way to run a query there. */
+/** The elastic heavy pool, as the coordinator sees it: its group, its admission, its queue figures. */
 export interface HeavyPool {
   group: string;
   workflowId: string;
-  run(request: HeavyQueryRequest): Promise<HeavyQueryResult>;
+  admission: HeavyAdmission;
+  /** The group's running and waiting queries over every coordinator, as the pool workflow counts them. */
+  workload(): Promise<WorkloadGroupStatus>;
 }
 
 export interface QueryServiceOptions {
@@ -75,12 +79,6 @@ export interface QueryServiceOptions {
   maxResultBytes?: number;
 }
 
-/** What the caller can say about one query. */
-export interface QueryOptions {
-  /** Aborts the query on every node (the client went away). */
-  signal?: AbortSignal;
-}
-
 interface Prepared {
   plan: ExecutablePlan;
   chosen: { table: TableInfo; segments: SegmentRow[] }[];
@@ -92,8 +90,6 @@ export class QueryService {
   private readonly limit;
   /** Queries that read no segment run on the coordinator alone: a hung node's queries never hold them up. */
   private readonly localLimit;
-  /** Queries of each non-serving group: handed over, and running on it. */
-  private readonly pools = new Map<string, { inflight: number; running: number }>();
 
   constructor(private readonly options: QueryServiceOptions) {
     this.limit = pLimit(options.maxConcurrency ?? 16);
@@ -101,18 +97,18 @@ export class QueryService {
   }
 
   /** The query's own signal: aborted when the caller's is, or at the deadline, with the reason as an HTTP error. */
-  private deadline(options: QueryOptions): { signal: AbortSignal; done(): void } {
+  private deadline(caller?: AbortSignal): { signal: AbortSignal; done(): void } {
     const deadlineMs = this.options.deadlineMs ?? 300_000;
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new HttpError(504, 'deadline_exceeded', `the query ran past its deadline of ${deadlineMs} ms (BERTH_QUERY_DEADLINE_MS)`)), deadlineMs);
     const left = () => controller.abort(new HttpError(499, 'client_gone', 'the client went away'));
-    options.signal?.addEventListener('abort', left, { once: true });
-    if (options.signal?.aborted) left();
+    caller?.addEventListener('abort', left, { once: true });
+    if (caller?.aborted) left();
     return {
       signal: controller.signal,
       done: () => {
         clearTimeout(timer);
-        options.signal?.removeEventListener('abort', left);
+        caller?.removeEventListener('abort', left);
       },
     };
   }
@@ -142,23 +138,26 @@ export class QueryService {
     return this.options.servingGroup ?? 'serving';
   }
 
-  /** Running and waiting query counts per group, as the heavy pool's monitor reads them. */
-  workload(): WorkloadGroupStatus[] {
+  /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
+  async workload(): Promise<WorkloadGroupStatus[]> {
     const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];
-    for (const [name, counts] of this.pools) groups.push({ name, running: counts.running, waiting: Math.max(0, counts.inflight - counts.running) });
+    const pool = this.options.heavyPool;
+    if (pool) {
+      groups.push(
+        await pool.workload().catch((error: Error) => ({
+          name: pool.group,
+          ...pool.admission.counts,
+          unavailable: `this coordinator's own counts: the pool cannot be reached (${error.message.split('\n')[0]})`,
+        })),
+      );
+    }
     return groups;
   }
 
-  private counts(group: string) {
-    let counts = this.pools.get(group);
-    if (!counts) this.pools.set(group, (counts = { inflight: 0, running: 0 }));
-    return counts;
-  }
-
-  /** Answers a query: on the serving group when light, on the heavy pool when heavy. */
-  async query(sql: string, options: QueryOptions = {}): Promise<QueryResult> {
+  /** Answers a query: on the serving group when light; admitted by the heavy pool and run on its backends when heavy. */
+  async query(sql: string, caller?: AbortSignal): Promise<QueryResult> {
     const started = performance.now();
-    const deadline = this.deadline(options);
+    const deadline = this.deadline(caller);
     try {
       return await this.answer(sql, started, deadline.signal);
     } finally {
@@ -170,34 +169,26 @@ export class QueryService {
     const prepared = await this.prepare(sql);
     const pool = this.options.heavyPool;
     if (prepared.verdict.class === 'heavy' && pool) {
-      const queryId = randomUUID();
-      const counts = this.counts(pool.group);
-      counts.inflight++;
+      const admission = await pool.admission.admit(signal);
       try {
-        // The pool runs it through queryOnGroup on a coordinator like this one: the answer is a QueryResult.
-        const result = (await pool.run({ queryId, sql })) as unknown as QueryResult;
-        const elapsedMs = Math.round(performance.now() - started);
-        return { ...result, stats: { ...result.stats, verdict: prepared.verdict, elapsedMs, pool: { workflowId: pool.workflowId, queryId, waitedMs: Math.max(0, elapsedMs - result.stats.elapsedMs) } } };
+        const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends));
+        return { ...result, stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } } };
       } finally {
-        counts.inflight--;
+        admission.release();
       }
     }
     const scansSegments = prepared.chosen.some((t) => t.segments.length > 0);
     return await this.inSlot(scansSegments ? this.limit : this.localLimit, signal, () => this.execute(prepared, this.servingGroup, started, signal));
   }
 
-  /** Runs a query on a given group's backends (the heavy pool's executions arrive here). */
-  async queryOnGroup(sql: string, group: string, options: QueryOptions = {}): Promise<QueryResult> {
+  /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
+  async queryOnGroup(sql: string, group: string): Promise<QueryResult> {
     const started = performance.now();
-    const counts = this.counts(group);
-    const deadline = this.deadline(options);
-    counts.running++;
+    await this.options.scatters.get(group)?.refreshMembers();
+    const deadline = this.deadline();
     try {
-      // The pool was proven ready moments ago; its backends may be newer than this coordinator's last poll.
-      await this.options.scatters.get(group)?.refreshMembers();
       return await this.execute(await this.prepare(sql), group, started, deadline.signal);
     } finally {
-      counts.running--;
       deadline.done();
     }
   }
@@ -218,10 +209,13 @@ export class QueryService {
     return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
   }
 
-  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, signal: AbortSignal): Promise<QueryResult> {
+  /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here; `signal` stops it everywhere. */
+  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
+    // Backends proven moments ago may be newer than this coordinator's last member poll.
+    if (only && !scatter.lists(only)) await scatter.refreshMembers();
     const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
     let partials: Buffer[];
     let scans: ScanStats[] = [];
@@ -233,8 +227,8 @@ export class QueryService {
     } else {
       const outcome =
         plan.route === 'gather'
-          ? await scatter.toOneNode(plan.nodeSql, chosen, signal)
-          : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, signal);
+          ? await scatter.toOneNode(plan.nodeSql, chosen, only, signal)
+          : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, only, signal);
       ({ partials, scans, fallbacks } = outcome);
       placement = outcome.placement;
     }

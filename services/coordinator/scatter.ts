@@ -7,10 +7,11 @@
  * large): it is the answer, after one node. Before the coordinator has a member list it spreads
  * work round-robin over its seed nodes.
  */
+import { Placement } from '../../core/ownership.js';
 import { HttpError } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
-import type { SegmentRow, TableInfo } from '../meta/client.js';
+import type { Member, SegmentRow, TableInfo } from '../meta/client.js';
 import { scanOnNode, type ScanStats } from '../query-node/client.js';
 
 export interface ScatterOptions {
@@ -49,6 +50,13 @@ interface Target {
   url: string;
 }
 
+/** The members work may go to: the whole view, or the part of it a caller allows. */
+interface Members {
+  readonly members?: Member[];
+  readonly placement?: Placement;
+  member(id: string): Member | undefined;
+}
+
 export class Scatter {
   private roundRobin = 0;
   /** Nodes that failed to answer, and until when they are passed over. */
@@ -56,23 +64,27 @@ export class Scatter {
 
   constructor(private readonly options: ScatterOptions) {}
 
-  /** Runs `sql` on the owners of `segments` (one table), each over its own share; `signal` abandons it all. */
-  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], signal?: AbortSignal): Promise<ScatterOutcome> {
+  /** Runs `sql` on the owners of `segments` (one table), each over its own share; only on `only` when given; `signal` abandons it all. */
+  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
+    const members = this.members(only);
     return await this.run(
+      members,
       segments.map((s) => s.id),
-      (failed, ids) => this.assign(ids, failed),
+      (failed, ids) => this.assign(members, ids, failed),
       (target, ids, until) => scanOnNode(target.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: ids }], ...this.cap }, this.options.token, until),
       signal,
     );
   }
 
   /** Runs `sql` whole on one node holding all the segments of every table: the one that owns most of them. */
-  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], signal?: AbortSignal): Promise<ScatterOutcome> {
+  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
     const all = tables.flatMap((t) => t.segments.map((s) => s.id));
+    const members = this.members(only);
     return await this.run(
+      members,
       ['*'],
       (failed) => {
-        const target = this.gatherTarget(all, this.avoided(failed)) ?? this.gatherTarget(all, failed);
+        const target = this.gatherTarget(members, all, this.avoided(failed)) ?? this.gatherTarget(members, all, failed);
         return target ? new Map([[target.id, { target, ids: ['*'] }]]) : new Map();
       },
       (target, _ids, until) =>
@@ -109,17 +121,33 @@ export class Scatter {
     await this.options.view.refresh();
   }
 
+  /** True when the view lists every one of these node ids. */
+  lists(ids: Iterable<string>): boolean {
+    for (const id of ids) if (!this.options.view.member(id)) return false;
+    return true;
+  }
+
+  /** The view, or the members of it in `only` with a placement of their own. */
+  private members(only?: ReadonlySet<string>): Members {
+    const { view } = this.options;
+    if (!only || !view.members) return view;
+    const members = view.members.filter((m) => only.has(m.id));
+    const placement = members.length > 0 ? new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))) : undefined;
+    return { members, placement, member: (id) => members.find((m) => m.id === id) };
+  }
+
   private get timeout(): number {
     return this.options.scanTimeoutMs ?? 120_000;
   }
 
   private async run(
+    members: Members,
     ids: string[],
     assign: (failed: Set<string>, ids: string[]) => Map<string, { target: Target; ids: string[] }>,
     send: (target: Target, ids: string[], until: AbortSignal) => Promise<{ body: Buffer; stats: ScanStats }>,
     signal?: AbortSignal,
   ): Promise<ScatterOutcome> {
-    const placement = this.options.view.placement ? 'owner' : 'round-robin';
+    const placement = members.placement ? 'owner' : 'round-robin';
     const failed = new Set<string>();
     const partials: Buffer[] = [];
     const scans: ScanStats[] = [];
@@ -165,14 +193,13 @@ export class Scatter {
   }
 
   /** Groups segments by the first node in each one's ranking that has not failed. */
-  private assign(ids: string[], failed: Set<string>): Map<string, { target: Target; ids: string[] }> {
+  private assign(view: Members, ids: string[], failed: Set<string>): Map<string, { target: Target; ids: string[] }> {
     const groups = new Map<string, { target: Target; ids: string[] }>();
     const add = (target: Target, id: string) => {
       const group = groups.get(target.id) ?? { target, ids: [] };
       group.ids.push(id);
       groups.set(target.id, group);
     };
-    const { view } = this.options;
     const placement = view.placement;
     if (!placement) {
       const seeds = this.options.seedNodes.filter((url) => !failed.has(url));
@@ -195,15 +222,14 @@ export class Scatter {
   }
 
   /** The live node that owns the most of these segments (fewest cold reads), skipping failed ones. */
-  private gatherTarget(ids: string[], failed: Set<string>): Target | undefined {
-    const { view } = this.options;
+  private gatherTarget(view: Members, ids: string[], failed: Set<string>): Target | undefined {
     if (!view.placement) {
       const seeds = this.options.seedNodes.filter((url) => !failed.has(url));
       const url = seeds[this.roundRobin++ % Math.max(1, seeds.length)];
       return url ? { id: url, url } : undefined;
     }
     const counts = new Map<string, number>();
-    for (const [nodeId, group] of this.assign(ids, failed)) counts.set(nodeId, group.ids.length);
+    for (const [nodeId, group] of this.assign(view, ids, failed)) counts.set(nodeId, group.ids.length);
     const candidates = (view.members ?? []).filter((m) => !failed.has(m.id));
     candidates.sort((a, b) => (counts.get(b.id) ?? 0) - (counts.get(a.id) ?? 0) || a.id.localeCompare(b.id));
     const best = candidates[0];
