@@ -112,15 +112,15 @@ describe('exact answers', () => {
     expect(select.body.rows).toHaveLength(7);
   });
 
-  it('returns a HUGEINT from the gather route as a HUGEINT, every digit in a string', async () => {
+  it('returns a HUGEINT from the two-stage route as a HUGEINT, every digit in a string', async () => {
     const { body } = await cluster.query('SELECT DISTINCT 170141183460469231731687303715884105727::HUGEINT AS h, count(*) OVER () > 0 AS any FROM events');
-    expect(body.stats.route).toBe('gather');
+    expect(body.stats.route).toBe('stages');
     expect(body.types).toEqual(['HUGEINT', 'BOOLEAN']);
     expect(body.rows).toEqual([['170141183460469231731687303715884105727', true]]);
   });
 
   it('answers 2,000 generated queries with boundary literals exactly as one DuckDB, on all three routes', async () => {
-    const routes = { aggregate: 0, select: 0, gather: 0, refused: 0 };
+    const routes = { aggregate: 0, select: 0, stages: 0, refused: 0 };
     const differences: string[] = [];
     const check = async ({ sql, ordered }: Case): Promise<boolean> => {
       const expected = await reference.run(sql);
@@ -147,6 +147,6 @@ describe('exact answers', () => {
     expect(differences).toEqual([]);
     // Every route really ran: a generator drifting into one shape would hide the others.
     expect(Object.values(routes).reduce((a, b) => a + b)).toBe(2_000);
-    for (const route of ['aggregate', 'select', 'gather'] as const) expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
+    for (const route of ['aggregate', 'select', 'stages'] as const) expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
   }, 300_000);
 });

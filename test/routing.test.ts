@@ -48,7 +48,15 @@ describe('routing and membership', () => {
     const scatter = new Scatter({ view, seedNodes: cluster.nodes.map((n) => n.url), token: TOKEN });
     const table = (await cluster.meta.findTable('events'))!;
     const segments = await cluster.meta.listSegments('events');
-    const outcome = await scatter.toOwners('SELECT count(*) AS n FROM events', table, segments);
+    // A sink that only reads the streams through: this test is about where the work goes.
+    const drain = {
+      receive: async (body: AsyncIterable<unknown>) => {
+        for await (const _ of body); // eslint-disable-line @typescript-eslint/no-unused-vars
+        return { part: 'drained', rows: 0 };
+      },
+      discard: async () => {},
+    };
+    const outcome = await scatter.toOwners({ sql: 'SELECT count(*) AS n FROM events', table, segments }, drain);
     expect(outcome.placement).toBe('round-robin');
     expect(outcome.scans.map((s) => s.segments).sort()).toEqual([3, 3]);
   });

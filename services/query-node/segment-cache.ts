@@ -28,6 +28,8 @@ export interface HeldSegment {
   hit: boolean;
   /** Bytes read from S3 to serve this request (0 on a hit). */
   bytesFetched: number;
+  /** False when the file was read from S3 for this request only (see acquire's `keep`). */
+  kept: boolean;
   release(): void;
 }
 
@@ -101,8 +103,13 @@ export class SegmentCache {
     return path.join(this.options.dir, `${id}.parquet`);
   }
 
-  /** Holds a segment for reading, fetching it from S3 on a miss. */
-  async acquire(table: string, id: string): Promise<HeldSegment> {
+  /**
+   * Holds a segment for reading, fetching it from S3 on a miss. With `keep: false` (a segment this
+   * node does not own) a miss reads it into a file of its own that release() deletes: it never
+   * enters the cache, so it never evicts a segment this node owns.
+   */
+  async acquire(table: string, id: string, { keep = true }: { keep?: boolean } = {}): Promise<HeldSegment> {
+    if (!keep && !this.has(id) && !this.inflight.has(id)) return await this.readThrough(table, id);
     this.pin(id);
     try {
       let hit = this.lru.has(id);
@@ -121,10 +128,26 @@ export class SegmentCache {
           bytesFetched = await this.fetch(table, id);
         }
       }
-      return { path: this.pathOf(id), hit, bytesFetched, release: () => this.unpin(id) };
+      return { path: this.pathOf(id), hit, bytesFetched, kept: true, release: () => this.unpin(id) };
     } catch (error) {
       this.unpin(id);
       throw error;
+    }
+  }
+
+  private async readThrough(table: string, id: string): Promise<HeldSegment> {
+    this.counters.misses++;
+    const file = path.join(this.options.dir, `${id}.${Math.random().toString(36).slice(2)}.read-through`);
+    try {
+      const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }));
+      this.counters.s3Gets++;
+      await pipeline(response.Body as Readable, createWriteStream(file));
+      const { size } = await stat(file);
+      this.counters.bytesFromS3 += size;
+      return { path: file, hit: false, bytesFetched: size, kept: false, release: () => void rm(file, { force: true }) };
+    } catch (error) {
+      await rm(file, { force: true });
+      throw new Error(`reading segment ${id} from S3 failed`, { cause: error });
     }
   }
 
