@@ -35,10 +35,18 @@ describe('routing and membership', () => {
     expect(after.stats.fallbacks).toBe(owned);
     expect(after.stats.nodes[victim.id]).toBeUndefined();
     const placement = cluster.coordinator.view.placement!;
+    const victims = new Set<string>();
     for (const segment of await cluster.meta.listSegments('events')) {
       const [first, second] = placement.rank(segment.id);
-      if (first!.id === victim.id) expect(after.stats.nodes[second!.id]).toBeGreaterThan(0);
+      if (first!.id === victim.id) {
+        victims.add(segment.id);
+        expect(after.stats.nodes[second!.id]).toBeGreaterThan(0);
+      }
     }
+    // The standbys read the stopped owner's segments through, without caching them: their caches stay their own.
+    expect(after.stats.s3Gets).toBe(owned);
+    for (const node of cluster.nodes.filter((n) => n !== victim)) expect(node.cache.ids().filter((id) => victims.has(id))).toEqual([]);
+    expect((await query(cluster, 'SELECT count(*), sum(bytes) FROM events')).stats.s3Gets).toBe(owned);
   });
 
   it('spreads work round-robin over its seed nodes before any member list has arrived', async () => {
