@@ -1,14 +1,21 @@
 /**
- * bench/scan: a scan-bound aggregate over at least 1 GB of Parquet on warm caches, Berth (the
- * embedded cluster: coordinator plus 4 query nodes as processes on this machine) against one
- * DuckDB over the same files in this process, timed in interleaved rounds.
+ * bench/scan: on warm caches, Berth (the embedded cluster: coordinator plus 4 query nodes as
+ * processes on this machine) against one DuckDB over the same files in this process, timed in
+ * interleaved rounds, for two queries over at least 1 GB of Parquet: a scan-bound aggregate, and
+ * the seed's monthly cumulative window (a window over a per-day aggregate), which Berth runs in
+ * two stages. For the window, the same query whole on one node that reads every segment itself
+ * (the gather route Berth had before the two stages) is a third row, and the bytes Berth moved
+ * between nodes are set against the compressed size of the columns the query reads.
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { tokenFile } from '../cli/embedded/cluster.js';
+import { scanOnNode } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { median } from './stats.js';
 
@@ -17,6 +24,12 @@ const FILES = arg('files', 48);
 const ROWS_PER_FILE = arg('rows-per-file', 500_000);
 const ROUNDS = 5;
 const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
+/** The seed's monthly cumulative window (cli/demo.ts), with this data's errors: a status of 500 or more. */
+const WINDOW_QUERY = `SELECT day, service, errors, sum(errors) OVER (PARTITION BY service ORDER BY day ROWS UNBOUNDED PRECEDING) AS month_to_date
+  FROM (SELECT date_trunc('day', ts) AS day, service, count(*) FILTER (WHERE status >= 500) AS errors FROM events GROUP BY ALL)
+  ORDER BY service, day`;
+/** The columns WINDOW_QUERY reads. */
+const WINDOW_COLUMNS = ['ts', 'service', 'status'];
 const BASE = path.join(os.tmpdir(), 'berth-bench-scan');
 const DATA = path.join(BASE, `data-${FILES}x${ROWS_PER_FILE}`);
 
@@ -46,25 +59,41 @@ const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
 console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
 
-const bench = await startBenchCluster(path.join(BASE, 'cluster'), [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
+const clusterDir = path.join(BASE, `cluster-${process.pid}`);
+const bench = await startBenchCluster(clusterDir, [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
   await bench.load('events', files);
 
-  const berthQuery = async () => {
+  type Stats = { cacheMisses: number; route: string; bytesMoved: number; bytesFromS3: number; stages: { scan: { kind: string }[] } };
+  const berthQuery = async (sql = QUERY) => {
     const started = performance.now();
-    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: QUERY }) });
-    const result = (await response.json()) as { rows: unknown[][]; stats: { cacheMisses: number; route: string } };
+    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+    const result = (await response.json()) as { rows: unknown[][]; stats: Stats };
     if (!response.ok) throw new Error(JSON.stringify(result));
     return { ms: performance.now() - started, result };
   };
   const baseline = await DuckDBInstance.create(':memory:');
   const connection = await baseline.connect();
   await connection.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
-  const duckdbQuery = async () => {
+  const duckdbQuery = async (sql = QUERY) => {
     const started = performance.now();
-    const reader = await connection.runAndReadAll(QUERY);
+    const reader = await connection.runAndReadAll(sql);
     return { ms: performance.now() - started, rows: reader.getRowsJson() };
+  };
+  // Today's gather route, as it was: the whole query on the node that owns the most segments, which reads every other segment itself.
+  const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
+  const segments = await bench.meta.listSegments('events');
+  const table = (await bench.meta.findTable('events'))!;
+  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as { nodes: Record<string, number> };
+  const busiest = Object.entries(owners.nodes).sort((x, y) => y[1] - x[1])[0]![0];
+  const url = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
+  const gatherQuery = async () => {
+    const started = performance.now();
+    const response = await scanOnNode(url, { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, token, AbortSignal.timeout(600_000));
+    for await (const part of response.body) void part;
+    const stats = await response.ended;
+    return { ms: performance.now() - started, stats };
   };
 
   // Warm both: the nodes' caches (first read from S3) and the OS page cache for the baseline.
@@ -80,6 +109,31 @@ try {
     berthTimes.push(b.ms);
     duckdbTimes.push((await duckdbQuery()).ms);
   }
+
+  // The window, three ways, interleaved.
+  const windowCheck = await berthQuery(WINDOW_QUERY);
+  const expected = await duckdbQuery(WINDOW_QUERY);
+  if (JSON.stringify(windowCheck.result.rows) !== JSON.stringify(expected.rows)) throw new Error('Berth and DuckDB disagree on the window query');
+  await gatherQuery();
+  const windowTimes = { berth: [] as number[], duckdb: [] as number[], gather: [] as number[] };
+  let bytesMoved = 0;
+  let gatherBytesFromS3 = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    const b = await berthQuery(WINDOW_QUERY);
+    windowTimes.berth.push(b.ms);
+    bytesMoved = b.result.stats.bytesMoved;
+    windowTimes.duckdb.push((await duckdbQuery(WINDOW_QUERY)).ms);
+    const g = await gatherQuery();
+    windowTimes.gather.push(g.ms);
+    gatherBytesFromS3 = g.stats.bytesFromS3;
+  }
+  const projected = Number(
+    (
+      await connection.runAndReadAll(
+        `SELECT sum(total_compressed_size) FROM parquet_metadata([${files.map((f) => `'${f}'`).join(', ')}]) WHERE path_in_schema IN (${WINDOW_COLUMNS.map((c) => `'${c}'`).join(', ')})`,
+      )
+    ).getRows()[0]![0],
+  );
   connection.closeSync();
   baseline.closeSync();
 
@@ -91,7 +145,16 @@ try {
   console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
   console.log(`| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`);
   console.log(`| Berth, first query (cold: every segment fetched from S3) | ${cold.ms.toFixed(0)} | ${(cold.ms / d).toFixed(2)}× |`);
-  console.log(`\nCache misses in the timed rounds: ${misses}.`);
+  console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
+  const [wb, wd, wg] = [median(windowTimes.berth), median(windowTimes.duckdb), median(windowTimes.gather)];
+  console.log(`Window query: \`${WINDOW_QUERY.replaceAll(/\s+/g, ' ')}\`\n`);
+  console.log('| run | median of 5 (ms) | vs one DuckDB | bytes moved between nodes |');
+  console.log('|---|---:|---:|---:|');
+  console.log(`| one DuckDB over the local files (baseline) | ${wd.toFixed(0)} | 1.00× | — |`);
+  console.log(`| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.kind).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`);
+  console.log(`| the gather route: the whole query on one node, which reads the segments it does not own from S3 | ${wg.toFixed(0)} | ${(wg / wd).toFixed(2)}× | ${gatherBytesFromS3.toLocaleString('en-US')} B of segments |`);
+  console.log(`\nThe columns the window reads (${WINDOW_COLUMNS.join(', ')}) are ${projected.toLocaleString('en-US')} B compressed: Berth moved ${(bytesMoved / projected).toExponential(2)}× that (the goal: at most 1.5×).`);
 } finally {
   await bench.stop();
+  await rm(clusterDir, { recursive: true, force: true });
 }

@@ -22,7 +22,7 @@ export const DEFAULT_VERDICT_THRESHOLDS: VerdictThresholds = { scanBytes: 8 * 10
 export type Verdict = { class: 'light' } | { class: 'heavy'; bottleneck: 'scan' | 'memory'; reason: string };
 
 export interface VerdictInput {
-  /** What the final stage takes: `rows` keeps non-decomposable state in one place; `partial` is partial work. */
+  /** What the final stage does: `partial` finishes one aggregate or select's partials; `rows` runs the query's own SQL (windows, joins, subqueries, exact quantiles) over what the owners send, holding its state in one place. */
   route: 'partial' | 'rows';
   /** Bytes of the segments left after pruning. */
   scanBytes: number;

@@ -232,7 +232,8 @@ export class QueryService {
       chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
     }
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
-    const route = plan.route === 'stages' && plan.inputs.some((i) => i.kind === 'rows') ? 'rows' : 'partial';
+    // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
+    const route = plan.route === 'stages' ? 'rows' : 'partial';
     return { plan, chosen, total, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
   }
 
