@@ -87,18 +87,14 @@ const TABLE_REF_TYPES = new Set([...ALLOWED_REFS, 'TABLE_FUNCTION', 'SHOW_REF', 
 const FORBIDDEN_FUNCTIONS = new Set(['current_setting', 'getvariable', 'getenv']);
 
 /**
- * The relations a query reads. A CTE's name hides a table only where DuckDB would bind it to the
- * CTE: in the query that declares it and its subqueries, and in the bodies of the CTEs declared
- * after it (its own body too when it is recursive), never outside. Anything the same name means
- * elsewhere must be a catalog table, so a CTE named like a file cannot smuggle a file read past
- * the check.
+ * Visits every object in the tree with the CTE names in scope where it stands, the way DuckDB
+ * binds them: a CTE's name hides a table in the query that declares it and its subqueries, and in
+ * the bodies of the CTEs declared after it (its own body too when it is recursive), never outside.
  */
-export function referencedRelations(node: AstNode): Relations {
-  const tables: string[] = [];
-  const forbidden: string[] = [];
-  const visit = (tree: unknown, scope: ReadonlySet<string>): void => {
+function walkInScope(node: AstNode, visit: (n: AstNode, ctes: ReadonlySet<string>) => void): void {
+  const go = (tree: unknown, scope: ReadonlySet<string>): void => {
     if (Array.isArray(tree)) {
-      for (const item of tree) visit(item, scope);
+      for (const item of tree) go(item, scope);
       return;
     }
     if (tree === null || typeof tree !== 'object') return;
@@ -108,17 +104,31 @@ export function referencedRelations(node: AstNode): Relations {
     if (ctes.length > 0) {
       const visible = new Set(scope);
       for (const cte of ctes) {
-        visit(cte.value, visible);
+        go(cte.value, visible);
         visible.add(String(cte.key).toLowerCase());
       }
       inner = visible;
     }
     if (n.type === 'RECURSIVE_CTE_NODE') {
-      visit(n.left, inner);
-      visit(n.right, new Set([...inner, String(n.cte_name).toLowerCase()]));
-      visit(n.modifiers, inner);
+      go(n.left, inner);
+      go(n.right, new Set([...inner, String(n.cte_name).toLowerCase()]));
+      go(n.modifiers, inner);
       return;
     }
+    visit(n, inner);
+    for (const [key, value] of Object.entries(n)) if (key !== 'cte_map') go(value, inner);
+  };
+  go(node, new Set());
+}
+
+/**
+ * The relations a query reads. Anything a CTE's name means outside its scope must be a catalog
+ * table, so a CTE named like a file cannot smuggle a file read past the check.
+ */
+export function referencedRelations(node: AstNode): Relations {
+  const tables: string[] = [];
+  const forbidden: string[] = [];
+  walkInScope(node, (n, ctes) => {
     if (typeof n.type === 'string' && TABLE_REF_TYPES.has(n.type) && !ALLOWED_REFS.has(n.type)) {
       forbidden.push(n.type === 'TABLE_FUNCTION' ? `table function ${String(n.function?.function_name ?? '')}` : n.type);
     }
@@ -126,11 +136,9 @@ export function referencedRelations(node: AstNode): Relations {
     if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string') {
       const qualified = [n.catalog_name, n.schema_name, n.table_name].filter((part) => typeof part === 'string' && part !== '');
       if (qualified.length > 1) forbidden.push(qualified.join('.'));
-      else if (!inner.has(n.table_name.toLowerCase())) tables.push(n.table_name);
+      else if (!ctes.has(n.table_name.toLowerCase())) tables.push(n.table_name);
     }
-    for (const [key, value] of Object.entries(n)) if (key !== 'cte_map') visit(value, inner);
-  };
-  visit(node, new Set());
+  });
   return { tables: [...new Set(tables)], occurrences: tables.length, forbidden: [...new Set(forbidden)] };
 }
 
@@ -506,35 +514,11 @@ export function tableReads(node: AstNode): TableRead[] {
   walk(node, (n) => {
     if (n.type === 'SELECT_NODE' && n.from_table?.type === 'BASE_TABLE') selectOf.set(n.from_table as AstNode, n);
   });
-  const visit = (tree: unknown, scope: ReadonlySet<string>): void => {
-    if (Array.isArray(tree)) {
-      for (const item of tree) visit(item, scope);
-      return;
-    }
-    if (tree === null || typeof tree !== 'object') return;
-    const n = tree as AstNode;
-    const ctes = (n.cte_map?.map ?? []) as { key: string; value: unknown }[];
-    let inner = scope;
-    if (ctes.length > 0) {
-      const visible = new Set(scope);
-      for (const cte of ctes) {
-        visit(cte.value, visible);
-        visible.add(String(cte.key).toLowerCase());
-      }
-      inner = visible;
-    }
-    if (n.type === 'RECURSIVE_CTE_NODE') {
-      visit(n.left, inner);
-      visit(n.right, new Set([...inner, String(n.cte_name).toLowerCase()]));
-      visit(n.modifiers, inner);
-      return;
-    }
-    if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string' && !inner.has(n.table_name.toLowerCase())) {
+  walkInScope(node, (n, ctes) => {
+    if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string' && !ctes.has(n.table_name.toLowerCase())) {
       reads.push({ ref: n, table: n.table_name.toLowerCase(), select: selectOf.get(n) });
     }
-    for (const [key, value] of Object.entries(n)) if (key !== 'cte_map') visit(value, inner);
-  };
-  visit(node, new Set());
+  });
   return reads;
 }
 

@@ -1,11 +1,12 @@
 /**
- * Sends a plan's work to the query nodes and brings back their results. Segments go to their
- * owners; work aimed at a node that does not answer (a transport error, a 5xx, or no answer within
- * the node timeout) goes to the next node in each segment's ranking (a cache miss, never an
- * error), and that node is passed over for a while, so that one hung node stalls only the queries
- * already waiting on it. A node's 4xx is the query's own fault (DuckDB's error, a result too
- * large): it is the answer, after one node. Before the coordinator has a member list it spreads
- * work round-robin over its seed nodes.
+ * Runs a scan stage on the query nodes and streams their rows into the final stage. Segments go
+ * to their owners; work aimed at a node that does not answer (a transport error, a 5xx, a stream
+ * cut short, or no answer within the node timeout) goes to the next node in each segment's
+ * ranking (a cache miss, never an error) after what it had sent is dropped, and that node is
+ * passed over for a while, so that one hung node stalls only the queries already waiting on it. A
+ * node's 4xx is the query's own fault (DuckDB's error, a result too large): it is the answer, and
+ * no other node is tried. Before the coordinator has a member list it spreads work round-robin
+ * over its seed nodes.
  */
 import type { Readable } from 'node:stream';
 import { Placement } from '../../core/ownership.js';
