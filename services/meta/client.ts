@@ -36,8 +36,9 @@ export class MetaClient {
   /** Calls `path` on the preferred replica, then on the others (and at least twice: behind one load-balanced URL a second try reaches another replica). */
   private async call<T>(path: string, options: CallOptions = {}): Promise<T> {
     let failure: unknown;
+    const first = this.preferred; // read once: concurrent calls move it
     for (let attempt = 0; attempt < Math.max(2, this.urls.length); attempt++) {
-      const index = (this.preferred + attempt) % this.urls.length;
+      const index = (first + attempt) % this.urls.length;
       try {
         const result = await callJson<T>(`${this.urls[index]}${path}`, options);
         this.preferred = index;
