@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +29,7 @@ describe('berth up and the everyday commands', () => {
     try {
       expect(first.up.output()).toContain(first.endpoints.coordinator);
       expect(first.endpoints.nodes.map((n) => n.vcpus)).toEqual([2, 1]);
+      expect(existsSync(path.join(dataDir, 'meta', 'meta.sqlite')), 'meta stays on SQLite without --meta-database').toBe(true);
       const connection = await Connection.connect({ address: first.endpoints.temporal });
       const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace: first.endpoints.temporalNamespace });
       expect(namespaceInfo?.name).toBe('default');
