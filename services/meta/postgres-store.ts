@@ -39,7 +39,7 @@ import {
 } from './store.js';
 
 export interface PostgresMetaStoreOptions extends MetaStoreOptions {
-  /** `postgres://user:password@host:port/database` (libpq URL parameters such as `sslmode` work). */
+  /** `postgres://user:password@host:port/database`, as the `pg` client reads it. */
   connectionString: string;
   /** Connections per meta replica. @default 10 */
   maxConnections?: number;
