@@ -6,11 +6,9 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
-import { berth, startBerth } from './helpers/berth-cli.js';
+import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
 import { eventNdjson } from './helpers/event-data.js';
 import { createTestDatabase } from './helpers/postgres.js';
-
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
 
 describe('berth up --meta-database', () => {
   let dataDir: string;

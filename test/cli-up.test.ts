@@ -5,10 +5,8 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
-import { berth, startBerth } from './helpers/berth-cli.js';
+import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
 import { eventNdjson } from './helpers/event-data.js';
-
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
 
 async function runUntilReady(dataDir: string) {
   const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '2,1', '--cache-mb', '64', ...FREE_PORTS);

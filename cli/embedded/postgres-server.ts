@@ -29,6 +29,8 @@ export interface PostgresServerOptions {
 export interface PostgresServer {
   /** The superuser's URL to the `postgres` database. */
   url: string;
+  /** The process the server runs under: its descendants are the postmaster and its backends. */
+  pid: number;
   /** Creates an empty database and returns its URL. */
   createDatabase(name?: string): Promise<string>;
   stop(): Promise<void>;
@@ -105,7 +107,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     }
   }
 
-  return { url, createDatabase: (name) => createDatabase(url, name), stop };
+  return { url, pid: child.pid!, createDatabase: (name) => createDatabase(url, name), stop };
 }
 
 /** Creates an empty database on the server that `url` points to (as a user who may), and returns its URL. */

@@ -6,6 +6,8 @@ import type { MetaStore, MetaStoreOptions } from './store.js';
 export interface OpenMetaStoreOptions extends MetaStoreOptions {
   /** `postgres://…` (or `postgresql://…`) for PostgreSQL; anything else is a SQLite file (or ':memory:'). */
   database: string;
+  /** PostgreSQL only: connections in the pool. @default 10 */
+  maxConnections?: number;
   /** PostgreSQL only: told when an idle pooled connection fails. */
   onIdleError?: (error: Error) => void;
 }
