@@ -17,7 +17,7 @@ describe('berth up --meta-database', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('keeps meta in the PostgreSQL database it is given, and no SQLite file', async () => {
+  it('keeps meta in the PostgreSQL database it is given, and no SQLite file', { timeout: 180_000 }, async () => {
     const database = await createTestDatabase();
     const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '1', '--cache-mb', '64', '--meta-database', database, ...FREE_PORTS);
     try {

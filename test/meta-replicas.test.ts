@@ -54,7 +54,7 @@ describe('two meta replicas on PostgreSQL, one killed with SIGKILL mid-stream', 
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('keeps every acknowledged row exactly once, answers every query, and never grants a held lease twice', async () => {
+  it('keeps every acknowledged row exactly once, answers every query, and never grants a held lease twice', { timeout: 180_000 }, async () => {
     const [first, second] = metas as [ServiceProcess, ServiceProcess];
     expect(cluster.meta.url).toBe(first.url); // every client asks meta-1 first
     // A lease taken before the failure, held through it.

@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { runDemo } from '../demo.js';
 import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
-import { isPostgresUrl } from '../../services/meta/open-store.js';
+import { isPostgresUrl } from '../../services/meta/store.js';
 import { UsageError } from '../usage-error.js';
 import { parseCount, parsePort, parseVcpuList } from '../options.js';
 

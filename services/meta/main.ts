@@ -4,7 +4,8 @@ import path from 'node:path';
 import { envNumber, envString } from '../common/env.js';
 import { serve } from '../common/serve.js';
 import { buildMetaApp } from './app.js';
-import { isPostgresUrl, openMetaStore } from './open-store.js';
+import { openMetaStore } from './open-store.js';
+import { isPostgresUrl } from './store.js';
 
 // PostgreSQL makes meta stateless (run as many replicas as you like); SQLite keeps it in one file.
 const database = process.env.BERTH_META_DATABASE || path.join(envString('BERTH_META_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'meta')), 'meta.sqlite');

@@ -1,7 +1,7 @@
 /** Opens meta's store from one setting: a PostgreSQL URL, or else the path of a SQLite file. */
 import { PostgresMetaStore } from './postgres-store.js';
 import { SqliteMetaStore } from './sqlite-store.js';
-import type { MetaStore, MetaStoreOptions } from './store.js';
+import { isPostgresUrl, type MetaStore, type MetaStoreOptions } from './store.js';
 
 export interface OpenMetaStoreOptions extends MetaStoreOptions {
   /** `postgres://…` (or `postgresql://…`) for PostgreSQL; anything else is a SQLite file (or ':memory:'). */
@@ -11,8 +11,6 @@ export interface OpenMetaStoreOptions extends MetaStoreOptions {
   /** PostgreSQL only: told when an idle pooled connection fails. */
   onIdleError?: (error: Error) => void;
 }
-
-export const isPostgresUrl = (database: string) => /^postgres(ql)?:\/\//i.test(database);
 
 export async function openMetaStore(options: OpenMetaStoreOptions): Promise<MetaStore> {
   const { database, ...rest } = options;

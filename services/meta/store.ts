@@ -149,6 +149,9 @@ export interface MetaStore {
 
 // ── what both stores share ────────────────────────────────────────────────────────────────────
 
+/** Whether meta's database setting names PostgreSQL (anything else is a SQLite file). */
+export const isPostgresUrl = (database: string) => /^postgres(ql)?:\/\//i.test(database);
+
 export const DEFAULT_EXPIRY_MS = 30_000;
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 
