@@ -135,19 +135,18 @@ describe('docker-compose.yml and deploy/k8s', () => {
     expect(k8s.find((d) => d.kind === 'PodDisruptionBudget')?.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: 'berth-meta' } } });
   });
 
-  it('grants the worker get and patch on the custom resource and list on pods, nothing else', () => {
+  it('grants the worker get and patch on the heavy workload and reading pods and events, nothing else', () => {
     const role = k8s.find((d) => d.kind === 'Role')!;
     expect(role.rules).toEqual([
-      { apiGroups: ['disaggregated.cluster.doris.com'], resources: ['dorisdisaggregatedclusters'], resourceNames: ['analytics'], verbs: ['get', 'patch'] },
-      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+      { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: ['berth-heavy'], verbs: ['get', 'patch'] },
+      { apiGroups: [''], resources: ['pods', 'events'], verbs: ['list', 'watch'] },
     ]);
-    const cluster = k8s.find((d) => d.kind === 'DorisDisaggregatedCluster')!;
-    expect(cluster.apiVersion).toBe('disaggregated.cluster.doris.com/v1');
-    expect(cluster.spec.computeGroups.map((g: Doc) => [g.uniqueId, g.replicas])).toEqual([
-      ['serving', 3],
-      ['heavy', 0],
-    ]);
+    const heavy = k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'berth-heavy')!;
+    expect(heavy.metadata.namespace).toBe(role.metadata.namespace);
+    expect(heavy.spec).toMatchObject({ replicas: 0, podManagementPolicy: 'Parallel', selector: { matchLabels: { app: 'berth-heavy' } } });
+    expect(heavy.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_NODE_GROUP', value: 'heavy' });
     const worker = k8s.find((d) => d.kind === 'Deployment' && d.metadata.name === 'berth-worker')!;
     expect(worker.spec.template.spec.serviceAccountName).toBe('berth-worker');
+    expect(worker.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_K8S_WORKLOAD', value: 'statefulset/berth-heavy' });
   });
 });

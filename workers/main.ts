@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { envNumber, envString } from '../services/common/env.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
+import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { ensureJanitorSchedule, ensureMergeSchedule, type ScheduleConfig } from './schedules.js';
 import { TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
@@ -38,14 +39,16 @@ const berthWorker = await createBerthWorker({
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
-  heavyPool: heavyPool && { platform: heavyPool.platform, coordinatorUrl: envString('BERTH_COORDINATOR_URL') },
+  heavyPool: heavyPool && { platform: heavyPool.platform },
 });
 
 // New tables get their merge schedule within one sync interval.
 const client = new Client({ connection: await Connection.connect({ address: temporalAddress }), namespace });
 const meta = new MetaClient(metaUrl, token);
+const heavyGroup = process.env.BERTH_HEAVY_GROUP;
 const syncSchedules = async () => {
   await ensureJanitorSchedule(client, schedules);
+  if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: envNumber('BERTH_HEAVY_RECONCILE_MS', 60_000), taskQueue });
   for (const table of await meta.listTables()) await ensureMergeSchedule(client, table.name, schedules);
 };
 const syncEveryMs = envNumber('BERTH_SCHEDULE_SYNC_MS', 30_000); // 0 turns the schedules off

@@ -28,8 +28,8 @@ export interface BerthWorkerConfig {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   servingGroup?: string;
-  /** The heavy pool's platform driver and the coordinator it runs queries through; no heavy pool without them. */
-  heavyPool?: { platform: ComputePlatform; coordinatorUrl: string };
+  /** The heavy pool's platform driver; no heavy pool without it. */
+  heavyPool?: { platform: ComputePlatform };
 }
 
 export interface BerthWorker {
@@ -53,7 +53,9 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     activities: {
       ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
       ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
-      ...(config.heavyPool ? createHeavyPoolActivities({ ...config.heavyPool, meta, token: config.token }) : {}),
+      ...(config.heavyPool
+        ? createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage: { s3, bucket: config.bucket, duckdb, workDir: config.workDir } })
+        : {}),
     },
   });
   return {
