@@ -149,6 +149,16 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   return cluster;
 }
 
+/** What a service process needs to join a test cluster: meta, the token, the bucket. */
+export const serviceEnv = (cluster: TestCluster): Record<string, string> => ({
+  BERTH_META_URL: cluster.metaUrl,
+  BERTH_TOKEN: TOKEN,
+  BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+  BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+  BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+  BERTH_S3_BUCKET: cluster.bucket,
+});
+
 /** A query node running as a process of its own (so that a test can stop or kill it for real). */
 export interface NodeProcess {
   id: string;
@@ -162,12 +172,7 @@ export async function spawnNodeProcess(cluster: TestCluster, env: Record<string,
   const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))], {
     env: {
       ...process.env,
-      BERTH_META_URL: cluster.metaUrl,
-      BERTH_TOKEN: TOKEN,
-      BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-      BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-      BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-      BERTH_S3_BUCKET: cluster.bucket,
+      ...serviceEnv(cluster),
       BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
       BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
       BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
