@@ -6,7 +6,7 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import { createBerthWorker, type BerthWorker, type BerthWorkerConfig } from '../../workers/worker.js';
-import { TOKEN, type TestCluster } from './cluster.js';
+import { serviceEnv, TOKEN, type TestCluster } from './cluster.js';
 import { spawnOwned } from './process-groups.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
@@ -58,12 +58,7 @@ export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env:
       ...process.env,
       BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
       BERTH_TASK_QUEUE: taskQueue,
-      BERTH_META_URL: cluster.metaUrl,
-      BERTH_TOKEN: TOKEN,
-      BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-      BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-      BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-      BERTH_S3_BUCKET: cluster.bucket,
+      ...serviceEnv(cluster),
       BERTH_WORKER_DIR: `${cluster.dir}/worker-process-${randomUUID()}`,
       BERTH_SCHEDULE_SYNC_MS: '0',
       ...env,

@@ -16,7 +16,7 @@ import { createS3Client, S3RVER_CREDENTIALS } from '../../services/common/s3-cli
 import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
-import { MetaStore } from '../../services/meta/store.js';
+import { SqliteMetaStore } from '../../services/meta/sqlite-store.js';
 import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../../services/query-node/node.js';
 import type { IngestResult } from '../../services/coordinator/ingest.js';
 import type { QueryResult } from '../../services/coordinator/query-service.js';
@@ -57,6 +57,8 @@ export interface ClusterOptions {
   cacheBytes?: number;
   /** How long meta keeps a silent node among the members. @default 30000 */
   expiryMs?: number;
+  /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
+  metaUrls?: string[];
   /** Coordinator settings: the heavy pool, the verdict, the limits. */
   coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes'>;
 }
@@ -65,9 +67,9 @@ export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_00
 
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
-  const store = new MetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
-  let metaApp = buildMetaApp({ store, token: TOKEN, logger: false });
-  const metaUrl = await metaApp.listen({ host: '127.0.0.1', port: 0 });
+  const store = options.metaUrls ? undefined : new SqliteMetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
+  let metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
+  const metaUrl = options.metaUrls?.join(',') ?? (await metaApp!.listen({ host: '127.0.0.1', port: 0 }));
   const meta = new MetaClient(metaUrl, TOKEN);
   const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
   // A bucket of its own: test files run side by side, and a janitor sweeping objects its meta does
@@ -129,18 +131,19 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
+    // The in-process meta only (not with metaUrls).
     stopMeta: async () => {
-      await metaApp.close();
+      await metaApp!.close();
     },
     startMeta: async () => {
-      metaApp = buildMetaApp({ store, token: TOKEN, logger: false });
+      metaApp = buildMetaApp({ store: store!, token: TOKEN, logger: false });
       await metaApp.listen({ host: '127.0.0.1', port: Number(new URL(metaUrl).port) });
     },
     close: async () => {
       await coordinator.close();
       await Promise.all(cluster.nodes.map((n) => n.close().catch(() => {})));
-      await metaApp.close();
-      store.close();
+      await metaApp?.close();
+      await store?.close();
       await rm(dir, { recursive: true, force: true });
     },
   };
@@ -148,6 +151,16 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
   return cluster;
 }
+
+/** What a service process needs to join a test cluster: meta, the token, the bucket. */
+export const serviceEnv = (cluster: TestCluster): Record<string, string> => ({
+  BERTH_META_URL: cluster.metaUrl,
+  BERTH_TOKEN: TOKEN,
+  BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+  BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+  BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+  BERTH_S3_BUCKET: cluster.bucket,
+});
 
 /** A query node running as a process of its own (so that a test can stop or kill it for real). */
 export interface NodeProcess {
@@ -162,12 +175,7 @@ export async function spawnNodeProcess(cluster: TestCluster, env: Record<string,
   const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))], {
     env: {
       ...process.env,
-      BERTH_META_URL: cluster.metaUrl,
-      BERTH_TOKEN: TOKEN,
-      BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-      BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-      BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-      BERTH_S3_BUCKET: cluster.bucket,
+      ...serviceEnv(cluster),
       BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
       BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
       BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
