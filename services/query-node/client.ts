@@ -57,23 +57,32 @@ export function scanOnNode(nodeUrl: string, request: ScanRequest, token: string,
         return;
       }
       const body = new PassThrough();
+      // The trailers are there once the message is complete.
       const ended = new Promise<ScanStats>((done, fail) => {
-        response.once('end', () => {
+        const settle = () => {
+          if (!response.complete) {
+            const error = new Error(`scan on ${nodeUrl}: the connection dropped mid-stream`);
+            fail(error);
+            body.destroy(error);
+            return;
+          }
           const failure = response.trailers[SCAN_ERROR_TRAILER];
           if (failure) {
             const { status, error, message } = JSON.parse(failure) as { status: number; error: string; message: string };
             fail(new ServiceCallError(status, { error, message }, `scan on ${nodeUrl} failed: ${message}`));
           } else done(JSON.parse(response.trailers[SCAN_STATS_TRAILER] ?? '{}') as ScanStats);
-        });
-        response.once('close', () => {
-          if (response.complete) return;
-          const error = new Error(`scan on ${nodeUrl}: the connection dropped mid-stream`);
-          fail(error);
-          body.destroy(error);
-        });
+        };
+        response.once('end', settle);
+        response.once('close', settle);
       });
       ended.catch(() => {});
       response.pipe(body);
+      // The Arrow reader closes the body at the stream's end marker: read the rest of the message
+      // (nothing, or the chunked encoding's end) so that it ends, its trailers arrive and the connection is reused.
+      body.once('close', () => {
+        response.unpipe(body);
+        response.resume();
+      });
       resolve({ body, ended });
     });
     call.end(payload);
