@@ -155,8 +155,10 @@ describe('the heavy pool workflow', () => {
   it('parks, with replicas at zero, when a step fails for good, and says why instead of failing the workflow', async () => {
     const group = `broken-${randomUUID().slice(0, 8)}`;
     await launchPool(pool(group), 1);
-    await expect.poll(async () => (await status(group)).lastFailure?.message ?? '', { timeout: 30_000 }).toMatch(/storage refused the canary object: access denied/);
-    expect(await status(group)).toMatchObject({ phase: 'parked', replicasPatched: 0, serveReady: false });
+    await expect.poll(async () => ((s) => s.lastFailure !== undefined && s.phase)(await status(group)), { timeout: 30_000 }).toBe('parked');
+    const parked = await status(group);
+    expect(parked).toMatchObject({ replicasPatched: 0, serveReady: false });
+    expect(parked.lastFailure?.message).toMatch(/storage refused the canary object: access denied/);
     expect(fake.state.replicas.get(group)).toBe(0);
     const description = await client.workflow.getHandle(poolWorkflowId(group)).describe();
     expect(description.status.name).toBe('RUNNING');
