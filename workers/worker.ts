@@ -11,6 +11,7 @@ import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { TASK_QUEUE } from '../workflows/api.js';
+import { registerSearchAttributes } from './search-attributes.js';
 
 export interface BerthWorkerConfig {
   temporalAddress: string;
@@ -45,26 +46,37 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   const meta = new MetaClient(config.metaUrl, config.token);
   const duckdb = await openSandboxedDuckDB({ allowedDirectories: [config.workDir], tempDirectory: path.join(config.workDir, 'spill') });
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const worker = await Worker.create({
-    connection,
-    namespace: config.namespace ?? 'default',
-    taskQueue: config.taskQueue ?? TASK_QUEUE,
-    ...config.workflows,
-    activities: {
-      ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
-      ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
-      ...(config.heavyPool ? createHeavyPoolActivities({ ...config.heavyPool, meta, token: config.token }) : {}),
-    },
-  });
+  const closeAll = async () => {
+    await connection.close();
+    duckdb.closeSync();
+    s3.destroy();
+  };
+  let worker: Worker;
+  try {
+    // Before any workflow this worker runs (or schedule it keeps) sets them.
+    await registerSearchAttributes(connection, config.namespace ?? 'default');
+    worker = await Worker.create({
+      connection,
+      namespace: config.namespace ?? 'default',
+      taskQueue: config.taskQueue ?? TASK_QUEUE,
+      ...config.workflows,
+      activities: {
+        ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
+        ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
+        ...(config.heavyPool ? createHeavyPoolActivities({ ...config.heavyPool, meta, token: config.token }) : {}),
+      },
+    });
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
   return {
     worker,
     run: async () => {
       try {
         await worker.run();
       } finally {
-        await connection.close();
-        duckdb.closeSync();
-        s3.destroy();
+        await closeAll();
       }
     },
   };

@@ -20,7 +20,8 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Pick<BerthWorkerConfig, 'heavyPool'> = {}): Promise<RunningWorker> {
+/** A worker in this process, on the run's Temporal dev server unless `extra.temporalAddress` names another. */
+export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Partial<Pick<BerthWorkerConfig, 'heavyPool' | 'temporalAddress'>> = {}): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),
     taskQueue,
@@ -43,8 +44,8 @@ export async function startWorker(cluster: TestCluster, taskQueue: string, extra
   };
 }
 
-export async function temporalClient(): Promise<Client> {
-  return new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+export async function temporalClient(address = inject('temporalAddress')): Promise<Client> {
+  return new Client({ connection: await Connection.connect({ address }) });
 }
 
 /**
