@@ -1,6 +1,7 @@
 /**
- * One Temporal dev server and one S3 API for the whole test run, on free loopback ports; test
- * files read their addresses with `inject(...)`.
+ * One Temporal dev server and one S3 API (SeaweedFS, with credentials made for this run) for the
+ * whole test run, on free loopback ports; test files read their addresses with `inject(...)`.
+ * The dev server starts bare: Berth's workers register their search attributes themselves.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -16,6 +17,7 @@ declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     s3Endpoint: string;
+    s3Credentials: { accessKeyId: string; secretAccessKey: string };
     s3Bucket: string;
   }
 }
@@ -31,11 +33,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
         extraArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=60'],
       }),
     ),
-    startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] }),
+    startS3Server({ directory: path.join(dir, 'seaweedfs'), identitiesFile: path.join(dir, 's3-identities.json'), buckets: [TEST_BUCKET], logFile: path.join(dir, 'seaweedfs.log'), log }),
   ]);
   log(`temporal ${temporal.address}, s3 ${s3.endpoint}`);
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
+  project.provide('s3Credentials', s3.credentials);
   project.provide('s3Bucket', TEST_BUCKET);
   return async () => {
     await Promise.all([temporal.stop(), s3.stop()]);

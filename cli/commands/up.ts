@@ -5,7 +5,8 @@ import { readFile } from 'node:fs/promises';
 import { runDemo } from '../demo.js';
 import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
 import { UsageError } from '../usage-error.js';
-import { parseCount, parsePort, parseVcpuList } from '../options.js';
+import { SEAWEED_PORT_NAMES } from '../embedded/s3-server.js';
+import { parseCount, parsePort, parsePortMap, parseVcpuList } from '../options.js';
 
 const HEAVY_IDLE_DEFAULT = '300000';
 
@@ -17,6 +18,7 @@ interface UpOptions {
   temporalPort: string;
   temporalUiPort: string;
   s3Port: string;
+  seaweedPorts: string;
   metaPort: string;
   coordinatorPort: string;
   controllerPort: string;
@@ -42,6 +44,9 @@ export function upCommand(): Command {
     .addOption(new Option('--temporal-port <port>', 'Temporal gRPC port (0: any free port)').default('7233'))
     .addOption(new Option('--temporal-ui-port <port>', 'Temporal Web UI port (0: any free port)').default('8233'))
     .addOption(new Option('--s3-port <port>', 'S3 API port (0: any free port)').default('4568'))
+    .addOption(
+      new Option('--seaweed-ports <list>', `the S3 server's other ports, NAME=PORT comma-separated (${SEAWEED_PORT_NAMES.filter((n) => n !== 's3').join(', ')}); unnamed or 0: any free port`).default(''),
+    )
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
@@ -65,6 +70,7 @@ export function upCommand(): Command {
         temporalPort: parsePort(options.temporalPort, '--temporal-port'),
         temporalUiPort: parsePort(options.temporalUiPort, '--temporal-ui-port'),
         s3Port: parsePort(options.s3Port, '--s3-port'),
+        seaweedPorts: parsePortMap(options.seaweedPorts, '--seaweed-ports', SEAWEED_PORT_NAMES.filter((n) => n !== 's3')),
         metaPort: parsePort(options.metaPort, '--meta-port'),
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
         controllerPort: parsePort(options.controllerPort, '--controller-port'),
