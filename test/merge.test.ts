@@ -120,8 +120,8 @@ describe('merge-then-push', () => {
 
   it('runs a table’s merges from its Temporal Schedule', async () => {
     await ingest(cluster, 'scheduled', 5);
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe(true);
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue })).toBe(false); // already there
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('created');
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('unchanged');
     const schedule = client.schedule.getHandle(mergeScheduleId('scheduled'));
     try {
       await schedule.trigger();

@@ -84,7 +84,7 @@ describe('berth setup on a bare Temporal server', () => {
       })
       .toContain(workflowId);
 
-    expect(await ensureMergeSchedule(client, 'events', { taskQueue })).toBe(true);
+    expect(await ensureMergeSchedule(client, 'events', { taskQueue })).toBe('created');
     await client.schedule.getHandle(mergeScheduleId('events')).delete();
   });
 

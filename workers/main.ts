@@ -1,14 +1,15 @@
 /**
  * Runs a Berth worker. Configuration comes from the environment (see README). It also keeps the
- * Temporal Schedules in place: the janitor's, and a merge schedule for every table meta knows.
+ * Temporal Schedules in line with it: the janitor's, a merge schedule for every table meta knows
+ * (updated when the configuration changes), none for a table meta no longer lists.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { envNumber, envString } from '../services/common/env.js';
+import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
-import { ensureJanitorSchedule, ensureMergeSchedule, type ScheduleConfig } from './schedules.js';
+import { syncSchedules, type ScheduleConfig } from './schedules.js';
 import { TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
@@ -24,6 +25,7 @@ const schedules: ScheduleConfig = {
   mergeMaxInputs: envNumber('BERTH_MERGE_MAX_INPUTS', 100),
   janitorEveryMs: envNumber('BERTH_JANITOR_EVERY_MS', 900_000),
   janitorGraceMs: envNumber('BERTH_JANITOR_GRACE_MS', 3_600_000),
+  catchupWindowMs: envOptionalNumber('BERTH_SCHEDULE_CATCHUP_MS'),
   taskQueue,
 };
 
@@ -41,17 +43,17 @@ const berthWorker = await createBerthWorker({
   heavyPool: heavyPool && { platform: heavyPool.platform, coordinatorUrl: envString('BERTH_COORDINATOR_URL') },
 });
 
-// New tables get their merge schedule within one sync interval.
+// New tables, changed settings and dropped tables reach the schedules within one sync interval.
 const client = new Client({ connection: await Connection.connect({ address: temporalAddress }), namespace });
 const meta = new MetaClient(metaUrl, token);
-const syncSchedules = async () => {
-  await ensureJanitorSchedule(client, schedules);
-  for (const table of await meta.listTables()) await ensureMergeSchedule(client, table.name, schedules);
+const sync = async () => {
+  const { created, updated, deleted } = await syncSchedules(client, (await meta.listTables()).map((t) => t.name), schedules);
+  for (const [what, ids] of Object.entries({ created, updated, deleted })) if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
 };
 const syncEveryMs = envNumber('BERTH_SCHEDULE_SYNC_MS', 30_000); // 0 turns the schedules off
 const reportSyncFailure = (error: Error) => console.error(`schedule sync failed: ${error.message}`);
-if (syncEveryMs > 0) await syncSchedules().catch(reportSyncFailure);
-const timer = syncEveryMs > 0 ? setInterval(() => void syncSchedules().catch(reportSyncFailure), syncEveryMs) : undefined;
+if (syncEveryMs > 0) await sync().catch(reportSyncFailure);
+const timer = syncEveryMs > 0 ? setInterval(() => void sync().catch(reportSyncFailure), syncEveryMs) : undefined;
 
 process.stdout.write(`${JSON.stringify({ service: 'worker', url: `temporal://${temporalAddress}/${namespace}` })}\n`);
 const stop = () => {
