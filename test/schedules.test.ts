@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { JANITOR_SCHEDULE_ID, mergeScheduleId } from '../workflows/api.js';
+import { JANITOR_SCHEDULE_ID, mergeScheduleId, mergeTaskQueueFor } from '../workflows/api.js';
 import { spawnWorkerProcess, temporalClient } from './helpers/berth-worker.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 
@@ -43,7 +43,7 @@ describe('schedules that follow configuration', () => {
     for (const id of [mergeScheduleId(kept), mergeScheduleId(dropped), JANITOR_SCHEDULE_ID]) {
       const handle = client.schedule.getHandle(id);
       // The janitor's schedule is shared by the namespace: remove it only if this test's worker owns it.
-      if (await handle.describe().then((d) => d.action.taskQueue === taskQueue, () => false)) await handle.delete();
+      if (await handle.describe().then((d) => d.action.taskQueue === mergeTaskQueueFor(taskQueue), () => false)) await handle.delete();
     }
     await client?.connection.close();
     await withBoth?.close();
@@ -56,7 +56,7 @@ describe('schedules that follow configuration', () => {
     const schedule = await describeSchedule(kept);
     expect(schedule.spec.intervals?.map((i) => i.every)).toEqual([HOUR]);
     expect(schedule.policies).toMatchObject({ overlap: 'SKIP', catchupWindow: HOUR });
-    expect(schedule.action).toMatchObject({ taskQueue, workflowType: 'tableMergeWorkflow', args: [{ table: kept, minInputs: 10, maxInputs: 100 }] });
+    expect(schedule.action).toMatchObject({ taskQueue: mergeTaskQueueFor(taskQueue), workflowType: 'tableMergeWorkflow', args: [{ table: kept, minInputs: 10, maxInputs: 100 }] });
   });
 
   it('updates the schedule when BERTH_MERGE_EVERY_MS and BERTH_MERGE_MIN_INPUTS change', async () => {

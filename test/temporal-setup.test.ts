@@ -6,16 +6,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../cli/embedded/temporal-server.js';
 import { launchPool } from '../services/controller/pool-client.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
-import { mergeScheduleId, poolWorkflowId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
+import { mergeScheduleId, mergeTaskQueueFor, poolWorkflowId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { berth } from './helpers/berth-cli.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { recordingPlatform } from './fakes/recording-platform.js';
 
 const BERTH_ATTRIBUTES = Object.values(SEARCH_ATTRIBUTES).map((key) => key.name).sort();
 
@@ -25,16 +25,7 @@ describe('berth setup on a bare Temporal server', () => {
   let cluster: TestCluster;
   let worker: RunningWorker | undefined;
   const taskQueue = `setup-${randomUUID()}`;
-  const replicas = new Map<string, number>();
-  const platform: ComputePlatform = {
-    setReplicas: async (group, n) => {
-      const previous = replicas.get(group) ?? 0;
-      replicas.set(group, n);
-      return { changed: previous !== n, previous };
-    },
-    replicas: async (group) => replicas.get(group) ?? 0,
-    runningPods: async () => 0,
-  };
+  const { platform, replicas } = recordingPlatform();
   const registered = async () => {
     const { customAttributes } = await client.connection.operatorService.listSearchAttributes({ namespace: 'default' });
     return Object.keys(customAttributes ?? {}).filter((name) => name.startsWith('Berth')).sort();
@@ -74,7 +65,7 @@ describe('berth setup on a bare Temporal server', () => {
     worker = await startWorker(cluster, taskQueue, { temporalAddress: temporal.address, heavyPool: { platform, coordinatorUrl: cluster.coordinator.url } });
     await cluster.ingestEvents('events', 3, 40);
     const workflowId = `setup-merge-${randomUUID()}`;
-    const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId, args: [{ table: 'events', partition: '20261101' }] });
+    const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId, args: [{ table: 'events', partition: '20261101' }] });
     expect(result.outcome).toBe('merged');
     await expect
       .poll(async () => {
@@ -84,7 +75,7 @@ describe('berth setup on a bare Temporal server', () => {
       })
       .toContain(workflowId);
 
-    expect(await ensureMergeSchedule(client, 'events', { taskQueue })).toBe('created');
+    expect(await ensureMergeSchedule(client, 'events', { taskQueue: mergeTaskQueueFor(taskQueue) })).toBe('created');
     await client.schedule.getHandle(mergeScheduleId('events')).delete();
   });
 

@@ -1,18 +1,20 @@
 /**
- * Runs a Berth worker. Configuration comes from the environment (see README). It also keeps the
- * Temporal Schedules in line with it: the janitor's, a merge schedule for every table meta knows
- * (updated when the configuration changes), none for a table meta no longer lists.
+ * Runs a Berth worker. Configuration comes from the environment (see README); the workflow code is
+ * the bundle `npm run build` wrote. It also keeps the Temporal Schedules in line with the
+ * configuration: the janitor's, a merge schedule for every table meta knows (updated when the
+ * configuration changes), none for a table meta no longer lists. SIGTERM or SIGINT stops it
+ * gracefully: in-flight steps get BERTH_WORKER_SHUTDOWN_GRACE_MS to finish, then are cancelled.
  */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
-import { TASK_QUEUE } from '../workflows/api.js';
+import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
+import { prebuiltWorkflowBundle } from './workflow-bundle.js';
 
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
 const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
@@ -26,7 +28,7 @@ const schedules: ScheduleConfig = {
   janitorEveryMs: envNumber('BERTH_JANITOR_EVERY_MS', 900_000),
   janitorGraceMs: envNumber('BERTH_JANITOR_GRACE_MS', 3_600_000),
   catchupWindowMs: envOptionalNumber('BERTH_SCHEDULE_CATCHUP_MS'),
-  taskQueue,
+  taskQueue: mergeTaskQueueFor(taskQueue),
 };
 
 const heavyPool = await heavyPoolFromEnv();
@@ -34,13 +36,15 @@ const berthWorker = await createBerthWorker({
   temporalAddress,
   namespace,
   taskQueue,
-  workflows: { workflowsPath: fileURLToPath(new URL('../workflows/index.js', import.meta.url)) },
+  workflows: { workflowBundle: await prebuiltWorkflowBundle() },
   metaUrl,
   token,
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
   heavyPool: heavyPool && { platform: heavyPool.platform, coordinatorUrl: envString('BERTH_COORDINATOR_URL') },
+  mergeConcurrency: envNumber('BERTH_MERGE_CONCURRENCY', 2),
+  shutdownGraceMs: envNumber('BERTH_WORKER_SHUTDOWN_GRACE_MS', 20_000),
 });
 
 // New tables, changed settings and dropped tables reach the schedules within one sync interval.
@@ -58,7 +62,7 @@ const timer = syncEveryMs > 0 ? setInterval(() => void sync().catch(reportSyncFa
 process.stdout.write(`${JSON.stringify({ service: 'worker', url: `temporal://${temporalAddress}/${namespace}` })}\n`);
 const stop = () => {
   clearInterval(timer);
-  berthWorker.worker.shutdown();
+  berthWorker.shutdown();
 };
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
