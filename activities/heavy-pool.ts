@@ -1,22 +1,30 @@
 /**
  * Activities of the heavy pool. The only write to the platform is setReplicas, and it writes
  * nothing when the target is already in place, so a retried step never patches twice. Every
- * readiness signal is read separately, because each one can lie on its own.
+ * readiness signal is read separately, because each one can lie on its own; observePool waits for
+ * them inside one activity (short polls of meta, heartbeating) instead of one workflow timer per
+ * poll, so readiness costs no fixed delay and no history per look.
  */
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { callJson } from '../services/common/http-client.js';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { CANARY_ROWS } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
-import { scanOnNode } from '../services/query-node/client.js';
-import type { HeavyQueryResult } from '../workflows/api.js';
-import { withHeartbeats } from './heartbeat.js';
+import { canaryOnNode } from '../services/query-node/client.js';
+import { poolWorkflowId, type ReconcileInput, type ReconcileResult } from '../workflows/api.js';
+import { ensureCanaryObject } from './canary-object.js';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './platform/compute-platform.js';
 
 export interface HeavyPoolActivityDeps {
   platform: ComputePlatform;
   meta: MetaClient;
-  /** The coordinator runs heavy queries on the pool's backends and counts waiting queries. */
-  coordinatorUrl: string;
   token: string;
+  /** Where the canary object is kept, and what writes it the first time. */
+  storage: { s3: S3Client; bucket: string; duckdb: DuckDBInstance; workDir: string };
+  /** How often observePool reads meta and the platform while it waits. @default 100 */
+  observePollMs?: number;
 }
 
 export interface Backend {
@@ -24,67 +32,121 @@ export interface Backend {
   url: string;
 }
 
-export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => ({
-  /** Writes the group's replica target (nothing when it is already set). */
-  async setReplicas(input: { group: string; replicas: number }): Promise<{ changed: boolean; previous: number }> {
-    try {
-      return await deps.platform.setReplicas(input.group, input.replicas);
-    } catch (error) {
-      if (error instanceof ComputeGroupNotFoundError) throw ApplicationFailure.nonRetryable(error.message, error.name);
-      throw error;
-    }
-  },
+export interface PoolObservation {
+  pods: number;
+  /** Alive in meta and started after the patch. */
+  backends: Backend[];
+}
 
-  /** Running pods (a count only) and the backends meta sees alive that started after `startedAfter`. */
-  async observePool(input: { group: string; startedAfter: number }): Promise<{ pods: number; backends: Backend[] }> {
-    const [pods, backends] = await Promise.all([deps.platform.runningPods(input.group), deps.meta.backends(input.group)]);
+/** A platform error the pool cannot fix by retrying becomes a non-retryable failure that says what is wrong. */
+async function onPlatform<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof ComputeGroupNotFoundError) throw ApplicationFailure.nonRetryable(error.message, error.name);
+    throw error;
+  }
+}
+
+export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
+  const look = async (group: string, startedAfter: number): Promise<PoolObservation> => {
+    const [pods, backends] = await Promise.all([onPlatform(() => deps.platform.runningPods(group)), deps.meta.backends(group)]);
     return {
       pods,
-      backends: backends.filter((b) => b.alive && Date.parse(b.lastStartTime) >= input.startedAfter).map((b) => ({ id: b.id, url: b.url })),
+      backends: backends.filter((b) => b.alive && Date.parse(b.lastStartTime) >= startedAfter).map((b) => ({ id: b.id, url: b.url })),
     };
-  },
+  };
 
-  /**
-   * Proves each backend can read storage: a real scan of a real segment object. A query the
-   * coordinator could answer alone (SELECT 1) would prove nothing.
-   */
-  async canaryScan(input: { backends: Backend[] }): Promise<{ id: string; ok: boolean; error?: string }[]> {
-    const tables = await deps.meta.listTables();
-    for (const table of tables) {
-      const [segment] = await deps.meta.listSegments(table.name);
-      if (!segment) continue;
-      const sql = `SELECT count(*) AS n FROM "${table.name}"`;
+  return {
+    /** Writes the group's replica target (nothing when it is already set). */
+    async setReplicas(input: { group: string; replicas: number }): Promise<{ changed: boolean; previous: number }> {
+      return await onPlatform(() => deps.platform.setReplicas(input.group, input.replicas));
+    },
+
+    /**
+     * Running pods (a count only) and the backends meta sees alive that started after `startedAfter`.
+     * Returns at once when the pool `saw` nothing yet; otherwise as soon as either count differs from
+     * what it `saw` (so its status follows each step), or after `waitMs` with what there is (so it
+     * keeps its deadline). When the pool has what it `wants`, it looks a second time `confirmMs`
+     * later, and says whether that second observation agreed.
+     */
+    async observePool(input: {
+      group: string;
+      startedAfter: number;
+      wants: { pods: number; backends: number };
+      saw?: { pods: number; backends: number };
+      waitMs: number;
+      confirmMs: number;
+    }): Promise<PoolObservation & { confirmed: boolean }> {
+      const context = Context.current();
+      const deadline = Date.now() + input.waitMs;
+      const enough = (seen: PoolObservation) => seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
+      for (;;) {
+        const seen = await look(input.group, input.startedAfter);
+        context.heartbeat({ pods: seen.pods, backends: seen.backends.length });
+        if (enough(seen)) {
+          await context.sleep(input.confirmMs);
+          const again = await look(input.group, input.startedAfter);
+          const ids = new Set(again.backends.map((b) => b.id));
+          const confirmed = enough(again) && seen.backends.every((b) => ids.has(b.id));
+          return { ...again, confirmed };
+        }
+        const changed = !input.saw || seen.pods !== input.saw.pods || seen.backends.length !== input.saw.backends;
+        if (changed || Date.now() >= deadline) return { ...seen, confirmed: false };
+        await context.sleep(Math.min(deps.observePollMs ?? 100, Math.max(1, deadline - Date.now())));
+      }
+    },
+
+    /**
+     * Proves each backend can read storage: it fetches Berth's canary object from the bucket and
+     * scans it. A query the coordinator could answer alone (SELECT 1) would prove nothing.
+     */
+    async canaryScan(input: { backends: Backend[] }): Promise<{ id: string; ok: boolean; error?: string }[]> {
+      await ensureCanaryObject(deps.storage);
       return await Promise.all(
         input.backends.map(async (backend) => {
           try {
-            const { stats } = await scanOnNode(backend.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: [segment.id] }] }, deps.token, 60_000);
-            return stats.segments === 1 ? { id: backend.id, ok: true } : { id: backend.id, ok: false, error: 'the canary scan read no segment' };
+            const { rows } = await canaryOnNode(backend.url, deps.token);
+            return rows === CANARY_ROWS ? { id: backend.id, ok: true } : { id: backend.id, ok: false, error: `the canary scan counted ${rows} rows, not ${CANARY_ROWS}` };
           } catch (error) {
             return { id: backend.id, ok: false, error: (error as Error).message };
           }
         }),
       );
-    }
-    throw ApplicationFailure.nonRetryable('no segment in storage to prove the backends with: ingest data first', 'NothingToCanary');
-  },
+    },
 
-  /** Releases the group's leases in meta, so that an idle group never blocks other groups' work. */
-  async releaseGroupLeases(input: { group: string }): Promise<string[]> {
-    return await deps.meta.releaseLeasesOf(input.group);
-  },
+    /** Releases the group's leases in meta, so that an idle group never blocks other groups' work. */
+    async releaseGroupLeases(input: { group: string }): Promise<string[]> {
+      return await deps.meta.releaseLeasesOf(input.group);
+    },
 
-  /** Runs a heavy query on the pool's backends, through the coordinator's planner. */
-  async runHeavyQuery(input: { group: string; queryId: string; sql: string }): Promise<HeavyQueryResult> {
-    return await withHeartbeats(() =>
-      callJson<HeavyQueryResult>(`${deps.coordinatorUrl}/v1/internal/query`, { body: { sql: input.sql, group: input.group, queryId: input.queryId }, token: deps.token, timeoutMs: 3_600_000 }),
-    );
-  },
-
-  /** The group's waiting queries, as the coordinator counts them (SHOW WORKLOAD GROUPS' waiting_query_num). */
-  async waitingQueries(input: { group: string }): Promise<number> {
-    const { groups } = await callJson<{ groups: { name: string; waiting: number }[] }>(`${deps.coordinatorUrl}/v1/workload-groups`);
-    return groups.find((g) => g.name === input.group)?.waiting ?? 0;
-  },
-});
+    /**
+     * The reconciler's one step: every group with replicas above zero and no pool workflow running
+     * (terminated, cancelled, failed, or never started) is patched to zero. Paid capacity outlives
+     * its workflow by one reconcile interval at most.
+     */
+    async parkOrphanedGroups(input: ReconcileInput): Promise<ReconcileResult> {
+      const { client } = Context.current();
+      const parked: ReconcileResult['parked'] = [];
+      for (const group of input.groups) {
+        const replicas = await onPlatform(() => deps.platform.replicas(group));
+        if (replicas === 0) continue;
+        const running = await client.workflow
+          .getHandle(poolWorkflowId(group))
+          .describe()
+          .then((d) => d.status.name === 'RUNNING')
+          .catch((error: unknown) => {
+            if (error instanceof WorkflowNotFoundError) return false;
+            throw error;
+          });
+        if (running) continue;
+        await onPlatform(() => deps.platform.setReplicas(group, 0));
+        Context.current().log.warn(`heavy pool reconciler: group ${group} had ${replicas} replicas and no pool workflow running; patched to 0`);
+        parked.push({ group, replicas });
+      }
+      return { parked };
+    },
+  };
+};
 
 export type HeavyPoolActivities = ReturnType<typeof createHeavyPoolActivities>;

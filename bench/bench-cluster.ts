@@ -20,7 +20,13 @@ export interface BenchCluster {
   stop(): Promise<void>;
 }
 
-export async function startBenchCluster(dataDir: string, vcpus: number[], cacheBytes: number, heavy?: EmbeddedClusterOptions['heavy']): Promise<BenchCluster> {
+export async function startBenchCluster(
+  dataDir: string,
+  vcpus: number[],
+  cacheBytes: number,
+  heavy?: EmbeddedClusterOptions['heavy'],
+  verdict?: EmbeddedClusterOptions['verdict'],
+): Promise<BenchCluster> {
   await rm(dataDir, { recursive: true, force: true });
   const cluster = await startEmbeddedCluster({
     dataDir,
@@ -34,6 +40,7 @@ export async function startBenchCluster(dataDir: string, vcpus: number[], cacheB
     controllerPort: 0,
     bucket: 'berth-bench',
     heavy,
+    verdict,
     log: (line) => console.error(`cluster: ${line}`),
   });
   const meta = new MetaClient(cluster.endpoints.meta, (await readFile(tokenFile(dataDir), 'utf8')).trim());

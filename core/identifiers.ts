@@ -15,3 +15,11 @@ export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** Where a segment's Parquet object lives in the bucket. */
 export const segmentObjectKey = (table: string, segmentId: string) => `tables/${table}/${segmentId}.parquet`;
+
+/**
+ * Berth's own canary object: a small Parquet file of CANARY_ROWS rows, outside `tables/` (so the
+ * janitor never sweeps it), that the heavy pool's canary scan reads from storage on each new
+ * backend. A pool can therefore be proven before any data has been ingested.
+ */
+export const CANARY_OBJECT_KEY = 'berth/canary.parquet';
+export const CANARY_ROWS = 1_000;

@@ -23,7 +23,7 @@ describe('berth up and the everyday commands', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', async () => {
+  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', { timeout: 240_000 }, async () => {
     const first = await runUntilReady(dataDir);
     try {
       expect(first.up.output()).toContain(first.endpoints.coordinator);
@@ -88,7 +88,7 @@ describe('berth up and the everyday commands', () => {
       second.up.child.kill('SIGINT');
     }
     expect(await second.up.exited).toBe(0);
-  }, 180_000); // two cluster boots on a loaded 2-core machine
+  });
 
   it('says where to start a cluster when none runs on the data dir', async () => {
     const { code, stderr } = await berth('query', 'SELECT 1', '--data-dir', path.join(dataDir, 'nothing-here'));

@@ -1,21 +1,28 @@
 /**
  * The heavy pool workflow's own logic on a real Temporal dev server, with its activities replaced
- * by test doubles (typed as the real ones) so that the platform and the workload can be steered:
- * the monitor's raise and the reaper's cancellation.
+ * by test doubles (typed as the real ones) so that the platform can be steered, and coordinators
+ * played by reporting demand exactly as the coordinator's admission does: the monitor's raise on
+ * a real queue, the reaper and its cancellation, deadlines and failures that park the pool, and
+ * continue-as-new while busy.
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
-import { launchPool, poolStatus, type PoolClientOptions } from '../services/controller/pool-client.js';
+import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../services/controller/pool-client.js';
 import { registerSearchAttributes } from '../workers/search-attributes.js';
-import { poolWorkflowId } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
+import { payloadsOver, runsOf } from './helpers/history.js';
 
-/** A platform and workload the test controls: backends come up as soon as replicas are set. */
+/**
+ * A platform the test controls: pods and backends come up as soon as replicas are set, except for
+ * groups named `stuck-…` (pods run, no backend ever registers) and `broken-…` (the canary is refused).
+ */
 function fakeActivities() {
-  const state = { replicas: new Map<string, number>(), patches: [] as [string, number][], waiting: 0, releasedLeases: 0, releaseGate: Promise.resolve() };
+  const state = { replicas: new Map<string, number>(), patches: [] as [string, number][], releasedLeases: 0, releaseGate: Promise.resolve() };
   const activities: HeavyPoolActivities = {
     async setReplicas({ group, replicas }) {
       const previous = state.replicas.get(group) ?? 0;
@@ -24,11 +31,16 @@ function fakeActivities() {
       state.patches.push([group, replicas]);
       return { changed: true, previous };
     },
-    async observePool({ group }) {
+    async observePool({ group, waitMs }) {
       const n = state.replicas.get(group) ?? 0;
-      return { pods: n, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })) };
+      if (group.startsWith('stuck-')) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, 200)));
+        return { pods: n, backends: [], confirmed: false };
+      }
+      return { pods: n, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: true };
     },
     async canaryScan({ backends }) {
+      if (backends.some((b) => b.id.startsWith('broken-'))) throw ApplicationFailure.nonRetryable('storage refused the canary object: access denied', 'AccessDenied');
       return backends.map((b) => ({ id: b.id, ok: true }));
     },
     async releaseGroupLeases() {
@@ -36,11 +48,8 @@ function fakeActivities() {
       state.releasedLeases++;
       return [];
     },
-    async runHeavyQuery() {
-      return { columns: [], types: [], rows: [], stats: {} };
-    },
-    async waitingQueries() {
-      return state.waiting;
+    async parkOrphanedGroups() {
+      return { parked: [] };
     },
   };
   return { state, activities };
@@ -53,11 +62,13 @@ describe('the heavy pool workflow', () => {
   let running: Promise<void>;
   const fake = fakeActivities();
   const taskQueue = `pool-logic-${randomUUID()}`;
-  const pool = (group: string, config: object = {}): PoolClientOptions => ({
+  const pool = (group: string, config: Partial<PoolConfig> = {}): PoolClientOptions => ({
     client,
     taskQueue,
-    config: { group, increment: 1, maxReplicas: 3, readinessPollMs: 50, monitorPollMs: 100, monitorSustainMs: 500, idleTimeoutMs: 600_000, ...config },
+    config: { group, increment: 1, maxReplicas: 3, readinessConfirmMs: 20, monitorSustainMs: 500, idleTimeoutMs: 600_000, maxConcurrency: 2, maxQueueSize: 100, ...config },
   });
+  const status = (group: string) => poolStatus({ client, group });
+  const terminate = (group: string) => client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
 
   beforeAll(async () => {
     client = await temporalClient();
@@ -73,17 +84,37 @@ describe('the heavy pool workflow', () => {
     await client.connection.close();
   });
 
-  it('raises the target by one increment when queries keep waiting, never past the maximum', async () => {
+  it('launches on demand, admits by counts, and raises the target by one increment on sustained waiting, never past the maximum', async () => {
     const group = `monitor-${randomUUID().slice(0, 8)}`;
-    await launchPool(pool(group), 1);
-    await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
-    fake.state.waiting = 3; // sustained queueing
-    await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(3);
-    const status = await poolStatus({ client, group });
-    expect(status.target).toBe(3);
-    expect(fake.state.patches.filter(([g]) => g === group).map(([, n]) => n)).toEqual([1, 2, 3]); // one increment at a time, capped at 3
-    fake.state.waiting = 0;
-    await client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
+    // A coordinator with 5 heavy queries arrives at a parked pool: the report launches it.
+    const first = await reportDemand(pool(group), { coordinator: 'c1', running: 0, waiting: 5 });
+    expect(first).toMatchObject({ grant: 0, queued: 5, serveReady: false });
+    await expect.poll(async () => (await readAdmission(pool(group), 'c1')).grant, { timeout: 20_000 }).toBe(2); // max_concurrency 2
+    // It runs two; three keep waiting: sustained waiting raises the target one step at a time, capped at 3.
+    await reportDemand(pool(group), { coordinator: 'c1', running: 2, waiting: 3, epoch: 0 });
+    await expect.poll(async () => (await status(group)).replicasPatched, { timeout: 20_000 }).toBe(3);
+    expect(fake.state.patches.filter(([g]) => g === group).map(([, n]) => n)).toEqual([1, 2, 3]);
+    expect(await status(group)).toMatchObject({ target: 3, running: 2, waiting: 3, coordinators: 1, serveReady: true });
+    await terminate(group);
+  });
+
+  it('never grants past max_concurrency or queues past max_queue_size over several coordinators, and takes nothing back', async () => {
+    const group = `admit-${randomUUID().slice(0, 8)}`;
+    const options = pool(group, { maxConcurrency: 3, maxQueueSize: 4 });
+    await launchPool(options, 1);
+    await expect.poll(async () => (await status(group)).serveReady, { timeout: 20_000 }).toBe(true);
+    const a = await reportDemand(options, { coordinator: 'a', running: 0, waiting: 5 });
+    const b = await reportDemand(options, { coordinator: 'b', running: 0, waiting: 5 });
+    expect(a).toMatchObject({ grant: 3, queued: 4 }); // the first report takes what there is
+    expect(b).toMatchObject({ grant: 0, queued: 0 }); // nothing is taken back from a
+    // a runs its 3 and drops what did not fit; b's next report finds the room a leaves.
+    await reportDemand(options, { coordinator: 'a', running: 3, waiting: 1, epoch: 0 });
+    const b2 = await reportDemand(options, { coordinator: 'b', running: 0, waiting: 5, epoch: 0 });
+    expect(b2).toMatchObject({ grant: 0, queued: 3 });
+    // a finishes: its slots go to b.
+    await reportDemand(options, { coordinator: 'a', running: 0, waiting: 0, epoch: 0 });
+    expect(await readAdmission(options, 'b')).toMatchObject({ grant: 3, queued: 3 });
+    await terminate(group);
   });
 
   it('parks after the idle timeout, and a launch arriving while it drains cancels the reap', async () => {
@@ -93,33 +124,61 @@ describe('the heavy pool workflow', () => {
     // Long enough that the relaunched pool stays ready for a few status polls on a busy machine.
     const idle = { idleTimeoutMs: 3_000 };
     await launchPool(pool(group, idle), 1);
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('draining');
+    await expect.poll(async () => (await status(group)).phase, { timeout: 20_000 }).toBe('draining');
     await launchPool(pool(group, idle), 1); // arrives while the reaper drains
     openGate();
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('ready');
+    await expect.poll(async () => (await status(group)).phase, { timeout: 20_000 }).toBe('ready');
     expect(fake.state.replicas.get(group)).toBe(1); // never patched to zero
 
     // Left alone, the next idle timeout parks it for real.
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('parked');
+    await expect.poll(async () => (await status(group)).phase, { timeout: 20_000 }).toBe('parked');
     expect(fake.state.patches.filter(([g]) => g === group).map(([, n]) => n)).toEqual([1, 0]);
-    await client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
+    await terminate(group);
   });
 
-  it('continues as new while parked once its history grows, and loses no launch across it', async () => {
-    const group = `long-${randomUUID().slice(0, 8)}`;
-    await launchPool(pool(group, { idleTimeoutMs: 3_000, monitorPollMs: 20 }), 1); // frequent polls: a long history
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('parked');
-    const runs = async () => {
-      const ids: string[] = [];
-      for await (const run of client.workflow.list({ query: `WorkflowId = '${poolWorkflowId(group)}'` })) ids.push(run.runId);
-      return ids.length;
-    };
-    await expect.poll(runs, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
-    const accepted = await launchPool(pool(group, { idleTimeoutMs: 3_000 }), 2);
-    expect(accepted.accepted).toBe(2);
-    await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
-    const status = await poolStatus({ client, group });
-    expect(status).toMatchObject({ target: 2, replicasPatched: 2, patches: 3 }); // carried over: 0 → 1, 1 → 0, 0 → 2
-    await client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
+  it('fails a launch that misses its deadline, naming the layer that never passed, and parks', async () => {
+    const group = `stuck-${randomUUID().slice(0, 8)}`;
+    const options = pool(group, { increment: 2, maxReplicas: 2, launchDeadlineMs: 3_000, readinessWaitMs: 500 });
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 2 });
+    await expect.poll(async () => (await status(group)).phase, { timeout: 30_000 }).toBe('parked');
+    const parked = await status(group);
+    expect(parked).toMatchObject({ target: 0, replicasPatched: 0, serveReady: false });
+    expect(parked.lastFailure?.message).toMatch(/did not become serve-ready within 3 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/);
+    // The coordinator learns it from its next read: its waiting queries are answered with this message.
+    expect(await readAdmission(options, 'c1')).toMatchObject({ epoch: 1, serveReady: false, lastFailure: { epoch: 1 } });
+    // Its stale demand (from before the failure) launches nothing; demand that knows of it does.
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 2, epoch: 0 });
+    expect((await status(group)).target).toBe(0);
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 1, epoch: 1 });
+    expect((await status(group)).target).toBe(2);
+    await terminate(group);
+  });
+
+  it('parks, with replicas at zero, when a step fails for good, and says why instead of failing the workflow', async () => {
+    const group = `broken-${randomUUID().slice(0, 8)}`;
+    await launchPool(pool(group), 1);
+    await expect.poll(async () => (await status(group)).lastFailure?.message ?? '', { timeout: 30_000 }).toMatch(/storage refused the canary object: access denied/);
+    expect(await status(group)).toMatchObject({ phase: 'parked', replicasPatched: 0, serveReady: false });
+    expect(fake.state.replicas.get(group)).toBe(0);
+    const description = await client.workflow.getHandle(poolWorkflowId(group)).describe();
+    expect(description.status.name).toBe('RUNNING');
+    await terminate(group);
+  });
+
+  it('continues as new while busy, carrying every admitted and queued query across', { timeout: 120_000 }, async () => {
+    const group = `busy-${randomUUID().slice(0, 8)}`;
+    const options = pool(group, { maxConcurrency: 2, maxQueueSize: 50, monitorSustainMs: 600_000 });
+    await reportDemand(options, { coordinator: 'steady', running: 0, waiting: 7 });
+    await expect.poll(async () => (await readAdmission(options, 'steady')).grant, { timeout: 20_000 }).toBe(2);
+    await reportDemand(options, { coordinator: 'steady', running: 2, waiting: 5, epoch: 0 });
+    // Another coordinator's traffic grows the history (the test server suggests continue-as-new at 60 events).
+    const runs = async () => (await runsOf(client, poolWorkflowId(group))).length;
+    for (let i = 0; (await runs()) < 4 && i < 200; i++) await reportDemand(options, { coordinator: 'chatty', running: 0, waiting: i % 2, epoch: 0 });
+    expect(await runs()).toBeGreaterThanOrEqual(4);
+    expect(await readAdmission(options, 'steady')).toMatchObject({ grant: 2, queued: 5, serveReady: true });
+    expect(await status(group)).toMatchObject({ phase: 'ready', running: 2, replicasPatched: 1, patches: 1 });
+    // The pool's history stays small: no payload in it grows with the data.
+    expect(await payloadsOver(client, poolWorkflowId(group), 64 * 1024)).toEqual([]);
+    await terminate(group);
   });
 });

@@ -62,7 +62,7 @@ describe('berth setup on a bare Temporal server', () => {
   });
 
   it('then runs a merge there, found by table and partition, and keeps a schedule there', async () => {
-    worker = await startWorker(cluster, taskQueue, { temporalAddress: temporal.address, heavyPool: { platform, coordinatorUrl: cluster.coordinator.url } });
+    worker = await startWorker(cluster, taskQueue, { temporalAddress: temporal.address, heavyPool: { platform } });
     await cluster.ingestEvents('events', 3, 40);
     const workflowId = `setup-merge-${randomUUID()}`;
     const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId, args: [{ table: 'events', partition: '20261101' }] });

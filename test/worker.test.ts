@@ -51,7 +51,7 @@ describe('a worker’s merges', () => {
 
   it('launches the pool while a long merge holds every merge slot', async () => {
     const queue = `lanes-${randomUUID()}`;
-    worker = await startWorker(cluster, queue, { mergeConcurrency: 1, heavyPool: { platform, coordinatorUrl: cluster.coordinator.url } });
+    worker = await startWorker(cluster, queue, { mergeConcurrency: 1, heavyPool: { platform } });
     await cluster.ingestEvents('lanes', 3, 20);
     const arrivedBefore = owner.held.length;
     const merge = client.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeTaskQueueFor(queue), workflowId: `lanes-${randomUUID()}`, args: [{ table: 'lanes', partition: PARTITION }] });

@@ -10,6 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
+import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
 import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
@@ -42,7 +43,7 @@ const berthWorker = await createBerthWorker({
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
-  heavyPool: heavyPool && { platform: heavyPool.platform, coordinatorUrl: envString('BERTH_COORDINATOR_URL') },
+  heavyPool: heavyPool && { platform: heavyPool.platform },
   mergeConcurrency: envNumber('BERTH_MERGE_CONCURRENCY', 2),
   shutdownGraceMs: envNumber('BERTH_WORKER_SHUTDOWN_GRACE_MS', 20_000),
 });
@@ -50,7 +51,10 @@ const berthWorker = await createBerthWorker({
 // New tables, changed settings and dropped tables reach the schedules within one sync interval.
 const client = new Client({ connection: await Connection.connect({ address: temporalAddress }), namespace });
 const meta = new MetaClient(metaUrl, token);
+const heavyGroup = process.env.BERTH_HEAVY_GROUP;
 const sync = async () => {
+  // The reconciler runs on the pool's queue, next to the pool it reconciles.
+  if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: envNumber('BERTH_HEAVY_RECONCILE_MS', 60_000), taskQueue });
   const { created, updated, deleted } = await syncSchedules(client, (await meta.listTables()).map((t) => t.name), schedules);
   for (const [what, ids] of Object.entries({ created, updated, deleted })) if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
 };

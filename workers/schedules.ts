@@ -14,7 +14,7 @@ import {
   type ScheduleDescription,
   type ScheduleOptionsStartWorkflowAction,
 } from '@temporalio/client';
-import { JANITOR_SCHEDULE_ID, mergeScheduleId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../workflows/api.js';
+import { JANITOR_SCHEDULE_ID, MERGE_TASK_QUEUE, mergeScheduleId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
 import type { janitorWorkflow, tableMergeWorkflow } from '../workflows/index.js';
 
 export interface ScheduleConfig {
@@ -34,7 +34,7 @@ export interface ScheduleConfig {
    * @default each schedule's interval, at least 60000
    */
   catchupWindowMs?: number;
-  /** The task queue the scheduled workflows run on; it also scopes which schedules a sync may delete. */
+  /** The task queue the scheduled workflows run on; it also scopes which schedules a sync may delete. @default MERGE_TASK_QUEUE */
   taskQueue?: string;
 }
 
@@ -68,7 +68,7 @@ function mergeSchedule(table: string, config: ScheduleConfig): WantedSchedule {
       type: 'startWorkflow',
       workflowType: 'tableMergeWorkflow' satisfies (typeof tableMergeWorkflow)['name'],
       workflowId: `merge-${table}-scheduled`,
-      taskQueue: config.taskQueue ?? TASK_QUEUE,
+      taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
       args: [{ table, minInputs: config.mergeMinInputs ?? 10, maxInputs: config.mergeMaxInputs ?? 100 }],
       typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.table, value: table }],
     },
@@ -86,7 +86,7 @@ function janitorSchedule(config: ScheduleConfig): WantedSchedule {
       type: 'startWorkflow',
       workflowType: 'janitorWorkflow' satisfies (typeof janitorWorkflow)['name'],
       workflowId: 'janitor-scheduled',
-      taskQueue: config.taskQueue ?? TASK_QUEUE,
+      taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
       args: [{ graceMs: config.janitorGraceMs ?? 3_600_000 }],
     },
   };
@@ -161,7 +161,7 @@ export async function syncSchedules(client: Client, tables: string[], config: Sc
   for (const table of tables) record(mergeScheduleId(table), await ensureMergeSchedule(client, table, config));
 
   const listed = new Set(tables);
-  const taskQueue = config.taskQueue ?? TASK_QUEUE;
+  const taskQueue = config.taskQueue ?? MERGE_TASK_QUEUE;
   for await (const summary of client.schedule.list()) {
     const table = summary.memo?.berthTable;
     if (typeof table !== 'string' || listed.has(table) || summary.scheduleId !== mergeScheduleId(table)) continue;

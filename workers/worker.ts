@@ -32,8 +32,8 @@ export interface BerthWorkerConfig {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   servingGroup?: string;
-  /** The heavy pool's platform driver and the coordinator it runs queries through; no pool control without them. */
-  heavyPool?: { platform: ComputePlatform; coordinatorUrl: string };
+  /** The heavy pool's platform driver; no pool control without it. */
+  heavyPool?: { platform: ComputePlatform };
   /** Merge and janitor steps that run at once (each merge holds its inputs on disk and a DuckDB query). @default 2 */
   mergeConcurrency?: number;
   /** After shutdown begins, how long in-flight activities may run before they are cancelled. @default 20000 */
@@ -81,7 +81,11 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
       },
     });
     const pool = config.heavyPool
-      ? await Worker.create({ ...common, taskQueue, activities: createHeavyPoolActivities({ ...config.heavyPool, meta, token: config.token }) })
+      ? await Worker.create({
+          ...common,
+          taskQueue,
+          activities: createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage: { s3, bucket: config.bucket, duckdb, workDir: config.workDir } }),
+        })
       : undefined;
     workers = { merge, pool };
   } catch (error) {

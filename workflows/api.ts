@@ -4,6 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { CoordinatorAdmission, CoordinatorDemand } from '../core/admission.js';
 
 /** Pool control (the heavy pool's workflow and its activities) runs on this task queue. */
 export const TASK_QUEUE = 'berth';
@@ -90,8 +91,7 @@ export const JANITOR_SCHEDULE_ID = 'janitor';
 
 // ── heavy pool ───────────────────────────────────────────────────────────────────────────────
 
-/** A target past this is a mistake, not a request: the validator rejects it instead of capping it. */
-export const LARGEST_SANE_TARGET = 10_000;
+export { LARGEST_SANE_TARGET } from '../core/pool-rules.js';
 
 export interface PoolConfig {
   /** The compute group this pool scales. */
@@ -102,13 +102,39 @@ export interface PoolConfig {
   maxReplicas?: number;
   /** Back to zero after this long with nothing running or waiting. @default 300000 */
   idleTimeoutMs?: number;
-  /** How often readiness is observed. @default 2000 */
-  readinessPollMs?: number;
+  /** How long one readiness observation may wait for backends before it reports progress. @default 20000 */
+  readinessWaitMs?: number;
+  /** How long after the first observation of every new backend alive the second one is made. @default 300 */
+  readinessConfirmMs?: number;
   /** Waiting queries above zero for this long raise the target by one increment. @default 30000 */
   monitorSustainMs?: number;
-  /** How often the monitor reads the group's waiting queries. @default 10000 */
-  monitorPollMs?: number;
+  /** Queries running on the pool at once, over every coordinator (workload group max_concurrency). @default 16 */
+  maxConcurrency?: number;
+  /** Queries waiting for the pool at once, over every coordinator (max_queue_size). @default 1000 */
+  maxQueueSize?: number;
+  /** A launch that is not serve-ready after this long fails, naming the layer that never passed. @default 900000 */
+  launchDeadlineMs?: number;
+  /** A coordinator that has not reported its queries for this long is forgotten (it died). @default 90000 */
+  reportTtlMs?: number;
 }
+
+/** Every setting of a pool, defaults filled in. */
+export type PoolSettings = Required<PoolConfig>;
+
+export const POOL_DEFAULTS: Omit<PoolSettings, 'group'> = {
+  increment: 2,
+  maxReplicas: 4,
+  idleTimeoutMs: 300_000,
+  readinessWaitMs: 20_000,
+  readinessConfirmMs: 300,
+  monitorSustainMs: 30_000,
+  maxConcurrency: 16,
+  maxQueueSize: 1_000,
+  launchDeadlineMs: 900_000,
+  reportTtlMs: 90_000,
+};
+
+export const poolSettings = (config: PoolConfig): PoolSettings => ({ ...POOL_DEFAULTS, ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)), group: config.group });
 
 export interface LaunchRequest {
   target: number;
@@ -123,6 +149,15 @@ export interface LaunchAccepted {
 }
 
 export type PoolPhase = 'parked' | 'scaling' | 'waiting-for-backends' | 'canary' | 'ready' | 'draining';
+export type ReadinessLayer = 'pods' | 'backends' | 'canary';
+
+/** The last launch that failed, and why; queries waiting for it were answered with this message. */
+export interface PoolFailure {
+  /** Counts failed launches: a coordinator fails the queries it had waiting when it sees a new one. */
+  epoch: number;
+  at: number;
+  message: string;
+}
 
 export interface PoolStatus {
   group: string;
@@ -136,53 +171,113 @@ export interface PoolStatus {
   podsRunning: number;
   aliveBackends: number;
   serveReady: boolean;
-  /** Why the pool is not serve-ready, in words. */
+  /** Why the pool is not serve-ready, in words: the layer that has not passed. */
   notReady?: string;
   /** Readiness layers passed since the last scale-up, in order. */
-  layersPassed: ('pods' | 'backends' | 'canary')[];
+  layersPassed: ReadinessLayer[];
+  /** Backends that passed every layer: heavy queries run on these only. */
+  backends: string[];
+  /** Queries running on the pool and waiting for it, over every coordinator. */
   running: number;
   waiting: number;
+  maxConcurrency: number;
+  maxQueueSize: number;
+  /** Coordinators with queries on the pool. */
+  coordinators: number;
   lastActivity: number;
   /** When the idle reaper will park the pool, if nothing arrives. */
   idleDeadline?: number;
+  /** When the launch under way fails if the pool is still not serve-ready. */
+  launchDeadline?: number;
+  lastFailure?: PoolFailure;
 }
 
 /** A pool at zero: the floor, not a fault. */
-export const parkedStatus = (group: string, lastActivity = 0): PoolStatus => ({
-  group,
-  phase: 'parked',
-  target: 0,
-  replicasPatched: 0,
-  patches: 0,
-  podsRunning: 0,
-  aliveBackends: 0,
-  serveReady: false,
-  layersPassed: [],
-  running: 0,
-  waiting: 0,
-  lastActivity,
-});
+export const parkedStatus = (config: PoolConfig, lastActivity = 0): PoolStatus => {
+  const settings = poolSettings(config);
+  return {
+    group: settings.group,
+    phase: 'parked',
+    target: 0,
+    replicasPatched: 0,
+    patches: 0,
+    podsRunning: 0,
+    aliveBackends: 0,
+    serveReady: false,
+    layersPassed: [],
+    backends: [],
+    running: 0,
+    waiting: 0,
+    maxConcurrency: settings.maxConcurrency,
+    maxQueueSize: settings.maxQueueSize,
+    coordinators: 0,
+    lastActivity,
+  };
+};
 
-export interface HeavyQueryRequest {
-  queryId: string;
-  sql: string;
+/** A coordinator's report of its heavy queries: absolute counts, so a retried report changes nothing. */
+export interface DemandReport extends Omit<CoordinatorDemand, 'waitingSince'> {
+  /** A coordinator's id, new at each start. */
+  coordinator: string;
+  /**
+   * The last failure epoch the coordinator has seen (from an answer); omitted by a coordinator that
+   * has had no answer yet. Demand from before a failed launch launches nothing.
+   */
+  epoch?: number;
 }
 
-export interface HeavyQueryResult {
-  columns: string[];
-  types: string[];
-  rows: unknown[][];
-  stats: Record<string, unknown>;
+/** What a coordinator may do now: run `grant` queries at once, keep `queued` waiting, on `backends`. */
+export interface AdmissionAnswer extends Pick<CoordinatorAdmission, 'grant' | 'queued'> {
+  serveReady: boolean;
+  phase: PoolPhase;
+  notReady?: string;
+  backends: string[];
+  epoch: number;
+  lastFailure?: PoolFailure;
+  /** The group's queue, over every coordinator. */
+  running: number;
+  waiting: number;
 }
 
 export interface PoolWorkflowInput {
   config: PoolConfig;
-  /** State carried across continue-as-new. */
-  carried?: { target: number; replicasPatched: number; patches: number; lastActivity: number };
+  /** The pool's whole state, carried across continue-as-new. */
+  carried?: PoolMemory;
+}
+
+/** Everything the pool remembers; plain data, so it crosses continue-as-new as it is. */
+export interface PoolMemory {
+  status: PoolStatus;
+  /** Each coordinator's counts, grant and queue places, and when it last reported. */
+  admissions: Record<string, CoordinatorAdmission>;
+  reportedAt: Record<string, number>;
+  epoch: number;
+  /** Bumps on every launch, so that a drain can tell one arrived. */
+  launches: number;
+  waitingSince?: number;
+  /** The scale-up under way: when it began and was patched, the backends found so far, whether it looked yet. */
+  scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean };
 }
 
 export const poolWorkflowId = (group: string) => `heavy-pool-${group}`;
 export const launchUpdate = defineUpdate<LaunchAccepted, [LaunchRequest]>('launch');
 export const launchSignal = defineSignal<[LaunchRequest]>('launchSignal');
-export const runQueryUpdate = defineUpdate<HeavyQueryResult, [HeavyQueryRequest]>('runQuery');
+/** A coordinator's report; answered at once (never held open), so updates in flight stay few. */
+export const reportDemandUpdate = defineUpdate<AdmissionAnswer, [DemandReport]>('reportDemand');
 export const statusQuery = defineQuery<PoolStatus>('status');
+/** What one coordinator may do now; polled by a coordinator while it has queries waiting. */
+export const admissionQuery = defineQuery<AdmissionAnswer, [string]>('admission');
+
+// ── reconciler ───────────────────────────────────────────────────────────────────────────────
+
+export interface ReconcileInput {
+  /** The groups a pool workflow scales. */
+  groups: string[];
+}
+
+export interface ReconcileResult {
+  /** Groups found with replicas and no pool workflow running, now patched to zero. */
+  parked: { group: string; replicas: number }[];
+}
+
+export const RECONCILER_SCHEDULE_ID = 'heavy-pool-reconciler';

@@ -1,14 +1,15 @@
 /** `berth pool launch|status`: the heavy pool through its controller. */
 import { Command } from 'commander';
 import type { LaunchAccepted, PoolStatus } from '../../workflows/api.js';
+import { bearer } from '../../services/common/auth.js';
 import { dataDirOption, openCluster } from '../cluster-client.js';
 import { UsageError } from '../usage-error.js';
 
 async function callController<T>(dataDir: string, route: string, init: RequestInit = {}): Promise<T> {
-  const { endpoints } = await openCluster(dataDir);
+  const { endpoints, token } = await openCluster(dataDir);
   let response: Response;
   try {
-    response = await fetch(`${endpoints.controller}${route}`, init);
+    response = await fetch(`${endpoints.controller}${route}`, { ...init, headers: { ...init.headers, ...bearer(token) } });
   } catch {
     throw new UsageError(`the controller at ${endpoints.controller} does not answer: is \`berth up\` running?`);
   }
@@ -54,7 +55,9 @@ export function poolCommand(): Command {
           `${s.group}: ${s.phase}${s.phase === 'parked' ? ' at zero replicas (the floor, not a fault)' : ''}`,
           `  target ${s.target}, replicas patched ${s.replicasPatched} (${s.patches} patches), pods running ${s.podsRunning}, alive backends ${s.aliveBackends}`,
           `  serve-ready: ${s.serveReady ? 'yes' : 'no'}${s.notReady ? ` (${s.notReady})` : ''}; readiness layers passed: ${s.layersPassed.join(' → ') || 'none'}`,
-          `  queries running ${s.running}, waiting ${s.waiting}${s.idleDeadline ? `; parks at ${new Date(s.idleDeadline).toISOString()} if idle` : ''}`,
+          `  queries running ${s.running} of ${s.maxConcurrency}, waiting ${s.waiting} of ${s.maxQueueSize}${s.idleDeadline ? `; parks at ${new Date(s.idleDeadline).toISOString()} if idle` : ''}`,
+          ...(s.launchDeadline ? [`  the launch fails at ${new Date(s.launchDeadline).toISOString()} if not serve-ready by then`] : []),
+          ...(s.lastFailure ? [`  last failure (${new Date(s.lastFailure.at).toISOString()}): ${s.lastFailure.message}`] : []),
         ].join('\n'),
       );
     });

@@ -46,7 +46,7 @@ export interface EmbeddedClusterOptions {
   /** Each node's cache budget in bytes. @default 1 GiB */
   cacheBytes?: number;
   /** The heavy pool on the local driver: its group, steps, cap, idle timeout and boot delay. */
-  heavy?: { group?: string; increment?: number; maxReplicas?: number; idleTimeoutMs?: number; bootDelayMs?: number; vcpus?: number };
+  heavy?: { group?: string; increment?: number; maxReplicas?: number; idleTimeoutMs?: number; bootDelayMs?: number; vcpus?: number; maxConcurrency?: number };
   /** The routing verdict's thresholds, in bytes. @default the coordinator's */
   verdict?: { scanBytes?: number; memoryBytes?: number };
   log?: (line: string) => void;
@@ -116,6 +116,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_HEAVY_INCREMENT: String(heavy.increment ?? 2),
       BERTH_HEAVY_MAX_REPLICAS: String(heavy.maxReplicas ?? 2),
       BERTH_HEAVY_IDLE_TIMEOUT_MS: String(heavy.idleTimeoutMs ?? 300_000),
+      ...(heavy.maxConcurrency ? { BERTH_HEAVY_MAX_CONCURRENCY: String(heavy.maxConcurrency) } : {}),
       BERTH_S3_ENDPOINT: s3.endpoint,
       BERTH_S3_BUCKET: options.bucket,
       BERTH_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
@@ -155,7 +156,6 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     });
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
-      BERTH_COORDINATOR_URL: coordinator.url,
       BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
       BERTH_PLATFORM: 'local',
       BERTH_HEAVY_DIR: path.join(dataDir, 'heavy'),

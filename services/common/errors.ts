@@ -8,6 +8,8 @@ export class HttpError extends Error {
     readonly statusCode: number,
     readonly code: string,
     message: string,
+    /** Headers to answer with, e.g. Retry-After. */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -26,6 +28,7 @@ export function installErrorHandler(app: FastifyInstance): void {
       return reply.code(status).send({ error: 'internal', message: 'internal error; see the service log' });
     }
     const code = error instanceof HttpError ? error.code : (error.code ?? 'bad_request').toLowerCase();
+    if (error instanceof HttpError) reply.headers(error.headers);
     return reply.code(status).send({ error: code, message: error.message });
   });
 }

@@ -1,5 +1,5 @@
 /** The heavy pool's configuration from the environment, shared by every process that may start its workflow. */
-import type { PoolConfig } from '../../workflows/api.js';
+import { POOL_DEFAULTS, type PoolConfig } from '../../workflows/api.js';
 import { envNumber } from './env.js';
 
 /** Undefined when BERTH_HEAVY_GROUP is not set: no heavy pool. */
@@ -8,11 +8,15 @@ export function poolConfigFromEnv(): PoolConfig | undefined {
   if (!group) return undefined;
   return {
     group,
-    increment: envNumber('BERTH_HEAVY_INCREMENT', 2),
-    maxReplicas: envNumber('BERTH_HEAVY_MAX_REPLICAS', 4),
-    idleTimeoutMs: envNumber('BERTH_HEAVY_IDLE_TIMEOUT_MS', 300_000),
-    readinessPollMs: envNumber('BERTH_HEAVY_READINESS_POLL_MS', 2_000),
-    monitorSustainMs: envNumber('BERTH_HEAVY_MONITOR_SUSTAIN_MS', 30_000),
-    monitorPollMs: envNumber('BERTH_HEAVY_MONITOR_POLL_MS', 10_000),
+    increment: envNumber('BERTH_HEAVY_INCREMENT', POOL_DEFAULTS.increment),
+    maxReplicas: envNumber('BERTH_HEAVY_MAX_REPLICAS', POOL_DEFAULTS.maxReplicas),
+    idleTimeoutMs: envNumber('BERTH_HEAVY_IDLE_TIMEOUT_MS', POOL_DEFAULTS.idleTimeoutMs),
+    readinessWaitMs: envNumber('BERTH_HEAVY_READINESS_WAIT_MS', POOL_DEFAULTS.readinessWaitMs),
+    readinessConfirmMs: envNumber('BERTH_HEAVY_READINESS_CONFIRM_MS', POOL_DEFAULTS.readinessConfirmMs),
+    monitorSustainMs: envNumber('BERTH_HEAVY_MONITOR_SUSTAIN_MS', POOL_DEFAULTS.monitorSustainMs),
+    maxConcurrency: envNumber('BERTH_HEAVY_MAX_CONCURRENCY', POOL_DEFAULTS.maxConcurrency),
+    maxQueueSize: envNumber('BERTH_HEAVY_MAX_QUEUE_SIZE', POOL_DEFAULTS.maxQueueSize),
+    launchDeadlineMs: envNumber('BERTH_HEAVY_LAUNCH_DEADLINE_MS', POOL_DEFAULTS.launchDeadlineMs),
+    reportTtlMs: envNumber('BERTH_HEAVY_REPORT_TTL_MS', POOL_DEFAULTS.reportTtlMs),
   };
 }

@@ -7,6 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
 import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig } from '../../workflows/api.js';
+import { requireToken } from '../common/auth.js';
 import { badRequest, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { launchPool, poolStatus } from './pool-client.js';
@@ -15,6 +16,8 @@ export interface ControllerAppOptions {
   client: Client;
   /** The pools this controller knows, by group. */
   pools: PoolConfig[];
+  /** Launching a pool starts paid capacity: it needs the cluster's token. */
+  token: string;
   /** @default 'berth' */
   taskQueue?: string;
   /** @default true */
@@ -24,7 +27,12 @@ export interface ControllerAppOptions {
 const Group = Type.Object({ group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }) });
 
 export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
-  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('controller'), bodyLimit: 64 * 1024 }).withTypeProvider<TypeBoxTypeProvider>();
+  // Strict bodies: "2" or true is not a target, and an unknown field is an error, not dropped.
+  const app = Fastify({
+    logger: options.logger === false ? false : loggerOptions('controller'),
+    bodyLimit: 64 * 1024,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   const pools = new Map(options.pools.map((p) => [p.group, p]));
   // Launches are raise-only, so a call asking for no more than one already in flight can share its
@@ -49,7 +57,10 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
 
   app.post(
     '/v1/pools/:group/launch',
-    { schema: { params: Group, body: Type.Object({ target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) }, { additionalProperties: false }) } },
+    {
+      onRequest: requireToken(options.token),
+      schema: { params: Group, body: Type.Object({ target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) }, { additionalProperties: false }) },
+    },
     async (request) => {
       const config = known(request.params.group);
       try {
@@ -62,8 +73,8 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   );
 
   app.get('/v1/pools/:group/status', { schema: { params: Group } }, async (request) => {
-    known(request.params.group);
-    return await poolStatus({ client: options.client, group: request.params.group });
+    const config = known(request.params.group);
+    return await poolStatus({ client: options.client, group: config.group, config });
   });
 
   return app;

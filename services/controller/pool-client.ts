@@ -1,19 +1,21 @@
 /**
- * How routing code talks to a heavy pool, without importing worker code: launch it, run a query
- * on it, read its status. Every call starts the pool's entity workflow if it is not running
- * (update-with-start, USE_EXISTING), so concurrent callers coalesce onto one execution.
+ * How routing code talks to a heavy pool, without importing worker code: launch it, report a
+ * coordinator's heavy queries and read what it may do, read the pool's status. Every write starts
+ * the pool's entity workflow if it is not running (update-with-start, USE_EXISTING), so concurrent
+ * callers coalesce onto one execution.
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
+  admissionQuery,
   launchUpdate,
   parkedStatus,
   poolWorkflowId,
-  runQueryUpdate,
+  reportDemandUpdate,
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUE,
-  type HeavyQueryRequest,
-  type HeavyQueryResult,
+  type AdmissionAnswer,
+  type DemandReport,
   type LaunchAccepted,
   type PoolConfig,
   type PoolStatus,
@@ -44,20 +46,25 @@ export async function launchPool(options: PoolClientOptions, target: number): Pr
   });
 }
 
-/** Runs a heavy query on the pool, launching it first if it is parked; resolves with the result. */
-export async function runOnPool(options: PoolClientOptions, request: HeavyQueryRequest): Promise<HeavyQueryResult> {
-  return await options.client.workflow.executeUpdateWithStart(runQueryUpdate, {
-    args: [request],
+/** Reports a coordinator's heavy queries (absolute counts); answers with what it may do now. */
+export async function reportDemand(options: PoolClientOptions, report: DemandReport): Promise<AdmissionAnswer> {
+  return await options.client.workflow.executeUpdateWithStart(reportDemandUpdate, {
+    args: [report],
     startWorkflowOperation: startOperation(options),
   });
 }
 
+/** What a coordinator may do now, read without writing history. */
+export async function readAdmission(options: Pick<PoolClientOptions, 'client' | 'config'>, coordinator: string): Promise<AdmissionAnswer> {
+  return await options.client.workflow.getHandle(poolWorkflowId(options.config.group)).query(admissionQuery, coordinator);
+}
+
 /** The pool's status; a pool that never ran reads as parked at zero, not as a fault. */
-export async function poolStatus(options: Pick<PoolClientOptions, 'client'> & { group: string }): Promise<PoolStatus> {
+export async function poolStatus(options: Pick<PoolClientOptions, 'client'> & { group: string; config?: PoolConfig }): Promise<PoolStatus> {
   try {
     return await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(statusQuery);
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
-    return parkedStatus(options.group);
+    return parkedStatus(options.config ?? { group: options.group });
   }
 }

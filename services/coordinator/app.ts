@@ -46,8 +46,13 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   app.post(
     '/v1/query',
     { schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }) } },
-    async (request) => {
-      const result = await queries.query(request.body.sql);
+    async (request, reply) => {
+      // A heavy query waiting for the pool leaves the line when its client goes away.
+      const gone = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) gone.abort();
+      });
+      const result = await queries.query(request.body.sql, gone.signal);
       queryCount.inc({ route: result.stats.route });
       queryTime.observe({ route: result.stats.route }, result.stats.elapsedMs / 1000);
       request.log.info({ stats: result.stats }, 'query answered');
@@ -81,21 +86,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     };
   });
 
-  app.get('/v1/workload-groups', async () => ({ groups: queries.workload() }));
-
-  // The heavy pool's executions: a query run on one group's backends, verdict already given.
-  app.post(
-    '/v1/internal/query',
-    {
-      onRequest: requireToken(options.token),
-      schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }), group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }), queryId: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }) },
-    },
-    async (request) => {
-      const result = await queries.queryOnGroup(request.body.sql, request.body.group);
-      request.log.info({ queryId: request.body.queryId, stats: result.stats }, 'pool query answered');
-      return result;
-    },
-  );
+  app.get('/v1/workload-groups', async () => ({ groups: await queries.workload() }));
 
   return app;
 }

@@ -1,13 +1,15 @@
 /** Composes a running coordinator: SQL engine, planner, member view, scatter, ingest, HTTP. */
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { VerdictThresholds } from '../../core/routing-verdict.js';
 import { Client, Connection } from '@temporalio/client';
-import { poolWorkflowId, type PoolConfig } from '../../workflows/api.js';
+import { poolSettings, poolWorkflowId, type PoolConfig } from '../../workflows/api.js';
 import { MemberView } from '../common/member-view.js';
-import { runOnPool } from '../controller/pool-client.js';
+import { poolStatus, readAdmission, reportDemand } from '../controller/pool-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
+import { HeavyAdmission } from './heavy-admission.js';
 import { Ingestor } from './ingest.js';
 import { Planner } from './planner.js';
 import { QueryService, type HeavyPool } from './query-service.js';
@@ -23,8 +25,22 @@ export interface CoordinatorConfig {
   bucket: string;
   /** The group light queries run on. @default 'serving' */
   group?: string;
-  /** The elastic heavy pool: heavy queries launch it through Temporal and run on its group. */
-  heavyPool?: { temporalAddress: string; namespace?: string; taskQueue?: string; config: PoolConfig };
+  /**
+   * The elastic heavy pool: heavy queries are admitted by its workflow (which launches it) and run
+   * on its group's proven backends. Temporal is reached lazily: light queries never need it.
+   */
+  heavyPool?: {
+    temporalAddress: string;
+    namespace?: string;
+    taskQueue?: string;
+    config: PoolConfig;
+    /** A heavy query waiting longer than this is answered 503 with what the pool waits for. @default 1200000 */
+    queueTimeoutMs?: number;
+    /** How often waiting heavy queries read their admission. @default 250 */
+    admissionPollMs?: number;
+    /** How long one call to Temporal may take before the pool counts as unreachable. @default 10000 */
+    callTimeoutMs?: number;
+  };
   /** Query node URLs to spread work over round-robin before any member list arrives. */
   seedNodes?: string[];
   /** @default 10000 */
@@ -65,12 +81,35 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   let temporal: Connection | undefined;
   if (config.heavyPool) {
     const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
+    const settings = poolSettings(pool);
     const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs });
     views.push(poolView);
     scatters.set(pool.group, scatterOver(poolView, []));
-    temporal = await Connection.connect({ address: temporalAddress });
+    temporal = Connection.lazy({ address: temporalAddress });
     const client = new Client({ connection: temporal, namespace });
-    heavyPool = { group: pool.group, workflowId: poolWorkflowId(pool.group), run: (request) => runOnPool({ client, config: pool, taskQueue }, request) };
+    const options = { client, config: pool, taskQueue };
+    const coordinator = `coordinator-${randomUUID()}`;
+    const deadline = <T>(call: () => Promise<T>) => client.withDeadline(Date.now() + (config.heavyPool!.callTimeoutMs ?? 10_000), call);
+    const admission = new HeavyAdmission({
+      gate: {
+        describe: temporalAddress,
+        report: (counts) => deadline(() => reportDemand(options, { coordinator, ...counts })),
+        read: () => deadline(() => readAdmission(options, coordinator)),
+      },
+      maxQueueSize: settings.maxQueueSize,
+      queueTimeoutMs: config.heavyPool.queueTimeoutMs,
+      pollMs: config.heavyPool.admissionPollMs,
+      heartbeatMs: settings.reportTtlMs / 3,
+    });
+    heavyPool = {
+      group: pool.group,
+      workflowId: poolWorkflowId(pool.group),
+      admission,
+      workload: async () => {
+        const status = await deadline(() => poolStatus({ ...options, group: pool.group }));
+        return { name: pool.group, running: status.running, waiting: status.waiting, maxConcurrency: status.maxConcurrency, maxQueueSize: status.maxQueueSize };
+      },
+    };
   }
 
   const s3 = createS3Client(config.s3);
@@ -94,6 +133,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     queries,
     close: async () => {
       for (const v of views) v.stop();
+      heavyPool?.admission.close();
       await app.close();
       await temporal?.close();
       engine.close();

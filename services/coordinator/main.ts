@@ -27,6 +27,8 @@ const coordinator = await startCoordinator({
     temporalAddress: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233'),
     namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'),
     taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
+    queueTimeoutMs: envNumber('BERTH_HEAVY_QUEUE_TIMEOUT_MS', 1_200_000),
+    admissionPollMs: envNumber('BERTH_HEAVY_ADMISSION_POLL_MS', 250),
   },
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),

@@ -3,12 +3,11 @@
  * verdict, then either scatter to owners in the serving group (or gather on one backend) and finish
  * at the coordinator, or hand a heavy query to the elastic heavy pool.
  */
-import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { HeavyQueryRequest, HeavyQueryResult } from '../../workflows/api.js';
 import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
+import type { HeavyAdmission } from './heavy-admission.js';
 import type { ExecutablePlan, Planner, Route } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
@@ -32,8 +31,8 @@ export interface QueryStats {
   bytesFromS3: number;
   fallbacks: number;
   elapsedMs: number;
-  /** For a heavy query: the pool's workflow and how long the query waited for it. */
-  pool?: { workflowId: string; queryId: string; waitedMs: number };
+  /** For a heavy query: the pool's workflow and how long the query waited to be admitted. */
+  pool?: { workflowId: string; waitedMs: number };
 }
 
 export interface QueryResult extends JsonResult {
@@ -45,13 +44,18 @@ export interface WorkloadGroupStatus {
   running: number;
   waiting: number;
   maxConcurrency?: number;
+  maxQueueSize?: number;
+  /** Why the figures are this coordinator's own instead of the whole group's. */
+  unavailable?: string;
 }
 
-/** The elastic heavy pool, as the coordinator sees it: a group, and a way to run a query there. */
+/** The elastic heavy pool, as the coordinator sees it: its group, its admission, its queue figures. */
 export interface HeavyPool {
   group: string;
   workflowId: string;
-  run(request: HeavyQueryRequest): Promise<HeavyQueryResult>;
+  admission: HeavyAdmission;
+  /** The group's running and waiting queries over every coordinator, as the pool workflow counts them. */
+  workload(): Promise<WorkloadGroupStatus>;
 }
 
 export interface QueryServiceOptions {
@@ -79,8 +83,6 @@ interface Prepared {
 
 export class QueryService {
   private readonly limit;
-  /** Queries of each non-serving group: handed over, and running on it. */
-  private readonly pools = new Map<string, { inflight: number; running: number }>();
 
   constructor(private readonly options: QueryServiceOptions) {
     this.limit = pLimit(options.maxConcurrency ?? 16);
@@ -90,52 +92,44 @@ export class QueryService {
     return this.options.servingGroup ?? 'serving';
   }
 
-  /** Running and waiting query counts per group, as the heavy pool's monitor reads them. */
-  workload(): WorkloadGroupStatus[] {
+  /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
+  async workload(): Promise<WorkloadGroupStatus[]> {
     const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];
-    for (const [name, counts] of this.pools) groups.push({ name, running: counts.running, waiting: Math.max(0, counts.inflight - counts.running) });
+    const pool = this.options.heavyPool;
+    if (pool) {
+      groups.push(
+        await pool.workload().catch((error: Error) => ({
+          name: pool.group,
+          ...pool.admission.counts,
+          unavailable: `this coordinator's own counts: the pool cannot be reached (${error.message.split('\n')[0]})`,
+        })),
+      );
+    }
     return groups;
   }
 
-  private counts(group: string) {
-    let counts = this.pools.get(group);
-    if (!counts) this.pools.set(group, (counts = { inflight: 0, running: 0 }));
-    return counts;
-  }
-
-  /** Answers a query: on the serving group when light, on the heavy pool when heavy. */
-  async query(sql: string): Promise<QueryResult> {
+  /** Answers a query: on the serving group when light; admitted by the heavy pool and run on its backends when heavy. */
+  async query(sql: string, signal?: AbortSignal): Promise<QueryResult> {
     const started = performance.now();
     const prepared = await this.prepare(sql);
     const pool = this.options.heavyPool;
     if (prepared.verdict.class === 'heavy' && pool) {
-      const queryId = randomUUID();
-      const counts = this.counts(pool.group);
-      counts.inflight++;
+      const admission = await pool.admission.admit(signal);
       try {
-        // The pool runs it through queryOnGroup on a coordinator like this one: the answer is a QueryResult.
-        const result = (await pool.run({ queryId, sql })) as unknown as QueryResult;
-        const elapsedMs = Math.round(performance.now() - started);
-        return { ...result, stats: { ...result.stats, verdict: prepared.verdict, elapsedMs, pool: { workflowId: pool.workflowId, queryId, waitedMs: Math.max(0, elapsedMs - result.stats.elapsedMs) } } };
+        const result = await this.execute(prepared, pool.group, started, new Set(admission.backends));
+        return { ...result, stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } } };
       } finally {
-        counts.inflight--;
+        admission.release();
       }
     }
     return await this.limit(() => this.execute(prepared, this.servingGroup, started));
   }
 
-  /** Runs a query on a given group's backends (the heavy pool's executions arrive here). */
+  /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
   async queryOnGroup(sql: string, group: string): Promise<QueryResult> {
     const started = performance.now();
-    const counts = this.counts(group);
-    counts.running++;
-    try {
-      // The pool was proven ready moments ago; its backends may be newer than this coordinator's last poll.
-      await this.options.scatters.get(group)?.refreshMembers();
-      return await this.execute(await this.prepare(sql), group, started);
-    } finally {
-      counts.running--;
-    }
+    await this.options.scatters.get(group)?.refreshMembers();
+    return await this.execute(await this.prepare(sql), group, started);
   }
 
   private async prepare(sql: string): Promise<Prepared> {
@@ -154,10 +148,13 @@ export class QueryService {
     return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
   }
 
-  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number): Promise<QueryResult> {
+  /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here. */
+  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
+    // Backends proven moments ago may be newer than this coordinator's last member poll.
+    if (only && !scatter.lists(only)) await scatter.refreshMembers();
     const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
     let partials: Buffer[];
     let scans: ScanStats[] = [];
@@ -168,7 +165,7 @@ export class QueryService {
       partials = [await engine.runToParquet(plan.nodeSql, plan.tables.map((t) => ({ ...t, files: [] })))];
     } else {
       const outcome =
-        plan.route === 'gather' ? await scatter.toOneNode(plan.nodeSql, chosen) : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments);
+        plan.route === 'gather' ? await scatter.toOneNode(plan.nodeSql, chosen, only) : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, only);
       ({ partials, scans, fallbacks } = outcome);
       placement = outcome.placement;
     }

@@ -4,10 +4,11 @@
  * miss, never an error); before the coordinator has a member list it spreads work round-robin
  * over its seed nodes.
  */
+import { Placement } from '../../core/ownership.js';
 import { HttpError } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
-import type { SegmentRow, TableInfo } from '../meta/client.js';
+import type { Member, SegmentRow, TableInfo } from '../meta/client.js';
 import { scanOnNode, type ScanStats } from '../query-node/client.js';
 
 export interface ScatterOptions {
@@ -40,25 +41,35 @@ interface Target {
   url: string;
 }
 
+/** The members work may go to: the whole view, or the part of it a caller allows. */
+interface Members {
+  readonly members?: Member[];
+  readonly placement?: Placement;
+  member(id: string): Member | undefined;
+}
+
 export class Scatter {
   private roundRobin = 0;
 
   constructor(private readonly options: ScatterOptions) {}
 
-  /** Runs `sql` on the owners of `segments` (one table), each over its own share. */
-  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[]): Promise<ScatterOutcome> {
-    return await this.run(segments.map((s) => s.id), (failed, ids) => this.assign(ids, failed), (target, ids) =>
+  /** Runs `sql` on the owners of `segments` (one table), each over its own share; only on `only` when given. */
+  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], only?: ReadonlySet<string>): Promise<ScatterOutcome> {
+    const members = this.members(only);
+    return await this.run(members, segments.map((s) => s.id), (failed, ids) => this.assign(members, ids, failed), (target, ids) =>
       scanOnNode(target.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: ids }] }, this.options.token, this.timeout),
     );
   }
 
   /** Runs `sql` whole on one node holding all the segments of every table: the one that owns most of them. */
-  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[]): Promise<ScatterOutcome> {
+  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], only?: ReadonlySet<string>): Promise<ScatterOutcome> {
     const all = tables.flatMap((t) => t.segments.map((s) => s.id));
+    const members = this.members(only);
     return await this.run(
+      members,
       ['*'],
       (failed) => {
-        const target = this.gatherTarget(all, failed);
+        const target = this.gatherTarget(members, all, failed);
         return target ? new Map([[target.id, { target, ids: ['*'] }]]) : new Map();
       },
       (target) =>
@@ -76,16 +87,32 @@ export class Scatter {
     await this.options.view.refresh();
   }
 
+  /** True when the view lists every one of these node ids. */
+  lists(ids: Iterable<string>): boolean {
+    for (const id of ids) if (!this.options.view.member(id)) return false;
+    return true;
+  }
+
+  /** The view, or the members of it in `only` with a placement of their own. */
+  private members(only?: ReadonlySet<string>): Members {
+    const { view } = this.options;
+    if (!only || !view.members) return view;
+    const members = view.members.filter((m) => only.has(m.id));
+    const placement = members.length > 0 ? new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))) : undefined;
+    return { members, placement, member: (id) => members.find((m) => m.id === id) };
+  }
+
   private get timeout(): number {
     return this.options.scanTimeoutMs ?? 120_000;
   }
 
   private async run(
+    members: Members,
     ids: string[],
     assign: (failed: Set<string>, ids: string[]) => Map<string, { target: Target; ids: string[] }>,
     send: (target: Target, ids: string[]) => Promise<{ body: Buffer; stats: ScanStats }>,
   ): Promise<ScatterOutcome> {
-    const placement = this.options.view.placement ? 'owner' : 'round-robin';
+    const placement = members.placement ? 'owner' : 'round-robin';
     const failed = new Set<string>();
     const partials: Buffer[] = [];
     const scans: ScanStats[] = [];
@@ -118,14 +145,13 @@ export class Scatter {
   }
 
   /** Groups segments by the first node in each one's ranking that has not failed. */
-  private assign(ids: string[], failed: Set<string>): Map<string, { target: Target; ids: string[] }> {
+  private assign(view: Members, ids: string[], failed: Set<string>): Map<string, { target: Target; ids: string[] }> {
     const groups = new Map<string, { target: Target; ids: string[] }>();
     const add = (target: Target, id: string) => {
       const group = groups.get(target.id) ?? { target, ids: [] };
       group.ids.push(id);
       groups.set(target.id, group);
     };
-    const { view } = this.options;
     const placement = view.placement;
     if (!placement) {
       const seeds = this.options.seedNodes.filter((url) => !failed.has(url));
@@ -145,15 +171,14 @@ export class Scatter {
   }
 
   /** The live node that owns the most of these segments (fewest cold reads), skipping failed ones. */
-  private gatherTarget(ids: string[], failed: Set<string>): Target | undefined {
-    const { view } = this.options;
+  private gatherTarget(view: Members, ids: string[], failed: Set<string>): Target | undefined {
     if (!view.placement) {
       const seeds = this.options.seedNodes.filter((url) => !failed.has(url));
       const url = seeds[this.roundRobin++ % Math.max(1, seeds.length)];
       return url ? { id: url, url } : undefined;
     }
     const counts = new Map<string, number>();
-    for (const [nodeId, group] of this.assign(ids, failed)) counts.set(nodeId, group.ids.length);
+    for (const [nodeId, group] of this.assign(view, ids, failed)) counts.set(nodeId, group.ids.length);
     const candidates = (view.members ?? []).filter((m) => !failed.has(m.id));
     candidates.sort((a, b) => (counts.get(b.id) ?? 0) - (counts.get(a.id) ?? 0) || a.id.localeCompare(b.id));
     const best = candidates[0];

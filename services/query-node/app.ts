@@ -7,10 +7,11 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
-import { installErrorHandler } from '../common/errors.js';
+import { HttpError, installErrorHandler } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { SegmentId, TableName } from '../common/schemas.js';
+import type { CanaryResult } from './canary.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
 import type { Scanner } from './scanner.js';
 import type { Warmer } from './warmer.js';
@@ -23,6 +24,8 @@ export interface QueryNodeAppOptions {
   scanner: Scanner;
   view: MemberView;
   warmer: Warmer;
+  /** Reads Berth's canary object from storage and scans it (the heavy pool's last readiness layer). */
+  canary: () => Promise<CanaryResult>;
   /** True once the node is registered with meta. */
   isRegistered: () => boolean;
   /** Largest segment a push may carry. @default 4 GiB */
@@ -142,6 +145,16 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   );
 
   app.post('/v1/warm', auth, async () => ({ fetched: await options.warmer.runOnce() }));
+
+  app.post('/v1/canary', auth, async () => {
+    try {
+      return await options.canary();
+    } catch (error) {
+      // The point of the canary is to say why a backend cannot serve: say it.
+      const e = error as Error;
+      throw new HttpError(502, 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
+    }
+  });
 
   return app;
 }

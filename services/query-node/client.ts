@@ -1,6 +1,7 @@
 /** Calls a query node: scans (Parquet back, stats in a header) and pushes of segment files. */
 import { bearer } from '../common/auth.js';
-import { ServiceCallError } from '../common/http-client.js';
+import { callJson, ServiceCallError } from '../common/http-client.js';
+import type { CanaryResult } from './canary.js';
 import { PARQUET_TYPE, SCAN_STATS_HEADER, type ScanStats } from './app.js';
 
 export type { ScanStats };
@@ -49,4 +50,9 @@ export async function pushToNode(nodeUrl: string, table: string, segmentId: stri
   const result = (await response.json()) as PushResult & { message?: string };
   if (!response.ok) throw new ServiceCallError(response.status, result, `push to ${nodeUrl} answered ${response.status}: ${result.message}`);
   return result;
+}
+
+/** Asks a node to read Berth's canary object from storage and scan it. */
+export function canaryOnNode(nodeUrl: string, token: string, timeoutMs = 60_000): Promise<CanaryResult> {
+  return callJson<CanaryResult>(`${nodeUrl}/v1/canary`, { method: 'POST', token, timeoutMs });
 }

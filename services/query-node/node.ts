@@ -6,6 +6,7 @@ import { MemberView } from '../common/member-view.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { MetaClient } from '../meta/client.js';
 import { buildQueryNodeApp } from './app.js';
+import { runCanary } from './canary.js';
 import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
 import { Scanner } from './scanner.js';
@@ -90,6 +91,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     scanner: new Scanner(duckdb, scratchDir),
     view,
     warmer,
+    canary: () => runCanary({ s3, bucket: config.bucket, duckdb, scratchDir }),
     isRegistered: () => isRegistered,
     logger: config.logger,
   });

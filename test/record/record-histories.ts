@@ -1,0 +1,124 @@
+/**
+ * Records one history of every workflow type into test/fixtures/histories/, for the replay tests
+ * (test/replay.test.ts). Run it with `npm run record-histories` after a workflow change that ships
+ * under a patch or as a new workflow type (README: "Changing a workflow"), never to make a failing
+ * replay test pass. The heavy pool runs with activity doubles (its command sequence is what
+ * matters); merges, the janitor and the reconciler run against a real test cluster.
+ */
+import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { HeavyPoolActivities } from '../../activities/heavy-pool.js';
+import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../../services/controller/pool-client.js';
+import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId } from '../../workflows/api.js';
+import { janitorWorkflow, poolReconcilerWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
+import { startCluster, type TestCluster } from '../helpers/cluster.js';
+import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
+import { runsOf } from '../helpers/history.js';
+
+const FIXTURES = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
+
+/** Saves every run of the workflow (continue-as-new makes several), oldest first: NAME.json, NAME-2.json, … */
+async function save(client: Client, name: string, workflowId: string): Promise<void> {
+  const runs = (await runsOf(client, workflowId)).reverse();
+  for (const [i, runId] of runs.entries()) {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    await writeFile(`${FIXTURES}${name}${i === 0 ? '' : `-${i + 1}`}.json`, `${historyToJSON(history)}\n`);
+  }
+}
+
+const poolDoubles = (replicas: Map<string, number>): HeavyPoolActivities => ({
+  async setReplicas({ group, replicas: n }) {
+    const previous = replicas.get(group) ?? 0;
+    replicas.set(group, n);
+    return { changed: previous !== n, previous };
+  },
+  async observePool({ group }) {
+    const n = group.startsWith('stuck') ? 0 : (replicas.get(group) ?? 0);
+    return { pods: replicas.get(group) ?? 0, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: n > 0 };
+  },
+  async canaryScan({ backends }) {
+    return backends.map((b) => ({ id: b.id, ok: true }));
+  },
+  async releaseGroupLeases() {
+    return [];
+  },
+  async parkOrphanedGroups({ groups }) {
+    return { parked: groups.filter((g) => (replicas.get(g) ?? 0) > 0).map((g) => ({ group: g, replicas: replicas.get(g)! })) };
+  },
+});
+
+describe('recording workflow histories', () => {
+  let client: Client;
+  let cluster: TestCluster;
+  let worker: RunningWorker;
+  let connection: NativeConnection;
+  let poolWorker: Worker;
+  let poolRunning: Promise<void>;
+  const taskQueue = `record-${randomUUID()}`;
+  const poolQueue = `record-pool-${randomUUID()}`;
+  const replicas = new Map<string, number>();
+
+  beforeAll(async () => {
+    client = await temporalClient();
+    cluster = await startCluster({ vcpus: [2, 2] });
+    worker = await startWorker(cluster, taskQueue);
+    connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), activities: poolDoubles(replicas) });
+    poolRunning = poolWorker.run();
+  });
+  afterAll(async () => {
+    poolWorker?.shutdown();
+    await poolRunning;
+    await connection?.close();
+    await worker?.stop();
+    await cluster?.close();
+    await client?.connection.close();
+  });
+
+  it('records a heavy pool launched by demand, serving, raised by the monitor, then parked by the reaper', { timeout: 120_000 }, async () => {
+    const group = 'recorded';
+    const options: PoolClientOptions = { client, taskQueue: poolQueue, config: { group, increment: 1, maxReplicas: 2, maxConcurrency: 1, monitorSustainMs: 300, idleTimeoutMs: 1_500, readinessConfirmMs: 20 } };
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 3 });
+    await expect.poll(async () => (await readAdmission(options, 'c1')).grant, { timeout: 20_000 }).toBe(1);
+    await reportDemand(options, { coordinator: 'c1', running: 1, waiting: 2, epoch: 0 });
+    await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(2);
+    await launchPool(options, 2);
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 0, epoch: 0 });
+    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('parked');
+    await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
+    await save(client, 'heavy-pool-serve-raise-reap', poolWorkflowId(group));
+  });
+
+  it('records a heavy pool whose launch misses its deadline', { timeout: 60_000 }, async () => {
+    const group = 'stuck-recorded';
+    const options: PoolClientOptions = { client, taskQueue: poolQueue, config: { group, increment: 1, maxReplicas: 1, launchDeadlineMs: 1_000, readinessWaitMs: 200 } };
+    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 1 });
+    await expect.poll(async () => (await poolStatus({ client, group })).lastFailure?.epoch, { timeout: 20_000 }).toBe(1);
+    await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
+    await save(client, 'heavy-pool-launch-deadline', poolWorkflowId(group));
+  });
+
+  it('records the reconciler', async () => {
+    replicas.set('orphaned', 2);
+    const workflowId = `reconciler-${randomUUID()}`;
+    await client.workflow.execute(poolReconcilerWorkflow, { taskQueue: poolQueue, workflowId, args: [{ groups: ['orphaned', 'recorded'] }] });
+    await save(client, 'pool-reconciler', workflowId);
+  });
+
+  it('records a table merge with its segment merge child, and the janitor', { timeout: 120_000 }, async () => {
+    await cluster.ingestEvents('events', 12, 40);
+    const tableWorkflowId = `merge-events-recorded-${randomUUID()}`;
+    const result = await client.workflow.execute(tableMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: tableWorkflowId, args: [{ table: 'events', minInputs: 2 }] });
+    expect(result.partitions.map((p) => p.outcome)).toContain('merged');
+    await save(client, 'table-merge', tableWorkflowId);
+    await save(client, 'segment-merge', mergeWorkflowId('events', '20261101'));
+    const janitorId = `janitor-recorded-${randomUUID()}`;
+    await client.workflow.execute(janitorWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: janitorId, args: [{ graceMs: 0 }] });
+    await save(client, 'janitor', janitorId);
+  });
+});
