@@ -120,11 +120,12 @@ describe('a worker’s merges', () => {
     expect(await cluster.meta.listSegments('cancelled')).toHaveLength(3); // nothing committed
   });
 
-  it('stops gracefully on SIGTERM: the push in flight is aborted after the grace time, and another worker finishes the merge', async () => {
+  it('stops gracefully on SIGTERM: the push in flight is aborted after the grace time, and another worker finishes the merge', { timeout: 180_000 }, async () => {
     const queue = `graceful-${randomUUID()}`;
     await cluster.ingestEvents('graceful', 3, 20);
     const before = await cluster.meta.listSegments('graceful');
-    const { child, exited } = spawnWorkerProcess(cluster, queue, { BERTH_WORKER_SHUTDOWN_GRACE_MS: '1000' });
+    const { child, exited, stderr } = spawnWorkerProcess(cluster, queue, { BERTH_WORKER_SHUTDOWN_GRACE_MS: '1000' });
+    void exited.then(() => child.exitCode !== 0 && console.error(`the worker process exited with ${child.exitCode}: ${stderr()}`));
     const arrivals = owner.held.length;
     const abandoned = owner.abandoned;
     const handle = await client.workflow.start(segmentMergeWorkflow, {
@@ -132,7 +133,7 @@ describe('a worker’s merges', () => {
       workflowId: `graceful-${randomUUID()}`,
       args: [{ table: 'graceful', partition: PARTITION, heartbeatTimeoutMs: 10_000 }],
     });
-    await expect.poll(() => owner.held.length, { timeout: 60_000 }).toBe(arrivals + 1);
+    await expect.poll(() => owner.held.length, { timeout: 120_000 }).toBe(arrivals + 1);
 
     const stopped = Date.now();
     child.kill('SIGTERM');

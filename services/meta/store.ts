@@ -2,8 +2,9 @@
  * Meta's durable state in one SQLite file: the node registry, the table and segment manifest, and
  * leases. Every multi-row change is one transaction, so a crash never leaves half a swap.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { conflict, notFound } from '../common/errors.js';
+import { openSqlite } from '../common/sqlite.js';
 
 export interface NodeRegistration {
   id: string;
@@ -129,7 +130,7 @@ export class MetaStore {
   private readonly heartbeatIntervalMs: number;
 
   constructor(options: MetaStoreOptions) {
-    this.db = new Database(options.file);
+    this.db = openSqlite(options.file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
