@@ -10,6 +10,7 @@ import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../cli/embedded/temporal-server.js';
 import { launchPool } from '../services/controller/pool-client.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
+import { registerSearchAttributesOrWarn } from '../workers/search-attributes.js';
 import { mergeScheduleId, mergeTaskQueueFor, poolWorkflowId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { berth } from './helpers/berth-cli.js';
@@ -92,5 +93,25 @@ describe('berth setup on a bare Temporal server', () => {
       })
       .toEqual([poolWorkflowId(group)]);
     await client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
+  });
+});
+
+describe('a worker on a namespace it may not change', () => {
+  const refusing = (code: number) => ({
+    operatorService: {
+      listSearchAttributes: () => Promise.reject(Object.assign(new Error(`refused with gRPC code ${code}`), { code })),
+      addSearchAttributes: () => Promise.reject(new Error('never called')),
+    },
+  }) as unknown as Parameters<typeof registerSearchAttributesOrWarn>[0];
+
+  it('warns and starts when the server denies it, since an operator may have registered them', async () => {
+    const warnings: string[] = [];
+    await registerSearchAttributesOrWarn(refusing(7), 'cloud-ns', (w) => warnings.push(w));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/may not register Berth's search attributes on "cloud-ns".*berth setup/);
+  });
+
+  it('does not start when the server fails otherwise', async () => {
+    await expect(registerSearchAttributesOrWarn(refusing(14), 'down-ns', () => {})).rejects.toThrow(/gRPC code 14/);
   });
 });

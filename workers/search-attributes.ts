@@ -12,6 +12,8 @@ import { SEARCH_ATTRIBUTES } from '../workflows/api.js';
 
 const { IndexedValueType } = proto.temporal.api.enums.v1;
 const GRPC_ALREADY_EXISTS = 6;
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_UNIMPLEMENTED = 12;
 
 export interface RegisteredSearchAttributes {
   /** Names added now. */
@@ -63,4 +65,23 @@ export async function registerSearchAttributes(
     }
   }
   return { added: missing.map((m) => m.name), present: wanted().filter(({ name }) => name in existing).map((m) => m.name) };
+}
+
+/**
+ * What a worker does before it polls: registers them, but where the server will not let it (a
+ * namespace whose credentials may not manage search attributes, as on Temporal Cloud), says so and
+ * goes on: an operator may have registered them (`berth setup`, or the provider's own tools).
+ */
+export async function registerSearchAttributesOrWarn(
+  connection: Pick<Connection | NativeConnection, 'operatorService'>,
+  namespace: string,
+  warn: (message: string) => void = console.warn,
+): Promise<void> {
+  try {
+    await registerSearchAttributes(connection, namespace);
+  } catch (error) {
+    const code = (error as { code?: number; cause?: { code?: number } }).code ?? (error as { cause?: { code?: number } }).cause?.code;
+    if (code !== GRPC_PERMISSION_DENIED && code !== GRPC_UNIMPLEMENTED) throw error;
+    warn(`this worker may not register Berth's search attributes on "${namespace}" (${(error as Error).message}); they must be registered already (berth setup)`);
+  }
 }

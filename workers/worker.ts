@@ -14,7 +14,7 @@ import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
-import { registerSearchAttributes } from './search-attributes.js';
+import { registerSearchAttributesOrWarn } from './search-attributes.js';
 
 export interface BerthWorkerConfig {
   temporalAddress: string;
@@ -70,7 +70,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   let workers: BerthWorker['workers'];
   try {
     // Before any workflow this worker runs (or schedule it keeps) sets them.
-    await registerSearchAttributes(connection, namespace);
+    await registerSearchAttributesOrWarn(connection, namespace);
     const merge = await Worker.create({
       ...common,
       taskQueue: mergeTaskQueueFor(taskQueue),
