@@ -34,7 +34,8 @@ describe('a worker’s merges', () => {
   };
 
   beforeAll(async () => {
-    cluster = await startCluster({ vcpus: [] });
+    // A short expiry: the fake owner must heartbeat to stay the owner through every test here.
+    cluster = await startCluster({ vcpus: [], expiryMs: 5_000 });
     client = await temporalClient();
     owner = await startHoldingOwner(cluster);
   });

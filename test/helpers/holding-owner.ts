@@ -21,7 +21,7 @@ export interface HoldingOwner {
   close(): Promise<void>;
 }
 
-/** Starts one and registers it with the cluster's meta as the serving group's only node. */
+/** Starts one and registers it with the cluster's meta as the serving group's only node, heartbeating until closed. */
 export async function startHoldingOwner(cluster: TestCluster, id = 'holding-owner'): Promise<HoldingOwner> {
   let arrivals = 0;
   const waiters: { count: number; resolve: () => void }[] = [];
@@ -61,5 +61,13 @@ export async function startHoldingOwner(cluster: TestCluster, id = 'holding-owne
     },
   };
   await cluster.meta.registerNode({ id, group: 'serving', url, vcpus: 2, startedAt: Date.now() });
+  // Heartbeats like a real node, or meta drops it from the members after its expiry.
+  const heartbeats = setInterval(() => void cluster.meta.heartbeat(id, 2).catch(() => {}), 1_000);
+  heartbeats.unref();
+  const close = owner.close;
+  owner.close = async () => {
+    clearInterval(heartbeats);
+    await close();
+  };
   return owner;
 }
