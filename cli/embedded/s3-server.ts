@@ -105,11 +105,7 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
   const log = options.log ?? (() => {});
   const directory = path.resolve(options.directory);
   await mkdir(directory, { recursive: true });
-  const [executable, credentials, ports] = await Promise.all([
-    options.executable ?? resolveWeed({ log }),
-    loadOrCreateS3Credentials(options.identitiesFile),
-    pickPorts(address, options.ports ?? {}),
-  ]);
+  const [executable, credentials] = await Promise.all([options.executable ?? resolveWeed({ log }), loadOrCreateS3Credentials(options.identitiesFile)]);
   // Keys for the JWTs the gateway signs its filer and volume requests with: those ports refuse
   // anyone else. SeaweedFS reads security.toml from its working directory.
   const key = () => JSON.stringify(randomBytes(24).toString('base64url'));
@@ -118,16 +114,54 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
     ['jwt.signing', 'jwt.signing.read', 'jwt.filer_signing', 'jwt.filer_signing.read'].map((table) => `[${table}]\nkey = ${key()}\n`).join(''),
     { mode: 0o600 },
   );
+  const logStream: Writable | undefined = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : undefined;
+  // A free port can be taken by another process before weed binds it: then weed exits at once,
+  // and a start on fresh free ports follows (the caller's own ports are kept).
+  for (let attempt = 1; ; attempt++) {
+    const ports = await pickPorts(address, options.ports ?? {});
+    const weed = launch(executable, weedArgs(directory, options.identitiesFile, address, ports), directory, logStream);
+    const endpoint = `http://${address}:${ports.s3}`;
+    try {
+      const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
+      const checkAlive = () => {
+        if (weed.child.exitCode !== null) throw new Error(`weed mini exited with ${weed.child.exitCode} while starting`);
+      };
+      await awaitBuckets(endpoint, credentials, options.buckets, deadline, checkAlive);
+      // The admin server comes up last; the start is over when every port listens.
+      await awaitListening(address, [...Object.values(ports), ports.admin + ADMIN_GRPC_OFFSET], deadline, checkAlive);
+      log(`s3: SeaweedFS on ${endpoint}`);
+      return {
+        endpoint,
+        credentials,
+        ports,
+        stop: async () => {
+          await weed.stop();
+          logStream?.end();
+        },
+      };
+    } catch (error) {
+      await weed.stop();
+      if (attempt < 3 && /Port allocation failed|address already in use/.test(weed.tail())) {
+        log(`s3: a port was taken before SeaweedFS could bind it; starting again on other free ports`);
+        continue;
+      }
+      logStream?.end();
+      throw new Error(`SeaweedFS did not serve S3 on ${endpoint}: ${(error as Error).message}\n${weed.tail().trim().split('\n').slice(-8).join('\n')}`, { cause: error });
+    }
+  }
+}
+
+function weedArgs(directory: string, identitiesFile: string, address: string, ports: SeaweedPorts): string[] {
   // Unix sockets inside the directory where the path fits (108 bytes), else SeaweedFS's /tmp default.
   const socket = (name: string) => (Buffer.byteLength(path.join(directory, name)) < 100 ? [`-${name.replace('.sock', '')}.localSocket=${path.join(directory, name)}`] : []);
-  const args = [
+  return [
     '-logtostderr',
     'mini',
     `-dir=${directory}`,
     `-ip=${address}`,
     `-ip.bind=${address}`,
     '-master.telemetry=false',
-    `-s3.config=${path.resolve(options.identitiesFile)}`,
+    `-s3.config=${path.resolve(identitiesFile)}`,
     '-webdav=false',
     '-admin.ui=false',
     '-s3.port.iceberg=0',
@@ -144,9 +178,12 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
     ...socket('s3.sock'),
     ...socket('filer.sock'),
   ];
-  const child = spawn('/bin/sh', ['-c', TETHER, executable, ...args], { cwd: directory, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** Starts weed under its tether, in its own process group; `stop` ends the group. */
+function launch(executable: string, args: string[], cwd: string, logStream: Writable | undefined) {
+  const child = spawn('/bin/sh', ['-c', TETHER, executable, ...args], { cwd, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
   (child.stdin as unknown as { unref(): void }).unref(); // the tether must not keep our event loop alive
-  const logStream: Writable | undefined = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : undefined;
   let tail = '';
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString()).slice(-4000);
@@ -155,42 +192,24 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-
-  const endpoint = `http://${address}:${ports.s3}`;
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      try {
-        process.kill(-child.pid!, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      const killer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }, 15_000);
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, name);
+    } catch {
+      // already gone
+    }
+  };
+  return {
+    child,
+    tail: () => tail,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      signal('SIGTERM');
+      const killer = setTimeout(() => signal('SIGKILL'), 15_000);
       await exited;
       clearTimeout(killer);
-    }
-    logStream?.end();
+    },
   };
-
-  try {
-    const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
-    const checkAlive = () => {
-      if (child.exitCode !== null) throw new Error(`weed mini exited with ${child.exitCode} while starting`);
-    };
-    await awaitBuckets(endpoint, credentials, options.buckets, deadline, checkAlive);
-    // The admin server comes up last; the start is over when every port listens.
-    await awaitListening(address, [...Object.values(ports), ports.admin + ADMIN_GRPC_OFFSET], deadline, checkAlive);
-  } catch (error) {
-    await stop();
-    throw new Error(`SeaweedFS did not serve S3 on ${endpoint}: ${(error as Error).message}\n${tail.trim().split('\n').slice(-8).join('\n')}`, { cause: error });
-  }
-  log(`s3: SeaweedFS on ${endpoint}`);
-  return { endpoint, credentials, ports, stop };
 }
 
 /** The caller's ports, and free ones for the rest (distinct, and admin's gRPC twin free too). */
@@ -199,7 +218,8 @@ async function pickPorts(address: string, given: Partial<SeaweedPorts>): Promise
   const pick = async (accept: (port: number) => Promise<boolean> = async () => true): Promise<number> => {
     for (;;) {
       const port = await freePort(address);
-      if (!taken.has(port) && !taken.has(port + ADMIN_GRPC_OFFSET) && (await accept(port))) {
+      // weed also checks the port on every interface before it binds it.
+      if (!taken.has(port) && !taken.has(port + ADMIN_GRPC_OFFSET) && (await isPortFree(port, '0.0.0.0')) && (await accept(port))) {
         taken.add(port);
         return port;
       }
@@ -209,7 +229,7 @@ async function pickPorts(address: string, given: Partial<SeaweedPorts>): Promise
   for (const name of SEAWEED_PORT_NAMES) {
     ports[name] =
       given[name] ||
-      (name === 'admin' ? await pick(async (p) => p + ADMIN_GRPC_OFFSET <= 65535 && (await isPortFree(p + ADMIN_GRPC_OFFSET, address))) : await pick());
+      (name === 'admin' ? await pick(async (p) => p + ADMIN_GRPC_OFFSET <= 65535 && (await isPortFree(p + ADMIN_GRPC_OFFSET, '0.0.0.0'))) : await pick());
   }
   taken.add(ports.admin + ADMIN_GRPC_OFFSET);
   return ports;
