@@ -146,7 +146,7 @@ describe('the heavy pool on Kubernetes', () => {
     const options = { ...pool('heavy-e'), taskQueue: killedQueue };
     await launchPool(options, 2);
     // Killed right after its patch, while it waits for backends.
-    await expect.poll(() => api.patches.filter((p) => JSON.stringify(p).includes('"heavy-e"')).length, { timeout: 60_000 }).toBe(1);
+    await expect.poll(async () => (await poolStatus({ client, group: 'heavy-e' })).replicasPatched, { timeout: 60_000 }).toBe(2); // the patch's completion is in the history
     child.kill('SIGKILL');
     await exited;
 
