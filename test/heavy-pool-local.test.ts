@@ -83,7 +83,8 @@ describe('the heavy pool from zero and back', () => {
           QUERY_NODE,
           {
             BERTH_TOKEN: TOKEN,
-            BERTH_META_URL: cluster.metaUrl,
+            // A "mute" backend runs but never reaches meta: it can never register.
+            BERTH_META_URL: g.startsWith('mute') ? 'http://127.0.0.1:9' : cluster.metaUrl,
             BERTH_NODE_GROUP: g,
             BERTH_NODE_VCPUS: '2',
             BERTH_DUCKDB_THREADS: '1',
@@ -235,6 +236,23 @@ describe('the heavy pool from zero and back', () => {
     expect((await cluster.meta.backends(liar)).map((b) => b.alive)).toEqual([true]); // it does heartbeat
     await client.workflow.getHandle(poolWorkflowId(liar)).terminate('test over');
     await platform.setReplicas(liar, 0);
+  });
+
+  it('fails the queries waiting for a pool that cannot become ready at its deadline, naming the layer that never passed', { timeout: 120_000 }, async () => {
+    const mute = `mute-${randomUUID().slice(0, 8)}`;
+    groups.push(mute);
+    // Long enough for the pods to start on a busy machine: the layer that fails is the backends'.
+    const coordinator = await coordinatorFor(poolConfig(mute, { launchDeadlineMs: 15_000 }));
+    const answers = await Promise.all([ask(coordinator.url, HEAVY_SQL), ask(coordinator.url, SMALL_HEAVY_SQL)]);
+    for (const answer of answers) {
+      expect(answer.status).toBe(503);
+      expect(answer.body.error).toBe('pool_launch_failed');
+      expect(answer.body.message).toMatch(/did not become serve-ready within 15 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/);
+    }
+    const status = await poolStatus({ client, group: mute });
+    expect(status).toMatchObject({ phase: 'parked', target: 0, replicasPatched: 0, serveReady: false });
+    expect(status.lastFailure?.message).toBe(answers[0]!.body.message);
+    await expect.poll(() => platform.runningPods(mute), { timeout: 30_000 }).toBe(0);
   });
 
   it('takes back the capacity of a pool whose workflow was terminated, within one reconcile interval', { timeout: 120_000 }, async () => {

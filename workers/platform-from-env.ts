@@ -1,13 +1,13 @@
 /**
  * The heavy pool's platform driver, chosen by the environment: BERTH_PLATFORM=kubernetes patches
- * the operator's custom resource; BERTH_PLATFORM=local (the embedded cluster) starts query-node
- * processes on this machine. No BERTH_HEAVY_GROUP, no heavy pool.
+ * the heavy workload's replicas (or an operator's custom resource); BERTH_PLATFORM=local (the
+ * embedded cluster) starts query-node processes on this machine. No BERTH_HEAVY_GROUP, no heavy pool.
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
-import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
+import { KubernetesPlatform, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
 import { envNumber, envString } from '../services/common/env.js';
@@ -18,17 +18,7 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
   if (kind === 'kubernetes') {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
-    const selector = envString('BERTH_K8S_POD_SELECTOR', 'app.doris.computegroup={group}');
-    const platform = new KubernetesPlatform({
-      kubeConfig,
-      namespace: envString('BERTH_K8S_NAMESPACE'),
-      name: envString('BERTH_K8S_NAME'),
-      group: envString('BERTH_K8S_CR_GROUP', 'disaggregated.cluster.doris.com'),
-      version: envString('BERTH_K8S_CR_VERSION', 'v1'),
-      plural: envString('BERTH_K8S_CR_PLURAL', 'dorisdisaggregatedclusters'),
-      podSelector: (group) => selector.replaceAll('{group}', group),
-    });
-    return { platform, close: async () => {} };
+    return { platform: new KubernetesPlatform({ kubeConfig, namespace: envString('BERTH_K8S_NAMESPACE'), target: kubernetesTargetFromEnv(process.env.BERTH_HEAVY_GROUP) }), close: async () => {} };
   }
   if (kind !== 'local') throw new Error(`BERTH_PLATFORM must be "local" or "kubernetes", not "${kind}"`);
   const dir = envString('BERTH_HEAVY_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'heavy'));
@@ -50,4 +40,32 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
     onError: (error) => console.error(`heavy pool: ${error.message}`),
   });
   return { platform, close: () => platform.close() };
+}
+
+/**
+ * What the Kubernetes driver patches. BERTH_K8S_TARGET=workload (the default): the group's
+ * StatefulSet or Deployment, `BERTH_K8S_WORKLOAD` as kind/name. BERTH_K8S_TARGET=custom-resource: the
+ * compute group inside an operator's resource, whose pods carry the labels BERTH_K8S_POD_SELECTOR
+ * names ({group} stands for the group): it is required, because no selector can be read from the resource.
+ */
+function kubernetesTargetFromEnv(group: string): KubernetesTarget {
+  const kind = envString('BERTH_K8S_TARGET', 'workload');
+  if (kind === 'workload') {
+    const spec = envString('BERTH_K8S_WORKLOAD', `statefulset/berth-${group}`);
+    const [workloadKind, name] = spec.split('/');
+    if ((workloadKind !== 'statefulset' && workloadKind !== 'deployment') || !name) {
+      throw new Error(`BERTH_K8S_WORKLOAD must be statefulset/NAME or deployment/NAME, not "${spec}"`);
+    }
+    return { kind: 'workload', workloads: { [group]: { kind: workloadKind, name } } };
+  }
+  if (kind !== 'custom-resource') throw new Error(`BERTH_K8S_TARGET must be "workload" or "custom-resource", not "${kind}"`);
+  const selector = envString('BERTH_K8S_POD_SELECTOR');
+  return {
+    kind: 'custom-resource',
+    name: envString('BERTH_K8S_NAME'),
+    group: envString('BERTH_K8S_CR_GROUP', 'disaggregated.cluster.doris.com'),
+    version: envString('BERTH_K8S_CR_VERSION', 'v1'),
+    plural: envString('BERTH_K8S_CR_PLURAL', 'dorisdisaggregatedclusters'),
+    podSelector: (computeGroup) => selector.replaceAll('{group}', computeGroup),
+  };
 }

@@ -223,6 +223,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     }
     if (serving) {
       s.notReady = undefined;
+      s.layersPassed = ['pods', 'backends', 'canary'];
       pool.setPhase('ready');
       return;
     }

@@ -1,99 +1,168 @@
 /**
- * The Kubernetes driver: the operator owns the compute groups, so the pool writes exactly one field
- * of its custom resource, `spec.computeGroups[i].replicas`, with a JSON patch that first tests that
- * index i still holds the group (by `uniqueId`). Nothing else is created, changed or deleted; pods
- * are only counted, by label selector.
+ * The Kubernetes driver. Its one write is a JSON patch of one replicas field, guarded by a `test`
+ * of the value it read, so a concurrent edit fails the patch (422) instead of being overwritten.
+ * Two targets:
+ * - `workload` (the default deployment): the group is a StatefulSet or Deployment of Berth query
+ *   nodes; the patch is its /spec/replicas, and pods are counted by the workload's own spec.selector,
+ *   read from the object.
+ * - `custom-resource`: an operator owns the compute groups (the seed's model: the Doris operator's
+ *   `spec.computeGroups[i].replicas`, located by `uniqueId`, whose index is tested too); pods are
+ *   counted by the label selector the configuration gives, as no selector can be read from it.
+ * Nothing else is created, changed or deleted.
  */
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type V1LabelSelector } from '@kubernetes/client-node';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './compute-platform.js';
+
+export interface WorkloadRef {
+  kind: 'statefulset' | 'deployment';
+  name: string;
+}
+
+export type KubernetesTarget =
+  | {
+      kind: 'workload';
+      /** The workload of each compute group the platform drives. */
+      workloads: Record<string, WorkloadRef>;
+    }
+  | {
+      kind: 'custom-resource';
+      /** The custom resource's name. */
+      name: string;
+      /** @default 'disaggregated.cluster.doris.com' */
+      group?: string;
+      /** @default 'v1' */
+      version?: string;
+      /** @default 'dorisdisaggregatedclusters' */
+      plural?: string;
+      /** The label selector of a compute group's pods, as the operator labels them. */
+      podSelector: (computeGroup: string) => string;
+    };
 
 export interface KubernetesPlatformConfig {
   kubeConfig: KubeConfig;
   namespace: string;
-  /** The custom resource's name. */
-  name: string;
-  /** @default 'disaggregated.cluster.doris.com' */
-  group?: string;
-  /** @default 'v1' */
-  version?: string;
-  /** @default 'dorisdisaggregatedclusters' */
-  plural?: string;
-  /** The label selector of a compute group's pods. @default `app.doris.computegroup=<group>` */
-  podSelector?: (computeGroup: string) => string;
+  target: KubernetesTarget;
 }
 
-interface ComputeGroupSpec {
-  uniqueId?: string;
-  replicas?: number;
+/** An object's address for the generic object API (built-in workloads included). */
+interface ObjectRef {
+  group: string;
+  version: string;
+  plural: string;
+  namespace: string;
+  name: string;
+}
+
+/** Where a group's replicas live in its object, as read just now. */
+interface ReplicaField {
+  object: ObjectRef;
+  path: string;
+  /** The value read; undefined when the field is absent. */
+  value: number | undefined;
+  /** Tests that must still hold when the patch lands (the group's index in a list). */
+  guards: { op: 'test'; path: string; value: unknown }[];
+  /** The group's pods. */
+  podSelector: string;
 }
 
 /** How often a patch whose `test` lost to a concurrent edit is tried again from a fresh read. */
-const CONFLICT_RETRIES = 3;
+const CONFLICT_RETRIES = 5;
+
+const WORKLOAD_PLURALS = { statefulset: 'statefulsets', deployment: 'deployments' } as const;
+
+/** A LabelSelector object as the `labelSelector` query parameter spells it. */
+export function labelSelectorString(selector: V1LabelSelector | undefined): string {
+  const terms = Object.entries(selector?.matchLabels ?? {}).map(([key, value]) => `${key}=${value}`);
+  for (const { key, operator, values = [] } of selector?.matchExpressions ?? []) {
+    if (operator === 'In') terms.push(`${key} in (${values.join(',')})`);
+    else if (operator === 'NotIn') terms.push(`${key} notin (${values.join(',')})`);
+    else if (operator === 'Exists') terms.push(key);
+    else if (operator === 'DoesNotExist') terms.push(`!${key}`);
+    else throw new Error(`unknown label selector operator "${operator}"`);
+  }
+  return terms.join(',');
+}
 
 export class KubernetesPlatform implements ComputePlatform {
-  private readonly customObjects: CustomObjectsApi;
+  private readonly objects: CustomObjectsApi;
   private readonly core: CoreV1Api;
 
   constructor(private readonly config: KubernetesPlatformConfig) {
-    this.customObjects = config.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.objects = config.kubeConfig.makeApiClient(CustomObjectsApi);
     this.core = config.kubeConfig.makeApiClient(CoreV1Api);
   }
 
-  private get resource() {
-    return {
-      group: this.config.group ?? 'disaggregated.cluster.doris.com',
-      version: this.config.version ?? 'v1',
-      plural: this.config.plural ?? 'dorisdisaggregatedclusters',
-      namespace: this.config.namespace,
-      name: this.config.name,
-    };
+  private async read(object: ObjectRef): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any
+    return (await this.objects.getNamespacedCustomObject(object)) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
   }
 
-  /** The group's index in spec.computeGroups and its current replicas. */
-  private async locate(computeGroup: string): Promise<{ index: number; replicas: number }> {
-    const resource = (await this.customObjects.getNamespacedCustomObject(this.resource)) as { spec?: { computeGroups?: ComputeGroupSpec[] } };
-    const groups = resource.spec?.computeGroups ?? [];
+  /** Reads the group's object and finds its replicas field. */
+  private async locate(computeGroup: string): Promise<ReplicaField> {
+    const { namespace, target } = this.config;
+    if (target.kind === 'workload') {
+      const workload = target.workloads[computeGroup];
+      if (!workload) {
+        throw new ComputeGroupNotFoundError(`compute group "${computeGroup}" has no workload configured; this worker drives: ${Object.keys(target.workloads).join(', ') || 'none'}`);
+      }
+      const object = { group: 'apps', version: 'v1', plural: WORKLOAD_PLURALS[workload.kind], namespace, name: workload.name };
+      const { spec } = await this.read(object);
+      const podSelector = labelSelectorString(spec?.selector);
+      // An empty selector would count every pod in the namespace.
+      if (!podSelector) throw new Error(`${workload.kind} ${namespace}/${workload.name} has no pod selector`);
+      return { object, path: '/spec/replicas', value: spec?.replicas, guards: [], podSelector };
+    }
+    const object = { group: target.group ?? 'disaggregated.cluster.doris.com', version: target.version ?? 'v1', plural: target.plural ?? 'dorisdisaggregatedclusters', namespace, name: target.name };
+    const groups = ((await this.read(object)).spec?.computeGroups ?? []) as { uniqueId?: string; replicas?: number }[];
     const index = groups.findIndex((g) => g.uniqueId === computeGroup);
     if (index < 0) {
       throw new ComputeGroupNotFoundError(
-        `compute group "${computeGroup}" is not in ${this.resource.plural}/${this.resource.name} (namespace ${this.resource.namespace}); it has: ${groups.map((g) => g.uniqueId).join(', ') || 'none'}`,
+        `compute group "${computeGroup}" is not in ${object.plural}/${object.name} (namespace ${namespace}); it has: ${groups.map((g) => g.uniqueId).join(', ') || 'none'}`,
       );
     }
-    return { index, replicas: groups[index]!.replicas ?? 0 };
+    return {
+      object,
+      path: `/spec/computeGroups/${index}/replicas`,
+      value: groups[index]!.replicas,
+      guards: [{ op: 'test', path: `/spec/computeGroups/${index}/uniqueId`, value: computeGroup }],
+      podSelector: target.podSelector(computeGroup),
+    };
   }
 
   async replicas(computeGroup: string): Promise<number> {
-    return (await this.locate(computeGroup)).replicas;
+    return (await this.locate(computeGroup)).value ?? 0;
   }
 
+  /**
+   * Patches the group's replicas, guarded by a test of the value read. When the test fails (someone
+   * else changed the field meanwhile) it reads again; a raise that finds the field already at or
+   * past its target leaves it there rather than lowering someone else's larger value.
+   */
   async setReplicas(computeGroup: string, replicas: number): Promise<{ changed: boolean; previous: number }> {
+    let raise: boolean | undefined;
     for (let attempt = 0; ; attempt++) {
-      const { index, replicas: previous } = await this.locate(computeGroup);
-      if (previous === replicas) return { changed: false, previous };
+      const field = await this.locate(computeGroup);
+      const previous = field.value ?? 0;
+      raise ??= replicas > previous;
+      if (previous === replicas || (raise && previous > replicas)) return { changed: false, previous };
+      const guard = field.value === undefined ? [] : [{ op: 'test', path: field.path, value: field.value }];
       try {
-        await this.customObjects.patchNamespacedCustomObject(
-          {
-            ...this.resource,
-            body: [
-              { op: 'test', path: `/spec/computeGroups/${index}/uniqueId`, value: computeGroup },
-              { op: 'replace', path: `/spec/computeGroups/${index}/replicas`, value: replicas },
-            ],
-          },
+        await this.objects.patchNamespacedCustomObject(
+          { ...field.object, body: [...field.guards, ...guard, { op: field.value === undefined ? 'add' : 'replace', path: field.path, value: replicas }] },
           setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
         );
         return { changed: true, previous };
       } catch (error) {
-        // The group moved in the list between our read and our patch: read again.
-        const code = (error as { code?: number }).code;
-        if ((code === 409 || code === 422) && attempt < CONFLICT_RETRIES) continue;
+        // A failed test is a 422 that changed nothing: read again.
+        if ((error as { code?: number }).code === 422 && attempt < CONFLICT_RETRIES) continue;
         throw error;
       }
     }
   }
 
+  /** Running pods of the group that are not on their way out. */
   async runningPods(computeGroup: string): Promise<number> {
-    const selector = this.config.podSelector?.(computeGroup) ?? `app.doris.computegroup=${computeGroup}`;
-    const pods = await this.core.listNamespacedPod({ namespace: this.config.namespace, labelSelector: selector });
-    return pods.items.filter((pod) => pod.status?.phase === 'Running').length;
+    const { podSelector } = await this.locate(computeGroup);
+    const pods = await this.core.listNamespacedPod({ namespace: this.config.namespace, labelSelector: podSelector });
+    return pods.items.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp).length;
   }
 }

@@ -4,6 +4,7 @@ import { Command, Option } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { runDemo } from '../demo.js';
 import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
+import { isPostgresUrl } from '../../services/meta/store.js';
 import { UsageError } from '../usage-error.js';
 import { SEAWEED_PORT_NAMES } from '../embedded/s3-server.js';
 import { parseCount, parsePort, parsePortMap, parseVcpuList } from '../options.js';
@@ -20,6 +21,7 @@ interface UpOptions {
   s3Port: string;
   seaweedPorts: string;
   metaPort: string;
+  metaDatabase?: string;
   coordinatorPort: string;
   controllerPort: string;
   heavyMax: string;
@@ -48,6 +50,7 @@ export function upCommand(): Command {
       new Option('--seaweed-ports <list>', `the S3 server's other ports, NAME=PORT comma-separated (${SEAWEED_PORT_NAMES.filter((n) => n !== 's3').join(', ')}); unnamed or 0: any free port`).default(''),
     )
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
+    .option('--meta-database <url>', "meta's store: a postgres://… URL (default: SQLite in the data dir)")
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
     .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
@@ -60,6 +63,7 @@ export function upCommand(): Command {
     .option('--json', 'with --demo: print a machine-readable summary on stdout (progress goes to stderr)')
     .action(async (options: UpOptions) => {
       if ((options.exit || options.json) && !options.demo) throw new UsageError('--exit and --json go with --demo');
+      if (options.metaDatabase !== undefined && !isPostgresUrl(options.metaDatabase)) throw new UsageError(`--meta-database takes a postgres://… URL, not "${options.metaDatabase}"`);
       const say = (line: string) => (options.json ? console.error : console.log)(`berth up: ${line}`);
       const dataDir = path.resolve(options.dataDir);
       const cluster = await startEmbeddedCluster({
@@ -72,6 +76,7 @@ export function upCommand(): Command {
         s3Port: parsePort(options.s3Port, '--s3-port'),
         seaweedPorts: parsePortMap(options.seaweedPorts, '--seaweed-ports', SEAWEED_PORT_NAMES.filter((n) => n !== 's3')),
         metaPort: parsePort(options.metaPort, '--meta-port'),
+        metaDatabase: options.metaDatabase,
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
         controllerPort: parsePort(options.controllerPort, '--controller-port'),
         heavy: {

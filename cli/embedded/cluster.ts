@@ -40,6 +40,8 @@ export interface EmbeddedClusterOptions {
   /** SeaweedFS's other ports (master, volume, filer, admin, gRPC); missing or 0: free ones. */
   seaweedPorts?: Partial<Omit<SeaweedPorts, 's3'>>;
   metaPort: number;
+  /** Meta's PostgreSQL URL. @default SQLite under dataDir/meta */
+  metaDatabase?: string;
   coordinatorPort: number;
   bucket: string;
   controllerPort: number;
@@ -133,6 +135,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_META_DIR: path.join(dataDir, 'meta'),
       BERTH_META_HOST: bind,
       BERTH_META_PORT: String(options.metaPort),
+      // Set even when empty: a BERTH_META_DATABASE in the caller's environment must not move berth up off SQLite.
+      BERTH_META_DATABASE: options.metaDatabase ?? '',
     });
     const nodes = await Promise.all(
       options.vcpus.map((vcpus, i) =>

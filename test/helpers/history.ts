@@ -1,5 +1,6 @@
 /** Reading what a workflow wrote into its history, for tests that hold Berth inside Temporal's limits. */
 import type { Client } from '@temporalio/client';
+import pLimit from 'p-limit';
 
 /** Every run of a workflow id (continue-as-new makes several). */
 export async function runsOf(client: Client, workflowId: string): Promise<string[]> {
@@ -8,16 +9,35 @@ export async function runsOf(client: Client, workflowId: string): Promise<string
   return runs;
 }
 
-/** Payloads larger than `limit` bytes in any run's history: event type and size. */
-export async function payloadsOver(client: Client, workflowId: string, limit: number): Promise<{ runId: string; event: string; bytes: number }[]> {
-  const found: { runId: string; event: string; bytes: number }[] = [];
-  for (const runId of await runsOf(client, workflowId)) {
-    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-    for (const event of history.events ?? []) {
-      walk(event, (bytes) => {
-        if (bytes > limit) found.push({ runId, event: String(event.eventType), bytes });
-      });
-    }
+export interface OversizedPayload {
+  workflowId: string;
+  runId: string;
+  event: string;
+  bytes: number;
+}
+
+/** Payloads larger than `limit` bytes in any run's history of one workflow id. */
+export async function payloadsOver(client: Client, workflowId: string, limit: number): Promise<OversizedPayload[]> {
+  const found: OversizedPayload[] = [];
+  for (const runId of await runsOf(client, workflowId)) found.push(...(await runPayloadsOver(client, workflowId, runId, limit)));
+  return found;
+}
+
+/** Payloads larger than `limit` bytes in every history the namespace holds (the test run's, at its end). */
+export async function allPayloadsOver(client: Client, limit: number): Promise<{ runs: number; oversized: OversizedPayload[] }> {
+  const limitRuns = pLimit(8);
+  const checks: Promise<OversizedPayload[]>[] = [];
+  for await (const run of client.workflow.list()) checks.push(limitRuns(() => runPayloadsOver(client, run.workflowId, run.runId, limit)));
+  return { runs: checks.length, oversized: (await Promise.all(checks)).flat() };
+}
+
+async function runPayloadsOver(client: Client, workflowId: string, runId: string, limit: number): Promise<OversizedPayload[]> {
+  const found: OversizedPayload[] = [];
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  for (const event of history.events ?? []) {
+    walk(event, (bytes) => {
+      if (bytes > limit) found.push({ workflowId, runId, event: String(event.eventType), bytes });
+    });
   }
   return found;
 }
