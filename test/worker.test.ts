@@ -9,7 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CancelledFailure, defaultPayloadConverter, WorkflowFailedError, type Client } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { openSandboxedDuckDB, withConnection } from '../services/common/duckdb.js';
 import { launchPool } from '../services/controller/pool-client.js';
 import { mergeTaskQueueFor, poolWorkflowId, type MergeResult } from '../workflows/api.js';
@@ -127,6 +127,7 @@ describe('a worker’s merges', () => {
     const before = await cluster.meta.listSegments('graceful');
     const { child, exited, stderr } = spawnWorkerProcess(cluster, queue, { BERTH_WORKER_SHUTDOWN_GRACE_MS: '1000' });
     void exited.then(() => child.exitCode !== 0 && console.error(`the worker process exited with ${child.exitCode}: ${stderr()}`));
+    onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'))); // even when the test fails
     const arrivals = owner.held.length;
     const abandoned = owner.abandoned;
     const handle = await client.workflow.start(segmentMergeWorkflow, {
