@@ -5,10 +5,10 @@
  * It starts bare, as any Temporal deployment would be: Berth's workers register their search
  * attributes themselves.
  */
-import { spawn } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment, type EphemeralServerExecutable } from '@temporalio/testing';
 import { freePort } from './free-port.js';
+import { spawnTethered } from './tether.js';
 
 export interface TemporalDevServerOptions {
   executable: EphemeralServerExecutable;
@@ -70,7 +70,8 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     ...(options.dbFilename ? ['--db-filename', options.dbFilename] : []),
     ...(options.extraArgs ?? []),
   ];
-  const child = spawn(options.executable.path, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // On a tether: the dev server ends with the process that started it, even one killed with -9.
+  const child = spawnTethered(options.executable.path, args, { stdout: 'ignore', stderr: 'pipe' });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -88,7 +89,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       }
     } catch (error) {
       if (Date.now() > deadline) {
-        child.kill('SIGKILL');
+        child.kill('SIGTERM');
         throw new Error(`temporal server start-dev did not answer on ${address} within ${options.startTimeoutMs ?? 60_000} ms: ${stderr.trim()}`, { cause: error });
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
