@@ -18,6 +18,15 @@ import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
 
+// A stop asked for while the worker starts is kept and honoured once it runs: the Temporal
+// runtime's own signal handler would otherwise swallow it, and the worker would run on.
+let stopRequested = false;
+let stop = () => {
+  stopRequested = true;
+};
+process.once('SIGINT', () => stop());
+process.once('SIGTERM', () => stop());
+
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
 const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
 const metaUrl = envString('BERTH_META_URL');
@@ -65,12 +74,12 @@ if (syncEveryMs > 0) await sync().catch(reportSyncFailure);
 const timer = syncEveryMs > 0 ? setInterval(() => void sync().catch(reportSyncFailure), syncEveryMs) : undefined;
 
 process.stdout.write(`${JSON.stringify({ service: 'worker', url: `temporal://${temporalAddress}/${namespace}` })}\n`);
-const stop = () => {
+stop = () => {
   clearInterval(timer);
   berthWorker.shutdown();
 };
-process.once('SIGINT', stop);
-process.once('SIGTERM', stop);
-await berthWorker.run();
+const running = berthWorker.run(); // the workers are running once run() is called
+if (stopRequested) stop();
+await running;
 await heavyPool?.close();
 await client.connection.close();
