@@ -9,6 +9,8 @@ import { SegmentCache } from '../services/query-node/segment-cache.js';
 
 const bucket = inject('s3Bucket');
 const SEGMENT_BYTES = 1000;
+/** Segments for scans larger than the cache. */
+const SCAN = Array.from({ length: 20 }, (_, i) => `scan-${String(i).padStart(2, '0')}`);
 
 describe('the segment cache', () => {
   let s3: S3Client;
@@ -17,7 +19,7 @@ describe('the segment cache', () => {
 
   beforeAll(async () => {
     s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS });
-    for (const id of ['c-1', 'c-2', 'c-3', 'c-4']) {
+    for (const id of ['c-1', 'c-2', 'c-3', 'c-4', ...SCAN]) {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('cachetest', id), Body: Buffer.alloc(SEGMENT_BYTES, id) }));
     }
   });
@@ -39,14 +41,50 @@ describe('the segment cache', () => {
     again.release();
   });
 
-  it('evicts the least recently used segment to stay within its byte budget', async () => {
+  it('evicts the oldest segment that no scan came back to, to stay within its byte budget', async () => {
     const cache = await open(3 * SEGMENT_BYTES);
     for (const id of ['c-1', 'c-2', 'c-3']) (await cache.acquire('cachetest', id)).release();
-    (await cache.acquire('cachetest', 'c-1')).release(); // c-2 is now the least recently used
+    (await cache.acquire('cachetest', 'c-1')).release(); // read again: c-2 is now the oldest read once
     (await cache.acquire('cachetest', 'c-4')).release();
     expect(cache.ids().sort()).toEqual(['c-1', 'c-3', 'c-4']);
     expect(cache.usedBytes).toBe(3 * SEGMENT_BYTES);
     await expect.poll(async () => (await readdir(dir)).sort()).toEqual(['c-1.parquet', 'c-3.parquet', 'c-4.parquet']);
+  });
+
+  it('keeps the segments that queries keep reading through a scan larger than the cache', async () => {
+    const cache = await open(5 * SEGMENT_BYTES);
+    for (let i = 0; i < 2; i++) for (const id of ['c-1', 'c-2']) (await cache.acquire('cachetest', id)).release();
+    for (const id of SCAN) (await cache.acquire('cachetest', id)).release(); // 4 times the budget, each read once
+    const hot = await Promise.all(['c-1', 'c-2'].map((id) => cache.acquire('cachetest', id)));
+    expect(hot.map((h) => h.hit)).toEqual([true, true]); // under LRU the scan took both
+    hot.forEach((h) => h.release());
+    expect(cache.usedBytes).toBeLessThanOrEqual(5 * SEGMENT_BYTES);
+    await expect.poll(async () => (await readdir(dir)).length).toBe(cache.ids().length);
+  });
+
+  it('hits on part of a repeated full scan larger than the cache (LRU: none)', async () => {
+    const cache = await open(15 * SEGMENT_BYTES); // three quarters of the scan
+    const hits: number[] = [];
+    for (let pass = 0; pass < 4; pass++) {
+      const before = cache.counters.hits;
+      for (const id of SCAN) (await cache.acquire('cachetest', id)).release();
+      hits.push(cache.counters.hits - before);
+    }
+    // From the third pass on, a stable part of the scan stays (LRU would miss on every read).
+    expect(hits[2]).toBeGreaterThanOrEqual(SCAN.length / 3);
+    expect(hits[3]).toBeGreaterThanOrEqual(SCAN.length / 3);
+    expect(cache.counters.bytesFromS3).toBe((4 * SCAN.length - hits.reduce((a, b) => a + b, 0)) * SEGMENT_BYTES);
+  });
+
+  it('serves a segment larger than the whole budget once, and does not keep it', async () => {
+    const cache = await open(SEGMENT_BYTES / 2);
+    const held = await cache.acquire('cachetest', 'c-3');
+    expect(held.hit).toBe(false);
+    expect((await readdir(dir)).includes('c-3.parquet')).toBe(true); // readable while held
+    expect(cache.has('c-3')).toBe(false);
+    held.release();
+    await expect.poll(async () => readdir(dir)).toEqual([]);
+    expect(cache.usedBytes).toBe(0);
   });
 
   it('keeps a file that a scan still reads until the scan lets go of it', async () => {

@@ -1,8 +1,9 @@
 /**
- * The node's disk cache of segment files: a byte budget, least-recently-used eviction, and one S3
- * GET per segment however many scans miss on it at once (single flight). Files a scan is reading
- * are pinned: evicting one defers its deletion until the last reader lets go. The cache survives a
- * restart: the files on disk are its contents.
+ * The node's disk cache of segment files: a byte budget, S3-FIFO eviction (core/s3-fifo.ts: a
+ * scan larger than the cache passes through without flushing what queries keep reading, where
+ * LRU would), and one S3 GET per segment however many scans miss on it at once (single flight).
+ * Files a scan is reading are pinned: evicting one defers its deletion until the last reader lets
+ * go. The cache survives a restart: the files on disk are its contents.
  */
 import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
@@ -10,8 +11,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { LRUCache } from 'lru-cache';
 import { segmentObjectKey } from '../../core/identifiers.js';
+import { S3Fifo } from '../../core/s3-fifo.js';
 import { HttpError } from '../common/errors.js';
 
 export interface SegmentCacheOptions {
@@ -38,12 +39,8 @@ export interface CacheCounters {
   bytesFromS3: number;
 }
 
-interface Entry {
-  bytes: number;
-}
-
 export class SegmentCache {
-  private readonly lru: LRUCache<string, Entry>;
+  private readonly policy: S3Fifo<string>;
   private readonly inflight = new Map<string, Promise<number>>();
   private readonly pins = new Map<string, number>();
   /** Evicted while pinned: deleted on the last release. */
@@ -51,13 +48,7 @@ export class SegmentCache {
   readonly counters: CacheCounters = { hits: 0, misses: 0, s3Gets: 0, bytesFromS3: 0 };
 
   private constructor(private readonly options: SegmentCacheOptions) {
-    this.lru = new LRUCache<string, Entry>({
-      maxSize: options.budgetBytes,
-      sizeCalculation: (entry) => Math.max(1, entry.bytes),
-      dispose: (_entry, id, reason) => {
-        if (reason === 'evict' || reason === 'delete') this.discard(id);
-      },
-    });
+    this.policy = new S3Fifo<string>({ maxSize: options.budgetBytes, onEvict: (id) => this.discard(id) });
   }
 
   /** Opens the cache, taking in what an earlier run left in the directory. */
@@ -75,13 +66,13 @@ export class SegmentCache {
       const info = await stat(full);
       found.push({ id: file.slice(0, -'.parquet'.length), bytes: info.size, mtime: info.mtimeMs });
     }
-    // Oldest first, so the most recently written end up most recently used.
-    for (const f of found.sort((a, b) => a.mtime - b.mtime)) cache.lru.set(f.id, { bytes: f.bytes });
+    // Oldest first, so that the oldest are the first to leave.
+    for (const f of found.sort((a, b) => a.mtime - b.mtime)) cache.keep(f.id, f.bytes);
     return cache;
   }
 
   get usedBytes(): number {
-    return this.lru.calculatedSize;
+    return this.policy.usedSize;
   }
 
   get budgetBytes(): number {
@@ -89,12 +80,12 @@ export class SegmentCache {
   }
 
   has(id: string): boolean {
-    return this.lru.has(id);
+    return this.policy.has(id);
   }
 
-  /** Segment ids in the cache, most recently used first. */
+  /** Segment ids in the cache. */
   ids(): string[] {
-    return [...this.lru.keys()];
+    return this.policy.keys();
   }
 
   pathOf(id: string): string {
@@ -105,10 +96,9 @@ export class SegmentCache {
   async acquire(table: string, id: string): Promise<HeldSegment> {
     this.pin(id);
     try {
-      let hit = this.lru.has(id);
+      let hit = this.policy.hit(id);
       let bytesFetched = 0;
       if (hit) {
-        this.lru.get(id); // refresh recency
         this.counters.hits++;
       } else {
         const flight = this.inflight.get(id);
@@ -130,7 +120,7 @@ export class SegmentCache {
 
   /** Fetches a segment into the cache only if it fits without evicting anything (the warmer). */
   async prefetch(table: string, id: string, bytes: number): Promise<boolean> {
-    if (this.lru.has(id) || this.inflight.has(id)) return false;
+    if (this.policy.has(id) || this.inflight.has(id)) return false;
     if (this.usedBytes + bytes > this.options.budgetBytes) return false;
     await this.fetch(table, id);
     return true;
@@ -170,13 +160,18 @@ export class SegmentCache {
       const { size } = await stat(temp);
       await rename(temp, final);
       this.doomed.delete(id);
-      this.lru.set(id, { bytes: size });
+      this.keep(id, size);
       return size;
     } catch (error) {
       await rm(temp, { force: true });
       if (error instanceof HttpError) throw error; // the body broke a limit: the sender's fault
       throw new Error(`caching segment ${id} failed`, { cause: error });
     }
+  }
+
+  /** Hands a file on disk to the policy; one larger than the whole budget is not kept. */
+  private keep(id: string, bytes: number): void {
+    if (!this.policy.set(id, Math.max(1, bytes))) this.discard(id);
   }
 
   private pin(id: string): void {
