@@ -77,11 +77,19 @@ export class S3Fifo<K> {
   }
 
   /**
-   * Holds the key with this size, evicting others as needed; a key already held is admitted again
-   * with its new size. False, and the key is not held, when the size alone is over the budget.
+   * Holds the key with this size, evicting others as needed. A key already held keeps its place
+   * and its hits and takes the new size (a segment whose file grew); growing may evict it too.
+   * False when the key is not held afterwards: a new key larger than the whole budget is refused.
    */
   set(key: K, size: number): boolean {
-    this.delete(key);
+    const held = this.small.get(key) ?? this.main.get(key);
+    if (held) {
+      if (this.small.has(key)) this.smallSize += size - held.size;
+      else this.mainSize += size - held.size;
+      held.size = size;
+      while (this.usedSize > this.options.maxSize) this.evict();
+      return this.has(key);
+    }
     if (size > this.options.maxSize) return false;
     while (this.usedSize + size > this.options.maxSize) this.evict();
     const entry: Entry = { size, frequency: 0 };

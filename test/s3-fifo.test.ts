@@ -22,11 +22,13 @@ describe('the S3-FIFO policy', () => {
         const cache = new S3Fifo<number>({ maxSize, onEvict: (key) => evicted.push(key) });
         const model = new Map<number, number>(); // what the cache must hold (key -> size), evictions aside
         for (const step of ops) {
+          let kept: boolean | undefined;
           if (step.op === 'set') {
-            const kept = cache.set(step.key, step.size);
-            expect(kept).toBe(step.size <= maxSize);
-            if (kept) model.set(step.key, step.size);
-            else model.delete(step.key);
+            const held = cache.has(step.key);
+            kept = cache.set(step.key, step.size);
+            // A held key takes its new size (and may then be evicted); a new one over the budget is refused.
+            if (held || step.size <= maxSize) model.set(step.key, step.size);
+            else expect(kept).toBe(false);
           } else if (step.op === 'hit') {
             expect(cache.hit(step.key)).toBe(cache.has(step.key));
           } else {
@@ -37,6 +39,7 @@ describe('the S3-FIFO policy', () => {
             expect(model.has(key), `evicted ${key}, which was not held`).toBe(true);
             model.delete(key);
           }
+          if (kept !== undefined) expect(kept).toBe(model.has(step.key));
           expect(cache.usedSize).toBeLessThanOrEqual(maxSize);
           expect(new Set(cache.keys())).toEqual(new Set(model.keys()));
           expect(cache.usedSize).toBe([...model.values()].reduce((sum, size) => sum + size, 0));
@@ -105,6 +108,18 @@ describe('the S3-FIFO policy', () => {
     expect(hitRate({ hit: (key) => lru.get(key) !== undefined, set: (key, size) => lru.set(key, size) })).toBe(0);
     // 300 of 400 fit; the main queue's share is 270.
     expect(hitRate(new S3Fifo<number>({ maxSize: 3000 }))).toBeGreaterThanOrEqual(0.5);
+  });
+
+  it('keeps a resized entry in its place, with its hits', () => {
+    const evicted: string[] = [];
+    const cache = new S3Fifo<string>({ maxSize: 100, onEvict: (key) => evicted.push(key) });
+    for (let i = 0; i < 5; i++) cache.set(`k${i}`, 10);
+    cache.hit('k0');
+    expect(cache.set('k0', 50)).toBe(true); // grows to fill the budget: nothing leaves yet
+    expect(cache.usedSize).toBe(90);
+    cache.set('k5', 20); // the small queue's tail, k0, was hit: it moves on, and k1 leaves
+    expect(evicted).toEqual(['k1']);
+    expect(cache.has('k0')).toBe(true);
   });
 
   it('admits a key it evicted recently straight into the main queue', () => {

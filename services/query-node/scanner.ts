@@ -9,6 +9,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
 import { sqlString, withConnection } from '../common/duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
+import { parquetScanMentions } from './scan-columns.js';
 
 export interface TableFiles {
   name: string;
@@ -35,6 +36,14 @@ export class Scanner {
     /** Scratch directory for results, inside the engine's allowed directories. */
     private readonly scratchDir: string,
   ) {}
+
+  /** What `sql` reads from the tables' files (scan-columns.ts), for fetching segments in part; undefined: everything. */
+  async columnsRead(sql: string, tables: TableFiles[]): Promise<string[] | undefined> {
+    return await withConnection(this.duckdb, async (connection) => {
+      await bindTables(connection, tables);
+      return await parquetScanMentions(connection, sql);
+    });
+  }
 
   async run(sql: string, tables: TableFiles[]): Promise<Buffer> {
     const out = path.join(this.scratchDir, `scan-${randomUUID()}.parquet`);
