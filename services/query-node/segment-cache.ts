@@ -19,6 +19,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import pLimit from 'p-limit';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { segmentObjectKey } from '../../core/identifiers.js';
 import { S3Fifo } from '../../core/s3-fifo.js';
@@ -61,6 +62,8 @@ export interface CacheCounters {
 /** How much of an object's end the first GET of a partial fetch reads: the footer, usually whole. */
 const TAIL_BYTES = 64 * 1024;
 const PARTS_SUFFIX = '.parts';
+/** Ranged GETs of one segment in flight at once (the scan fetches several segments side by side too). */
+const RANGES_IN_FLIGHT = 4;
 
 export class SegmentCache {
   private readonly policy: S3Fifo<string>;
@@ -138,6 +141,7 @@ export class SegmentCache {
   async acquire(table: string, id: string, options: { partial?: boolean } = {}): Promise<HeldSegment> {
     this.pin(id);
     let released = false;
+    const complete = () => !this.parts.has(id);
     const held: HeldSegment = {
       path: this.pathOf(id),
       hit: true,
@@ -154,7 +158,6 @@ export class SegmentCache {
         this.unpin(id);
       },
     };
-    const complete = () => !this.parts.has(id);
     try {
       const partial = options.partial === true && this.options.duckdb !== undefined;
       if (!this.policy.hit(id) || (!partial && !complete())) {
@@ -171,8 +174,7 @@ export class SegmentCache {
   async prefetch(table: string, id: string, bytes: number): Promise<boolean> {
     if (this.policy.has(id) || this.locks.has(id)) return false;
     if (this.usedBytes + bytes > this.options.budgetBytes) return false;
-    await this.locked(id, () => (this.policy.has(id) ? Promise.resolve(0) : this.fetchWhole(table, id)));
-    return true;
+    return (await this.locked(id, () => (this.policy.has(id) ? Promise.resolve(0) : this.fetchWhole(table, id)))) > 0;
   }
 
   /** Stores a pushed segment body. */
@@ -254,14 +256,19 @@ export class SegmentCache {
     const key = segmentObjectKey(table, id);
     const file = await open(this.pathOf(id), 'r+');
     let fetched = 0;
+    const limit = pLimit(RANGES_IN_FLIGHT);
     try {
-      for (const [start, end] of coalesce(missing)) {
-        const { body } = await this.getRange(key, `bytes=${start}-${end - 1}`);
-        if (body.length !== end - start) throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${body.length}`);
-        await file.write(body, 0, body.length, start);
-        parts.have = normalise([...parts.have, [start, end] as Range]);
-        fetched += body.length;
-      }
+      await Promise.all(
+        coalesce(missing).map(([start, end]) =>
+          limit(async () => {
+            const { body } = await this.getRange(key, `bytes=${start}-${end - 1}`);
+            if (body.length !== end - start) throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${body.length}`);
+            await file.write(body, 0, body.length, start);
+            parts.have = normalise([...parts.have, [start, end] as Range]);
+            fetched += body.length;
+          }),
+        ),
+      );
     } finally {
       await file.close();
     }
