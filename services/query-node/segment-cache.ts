@@ -254,30 +254,35 @@ export class SegmentCache {
     const missing = missingRanges(parts, mentions);
     if (missing.length === 0) return 0;
     const key = segmentObjectKey(table, id);
-    const file = await open(this.pathOf(id), 'r+');
+    const file = this.pathOf(id);
     let fetched = 0;
     const limit = pLimit(RANGES_IN_FLIGHT);
-    try {
-      await Promise.all(
-        coalesce(missing).map(([start, end]) =>
-          limit(async () => {
-            const { body } = await this.getRange(key, `bytes=${start}-${end - 1}`);
-            if (body.length !== end - start) throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${body.length}`);
-            await file.write(body, 0, body.length, start);
-            parts.have = normalise([...parts.have, [start, end] as Range]);
-            fetched += body.length;
-          }),
-        ),
-      );
-    } finally {
-      await file.close();
-    }
-    const final = this.pathOf(id);
+    const gets = await Promise.allSettled(
+      coalesce(missing).map(([start, end]) =>
+        limit(async () => {
+          // Streamed into place: a range may be a large column chunk.
+          const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }));
+          this.counters.s3Gets++;
+          if (response.ContentRange !== `bytes ${start}-${end - 1}/${parts.size}`) {
+            response.Body?.transformToByteArray().catch(() => {}); // drain: the answer is not the range asked for
+            throw new Error(`segment ${id}: asked S3 for bytes ${start}-${end - 1} of ${parts.size}, got ${response.ContentRange ?? 'the whole object'}`);
+          }
+          const into = createWriteStream(file, { flags: 'r+', start });
+          await pipeline(response.Body as Readable, into);
+          this.counters.bytesFromS3 += into.bytesWritten;
+          fetched += into.bytesWritten;
+          if (into.bytesWritten !== end - start) throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${into.bytesWritten}`);
+          parts.have = normalise([...parts.have, [start, end] as Range]);
+        }),
+      ),
+    );
+    const failed = gets.find((g) => g.status === 'rejected');
+    if (failed) throw new Error(`fetching columns of segment ${id} failed`, { cause: failed.reason });
     if (isWhole(parts)) {
-      await rm(final + PARTS_SUFFIX, { force: true });
+      await rm(file + PARTS_SUFFIX, { force: true });
       this.parts.delete(id);
     } else {
-      await writeParts(final + PARTS_SUFFIX, parts);
+      await writeParts(file + PARTS_SUFFIX, parts);
     }
     if (this.policy.has(id)) this.keep(id, bytesIn(parts.have));
     return fetched;
