@@ -1,7 +1,11 @@
 /**
  * bench/scan: a scan-bound aggregate over at least 1 GB of Parquet on warm caches, Berth (the
  * embedded cluster: coordinator plus 4 query nodes as processes on this machine) against one
- * DuckDB over the same files in this process, timed in interleaved rounds.
+ * DuckDB over the same files in this process, timed in interleaved rounds. Before that, cold:
+ * the first query on nodes that hold nothing (they fetch footers, then the chunks of the columns
+ * it reads), a second that reads two more columns, and, on a second copy of the table, the first
+ * query of one that reads every column (the bytes a whole-segment fetch moves), each with the
+ * bytes it moved from S3 against the bytes of the columns it reads.
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
 import { existsSync } from 'node:fs';
@@ -17,6 +21,10 @@ const FILES = arg('files', 48);
 const ROWS_PER_FILE = arg('rows-per-file', 500_000);
 const ROUNDS = 5;
 const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
+/** Two more columns than QUERY. */
+const WIDER = 'SELECT service, status, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first FROM events GROUP BY service, status ORDER BY service, status';
+/** Every column, on the table's second copy. */
+const ALL_COLUMNS = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first, max(status) AS status, max(request_id) AS request, max(user_id) AS user FROM events_copy GROUP BY service ORDER BY service';
 const BASE = path.join(os.tmpdir(), 'berth-bench-scan');
 const DATA = path.join(BASE, `data-${FILES}x${ROWS_PER_FILE}`);
 
@@ -46,15 +54,37 @@ const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
 console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
 
+/** Bytes of each column's chunks over all the files, from their footers. */
+const columnBytes = new Map<string, number>();
+{
+  const db = await DuckDBInstance.create(':memory:');
+  const c = await db.connect();
+  const list = `[${files.map((f) => `'${f}'`).join(', ')}]`;
+  for (const [column, bytes] of (await c.runAndReadAll(`SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`)).getRowsJson()) {
+    columnBytes.set(String(column), Number(bytes));
+  }
+  c.closeSync();
+  db.closeSync();
+}
+const bytesOf = (columns: string[]) => columns.reduce((sum, c) => sum + columnBytes.get(c)!, 0);
+
+// No warmer passes while the cold queries run: they would fetch whole segments in the background.
+process.env.BERTH_WARM_INTERVAL_MS = String(3_600_000);
 const bench = await startBenchCluster(path.join(BASE, 'cluster'), [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
   await bench.load('events', files);
+  await bench.load('events_copy', files); // other segment ids: cold again
 
-  const berthQuery = async () => {
+  interface Stats {
+    cacheMisses: number;
+    bytesFromS3: number;
+    route: string;
+  }
+  const berthQuery = async (sql = QUERY) => {
     const started = performance.now();
-    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: QUERY }) });
-    const result = (await response.json()) as { rows: unknown[][]; stats: { cacheMisses: number; route: string } };
+    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+    const result = (await response.json()) as { rows: unknown[][]; stats: Stats };
     if (!response.ok) throw new Error(JSON.stringify(result));
     return { ms: performance.now() - started, result };
   };
@@ -67,8 +97,12 @@ try {
     return { ms: performance.now() - started, rows: reader.getRowsJson() };
   };
 
-  // Warm both: the nodes' caches (first read from S3) and the OS page cache for the baseline.
+  // Cold, on nodes that hold nothing: the query, then one that reads two more columns; then the
+  // all-columns query on the second copy (what fetching whole segments moves).
   const cold = await berthQuery();
+  const wider = await berthQuery(WIDER);
+  const whole = await berthQuery(ALL_COLUMNS);
+  // Warm both: the nodes' caches and the OS page cache for the baseline.
   await berthQuery();
   await duckdbQuery();
   const berthTimes: number[] = [];
@@ -84,14 +118,26 @@ try {
   baseline.closeSync();
 
   const [b, d] = [median(berthTimes), median(duckdbTimes)];
+  const gb = (bytes: number) => `${(bytes / 1e9).toFixed(3)} GB`;
+  const share = (bytes: number) => `${((100 * bytes) / totalBytes).toFixed(1)} %`;
+  const queryColumns = ['service', 'bytes', 'latency_ms'];
+  const widerColumns = ['status', 'ts'];
   console.log(`# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`);
   console.log(`Query: \`${QUERY}\`\n`);
   console.log('| run | median of 5 (ms) | vs one DuckDB |');
   console.log('|---|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
   console.log(`| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`);
-  console.log(`| Berth, first query (cold: every segment fetched from S3) | ${cold.ms.toFixed(0)} | ${(cold.ms / d).toFixed(2)}× |`);
-  console.log(`\nCache misses in the timed rounds: ${misses}.`);
+  console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
+  console.log('| cold query (nodes holding nothing of the table) | ms | vs warm | moved from S3 | of the objects | its columns\' chunks | moved / chunks | segments missed |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  const row = (label: string, run: { ms: number; result: { stats: Stats } }, columns: string[]) =>
+    console.log(
+      `| ${label} | ${run.ms.toFixed(0)} | **${(run.ms / b).toFixed(2)}×** | ${gb(run.result.stats.bytesFromS3)} | ${share(run.result.stats.bytesFromS3)} | ${gb(bytesOf(columns))} (${share(bytesOf(columns))}) | ${(run.result.stats.bytesFromS3 / bytesOf(columns)).toFixed(3)} | ${run.result.stats.cacheMisses} |`,
+    );
+  row(`the query above, first (reads ${queryColumns.length} of ${columnBytes.size} columns)`, cold, queryColumns);
+  row(`then one that also reads ${widerColumns.join(' and ')}: only their chunks move`, wider, widerColumns);
+  row(`a query reading all ${columnBytes.size} columns, first, on a copy of the table (= whole segments)`, whole, [...columnBytes.keys()]);
 } finally {
   await bench.stop();
 }

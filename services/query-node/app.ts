@@ -111,7 +111,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           files: await Promise.all(
             table.segments.map((id) =>
               limit(async () => {
-                const segment = await cache.acquire(table.name, id);
+                const segment = await cache.acquire(table.name, id, { partial: true });
                 held.push(segment);
                 return segment.path;
               }),
@@ -119,6 +119,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
+      // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
+      if (held.some((s) => !s.complete)) {
+        const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
+        await Promise.all(held.map((segment) => limit(() => segment.ensure(columns))));
+      }
       const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes }).catch((error: unknown) => {
         scans.inc({ outcome: 'failed' });
         throw error;

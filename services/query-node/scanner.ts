@@ -10,6 +10,7 @@ import { quoteIdent } from '../../core/identifiers.js';
 import { queryError, sqlString, withConnection } from '../common/duckdb.js';
 import { resultTooLarge } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
+import { parquetScanMentions } from './scan-columns.js';
 
 export interface TableFiles {
   name: string;
@@ -36,6 +37,14 @@ export class Scanner {
     /** Scratch directory for results, inside the engine's allowed directories. */
     private readonly scratchDir: string,
   ) {}
+
+  /** What `sql` reads from the tables' files (scan-columns.ts), for fetching segments in part; undefined: everything. */
+  async columnsRead(sql: string, tables: TableFiles[]): Promise<string[] | undefined> {
+    return await withConnection(this.duckdb, async (connection) => {
+      await bindTables(connection, tables);
+      return await parquetScanMentions(connection, sql);
+    });
+  }
 
   /**
    * Runs `sql` and returns its result as Parquet. `signal` interrupts DuckDB mid-query (the client
