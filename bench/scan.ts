@@ -1,18 +1,21 @@
 /**
- * bench/scan: on warm caches, Berth (the embedded cluster: coordinator plus 4 query nodes as
- * processes on this machine) against one DuckDB over the same files in this process, timed in
- * interleaved rounds, for two queries over at least 1 GB of Parquet: a scan-bound aggregate, and
- * the seed's monthly cumulative window (a window over a per-day aggregate), which Berth runs in
- * two stages. For the window, the same query whole on one node that reads every segment itself
- * (the gather route Berth had before the two stages) is a third row, and the bytes Berth moved
- * between nodes are set against the compressed size of the columns the query reads.
+ * bench/scan: a scan-bound aggregate over at least 1 GB of Parquet on warm caches, Berth (the
+ * embedded cluster: coordinator plus 4 query nodes as processes on this machine) against one
+ * DuckDB over the same files in this process, timed in interleaved rounds. Before that, cold:
+ * the first query on nodes that hold nothing (they fetch footers, then the chunks of the columns
+ * it reads), a second that reads two more columns, and, on a second copy of the table, the first
+ * query of one that reads every column (the bytes a whole-segment fetch moves), each with the
+ * bytes it moved from S3 against the bytes of the columns it reads. Last, the seed's monthly
+ * cumulative window (a window over a per-day aggregate), which Berth runs in two stages, against
+ * one DuckDB and against the same query whole on one node that reads every segment itself (the
+ * gather route Berth had before the two stages), with the bytes Berth moved between nodes set
+ * against the compressed size of the columns the query reads.
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { readFile } from 'node:fs/promises';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { tokenFile } from '../cli/embedded/cluster.js';
 import { readJsonResult } from '../services/coordinator/result-json.js';
@@ -25,6 +28,10 @@ const FILES = arg('files', 48);
 const ROWS_PER_FILE = arg('rows-per-file', 500_000);
 const ROUNDS = 5;
 const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
+/** Two more columns than QUERY. */
+const WIDER = 'SELECT service, status, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first FROM events GROUP BY service, status ORDER BY service, status';
+/** Every column, on the table's second copy. */
+const ALL_COLUMNS = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first, max(status) AS status, max(request_id) AS request, max(user_id) AS user FROM events_copy GROUP BY service ORDER BY service';
 /** The seed's monthly cumulative window (cli/demo.ts), with this data's errors: a status of 500 or more. */
 const WINDOW_QUERY = `SELECT day, service, errors, sum(errors) OVER (PARTITION BY service ORDER BY day ROWS UNBOUNDED PRECEDING) AS month_to_date
   FROM (SELECT date_trunc('day', ts) AS day, service, count(*) FILTER (WHERE status >= 500) AS errors FROM events GROUP BY ALL)
@@ -60,13 +67,36 @@ const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
 console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
 
-const clusterDir = path.join(BASE, `cluster-${process.pid}`);
+/** Bytes of each column's chunks over all the files, from their footers. */
+const columnBytes = new Map<string, number>();
+{
+  const db = await DuckDBInstance.create(':memory:');
+  const c = await db.connect();
+  const list = `[${files.map((f) => `'${f}'`).join(', ')}]`;
+  for (const [column, bytes] of (await c.runAndReadAll(`SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`)).getRowsJson()) {
+    columnBytes.set(String(column), Number(bytes));
+  }
+  c.closeSync();
+  db.closeSync();
+}
+const bytesOf = (columns: string[]) => columns.reduce((sum, c) => sum + columnBytes.get(c)!, 0);
+
+// No warmer passes while the cold queries run: they would fetch whole segments in the background.
+process.env.BERTH_WARM_INTERVAL_MS = String(3_600_000);
+const clusterDir = path.join(BASE, 'cluster');
 const bench = await startBenchCluster(clusterDir, [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
   await bench.load('events', files);
+  await bench.load('events_copy', files); // other segment ids: cold again
 
-  type Stats = { cacheMisses: number; route: string; bytesMoved: number; bytesFromS3: number; stages: { scan: { kind: string }[] } };
+  interface Stats {
+    cacheMisses: number;
+    bytesFromS3: number;
+    route: string;
+    bytesMoved: number;
+    stages: { scan: { kind: string }[] };
+  }
   const berthQuery = async (sql = QUERY) => {
     const started = performance.now();
     const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
@@ -82,23 +112,13 @@ try {
     const reader = await connection.runAndReadAll(sql);
     return { ms: performance.now() - started, rows: reader.getRowsJson() };
   };
-  // Today's gather route, as it was: the whole query on the node that owns the most segments, which reads every other segment itself.
-  const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
-  const segments = await bench.meta.listSegments('events');
-  const table = (await bench.meta.findTable('events'))!;
-  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as { nodes: Record<string, number> };
-  const busiest = Object.entries(owners.nodes).sort((x, y) => y[1] - x[1])[0]![0];
-  const url = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
-  const gatherQuery = async () => {
-    const started = performance.now();
-    const response = await scanOnNode(url, { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, token, AbortSignal.timeout(600_000));
-    for await (const part of response.body) void part;
-    const stats = await response.ended;
-    return { ms: performance.now() - started, stats };
-  };
 
-  // Warm both: the nodes' caches (first read from S3) and the OS page cache for the baseline.
+  // Cold, on nodes that hold nothing: the query, then one that reads two more columns; then the
+  // all-columns query on the second copy (what fetching whole segments moves).
   const cold = await berthQuery();
+  const wider = await berthQuery(WIDER);
+  const whole = await berthQuery(ALL_COLUMNS);
+  // Warm both: the nodes' caches and the OS page cache for the baseline.
   await berthQuery();
   await duckdbQuery();
   const berthTimes: number[] = [];
@@ -111,7 +131,21 @@ try {
     duckdbTimes.push((await duckdbQuery()).ms);
   }
 
-  // The window, three ways, interleaved.
+  // The window, three ways, interleaved. The gather route as it was: the whole query on the node
+  // that owns the most segments, which reads every other segment itself.
+  const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
+  const segments = await bench.meta.listSegments('events');
+  const table = (await bench.meta.findTable('events'))!;
+  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as { nodes: Record<string, number> };
+  const busiest = Object.entries(owners.nodes).sort((x, y) => y[1] - x[1])[0]![0];
+  const gatherUrl = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
+  const gatherQuery = async () => {
+    const started = performance.now();
+    const response = await scanOnNode(gatherUrl, { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, token, AbortSignal.timeout(600_000));
+    for await (const part of response.body) void part;
+    const stats = await response.ended;
+    return { ms: performance.now() - started, stats };
+  };
   const windowCheck = await berthQuery(WINDOW_QUERY);
   const expected = await readJsonResult(await connection.stream(WINDOW_QUERY));
   if (JSON.stringify(windowCheck.result.rows) !== JSON.stringify(expected.rows)) throw new Error('Berth and DuckDB disagree on the window query');
@@ -120,35 +154,42 @@ try {
   let bytesMoved = 0;
   let gatherBytesFromS3 = 0;
   for (let round = 0; round < ROUNDS; round++) {
-    const b = await berthQuery(WINDOW_QUERY);
-    windowTimes.berth.push(b.ms);
-    bytesMoved = b.result.stats.bytesMoved;
+    const w = await berthQuery(WINDOW_QUERY);
+    windowTimes.berth.push(w.ms);
+    bytesMoved = w.result.stats.bytesMoved;
     windowTimes.duckdb.push((await duckdbQuery(WINDOW_QUERY)).ms);
     const g = await gatherQuery();
     windowTimes.gather.push(g.ms);
     gatherBytesFromS3 = g.stats.bytesFromS3;
   }
-  const projected = Number(
-    (
-      await connection.runAndReadAll(
-        `SELECT sum(total_compressed_size) FROM parquet_metadata([${files.map((f) => `'${f}'`).join(', ')}]) WHERE path_in_schema IN (${WINDOW_COLUMNS.map((c) => `'${c}'`).join(', ')})`,
-      )
-    ).getRows()[0]![0],
-  );
   connection.closeSync();
   baseline.closeSync();
 
   const [b, d] = [median(berthTimes), median(duckdbTimes)];
+  const gb = (bytes: number) => `${(bytes / 1e9).toFixed(3)} GB`;
+  const share = (bytes: number) => `${((100 * bytes) / totalBytes).toFixed(1)} %`;
+  const queryColumns = ['service', 'bytes', 'latency_ms'];
+  const widerColumns = ['status', 'ts'];
   console.log(`# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`);
   console.log(`Query: \`${QUERY}\`\n`);
   console.log('| run | median of 5 (ms) | vs one DuckDB |');
   console.log('|---|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
   console.log(`| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`);
-  console.log(`| Berth, first query after the load (${cold.result.stats.cacheMisses} of ${files.length} segments fetched from S3: the warmers had the rest) | ${cold.ms.toFixed(0)} | ${(cold.ms / d).toFixed(2)}× |`);
   console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
+  console.log('| cold query (nodes holding nothing of the table) | ms | vs warm | moved from S3 | of the objects | its columns\' chunks | moved / chunks | segments missed |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  const row = (label: string, run: { ms: number; result: { stats: Stats } }, columns: string[]) =>
+    console.log(
+      `| ${label} | ${run.ms.toFixed(0)} | **${(run.ms / b).toFixed(2)}×** | ${gb(run.result.stats.bytesFromS3)} | ${share(run.result.stats.bytesFromS3)} | ${gb(bytesOf(columns))} (${share(bytesOf(columns))}) | ${(run.result.stats.bytesFromS3 / bytesOf(columns)).toFixed(3)} | ${run.result.stats.cacheMisses} |`,
+    );
+  row(`the query above, first (reads ${queryColumns.length} of ${columnBytes.size} columns)`, cold, queryColumns);
+  row(`then one that also reads ${widerColumns.join(' and ')}: only their chunks move`, wider, widerColumns);
+  row(`a query reading all ${columnBytes.size} columns, first, on a copy of the table (= whole segments)`, whole, [...columnBytes.keys()]);
+
   const [wb, wd, wg] = [median(windowTimes.berth), median(windowTimes.duckdb), median(windowTimes.gather)];
-  console.log(`Window query: \`${WINDOW_QUERY.replaceAll(/\s+/g, ' ')}\`\n`);
+  const projected = bytesOf(WINDOW_COLUMNS);
+  console.log(`\nWindow query: \`${WINDOW_QUERY.replaceAll(/\s+/g, ' ')}\`\n`);
   console.log('| run | median of 5 (ms) | vs one DuckDB | bytes moved between nodes |');
   console.log('|---|---:|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${wd.toFixed(0)} | 1.00× | — |`);
@@ -157,5 +198,4 @@ try {
   console.log(`\nThe columns the window reads (${WINDOW_COLUMNS.join(', ')}) are ${projected.toLocaleString('en-US')} B compressed: Berth moved ${(bytesMoved / projected).toExponential(2)}× that (the goal: at most 1.5×).`);
 } finally {
   await bench.stop();
-  await rm(clusterDir, { recursive: true, force: true });
 }

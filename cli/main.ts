@@ -6,6 +6,7 @@ import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
 import { poolCommand } from './commands/pool.js';
 import { queryCommand } from './commands/query.js';
+import { setupCommand } from './commands/setup.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
 
@@ -17,7 +18,8 @@ const program = new Command('berth')
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
   .addCommand(poolCommand())
-  .addCommand(placementCommand());
+  .addCommand(placementCommand())
+  .addCommand(setupCommand());
 
 try {
   await program.parseAsync();

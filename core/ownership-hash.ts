@@ -24,12 +24,20 @@ export interface Hash64 {
 }
 
 const TWO_POW_53 = 2 ** 53;
-const LOW_32 = 0xffff_ffffn;
+const TWO_POW_MINUS_32 = 2 ** -32;
+
+// XXH64 comes back as a BigInt: storing it into a 64-bit typed array and reading the two 32-bit
+// words back costs no BigInt arithmetic (each BigInt operation allocates).
+const word64 = new BigUint64Array(1);
+const words32 = new Uint32Array(word64.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const HI = LITTLE_ENDIAN ? 1 : 0;
+const LO = LITTLE_ENDIAN ? 0 : 1;
 
 /** XXH64 (seed 0) of the id's UTF-8 bytes. */
 export function idHash(id: string): Hash64 {
-  const h = h64(id, 0n);
-  return { hi: Number(h >> 32n), lo: Number(h & LOW_32) };
+  word64[0] = h64(id, 0n);
+  return { hi: words32[HI]!, lo: words32[LO]! };
 }
 
 /**
@@ -42,55 +50,62 @@ export function pairUniform(segment: Hash64, node: Hash64): number {
 
 /** pairUniform on unpacked halves, for loops over precomputed node hashes. */
 export function pairUniformOf(segHi: number, segLo: number, nodeHi: number, nodeLo: number): number {
-  fmix64(segHi ^ nodeHi, segLo ^ nodeLo);
-  const top53 = mixed[0]! * 2 ** 21 + (mixed[1]! >>> 11);
-  return top53 === 0 ? 1 / TWO_POW_53 : top53 / TWO_POW_53;
+  return uniformOf(fmix64(segHi ^ nodeHi, segLo ^ nodeLo), lowWord[0]!);
 }
 
-// fmix64's result, [hi, lo]: written in place so that the hot loop allocates nothing.
-const mixed = new Uint32Array(2);
-
 /**
- * MurmurHash3's fmix64 on a 64-bit value given as 32-bit halves:
- *   k ^= k >>> 33; k *= 0xff51afd7ed558ccd; k ^= k >>> 33; k *= 0xc4ceb9fe1a85ec53; k ^= k >>> 33
- * Each 64-bit multiplication keeps the low 64 bits: the low halves' 32x32 product is computed
- * exactly in 16-bit limbs, and Math.imul gives the two cross terms that land in the high half.
- * Unrolled by hand: this runs once per (segment, node) pair on the coordinator's hot path.
+ * The top 32 bits of the pair's mixed hash. The pair's u lies in [high / 2^32, (high + 1) / 2^32),
+ * so the owner loop can rule a node out on this word alone; `lastPairUniform` finishes the draw.
  */
-function fmix64(hi: number, lo: number): void {
-  hi >>>= 0;
-  lo = (lo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33 leaves the high half as it was
+export function pairHighWord(segHi: number, segLo: number, nodeHi: number, nodeLo: number): number {
+  return fmix64(segHi ^ nodeHi, segLo ^ nodeLo);
+}
 
-  // k *= 0xff51afd7ed558ccd (low-half limbs 0xed55, 0x8ccd)
-  let a0 = lo & 0xffff;
-  let a1 = lo >>> 16;
-  let p00 = a0 * 0x8ccd;
-  let p01 = a0 * 0xed55;
-  let p10 = a1 * 0x8ccd;
-  let mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
-  let carry = a1 * 0xed55 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16);
-  let productLo = (((mid & 0xffff) << 16) | (p00 & 0xffff)) >>> 0;
-  hi = (carry + Math.imul(lo, 0xff51afd7) + Math.imul(hi, 0xed558ccd)) >>> 0;
-  lo = (productLo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33
-
-  // k *= 0xc4ceb9fe1a85ec53 (low-half limbs 0x1a85, 0xec53)
-  a0 = lo & 0xffff;
-  a1 = lo >>> 16;
-  p00 = a0 * 0xec53;
-  p01 = a0 * 0x1a85;
-  p10 = a1 * 0xec53;
-  mid = (p00 >>> 16) + (p01 & 0xffff) + (p10 & 0xffff);
-  carry = a1 * 0x1a85 + (p01 >>> 16) + (p10 >>> 16) + (mid >>> 16);
-  productLo = (((mid & 0xffff) << 16) | (p00 & 0xffff)) >>> 0;
-  hi = (carry + Math.imul(lo, 0xc4ceb9fe) + Math.imul(hi, 0x1a85ec53)) >>> 0;
-  lo = (productLo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33
-
-  mixed[0] = hi;
-  mixed[1] = lo;
+/** The u of the pair that pairHighWord mixed last, given the high word it returned. */
+export function lastPairUniform(high: number): number {
+  return uniformOf(high, lowWord[0]!);
 }
 
 /** The pair's full 64-bit mixed hash, for golden vectors and the reference test. */
 export function pairHash(segment: Hash64, node: Hash64): Hash64 {
-  fmix64(segment.hi ^ node.hi, segment.lo ^ node.lo);
-  return { hi: mixed[0]!, lo: mixed[1]! };
+  const hi = fmix64(segment.hi ^ node.hi, segment.lo ^ node.lo);
+  return { hi, lo: lowWord[0]! };
+}
+
+function uniformOf(hi: number, lo: number): number {
+  const top53 = hi * 2 ** 21 + (lo >>> 11);
+  return top53 === 0 ? 1 / TWO_POW_53 : top53 / TWO_POW_53;
+}
+
+// The low word of fmix64's last result: kept in place so that the hot loop allocates nothing.
+const lowWord = new Uint32Array(1);
+
+/**
+ * MurmurHash3's fmix64 on a 64-bit value given as 32-bit halves; returns the high word and leaves
+ * the low word in `lowWord`:
+ *   k ^= k >>> 33; k *= 0xff51afd7ed558ccd; k ^= k >>> 33; k *= 0xc4ceb9fe1a85ec53; k ^= k >>> 33
+ * Each 64-bit multiplication keeps the low 64 bits: lo × the constant's low half gives the low word
+ * (Math.imul) and a carry into the high word, and Math.imul gives the two cross terms that land in
+ * the high half. The carry is exact although lo × c (< 2^64) is not: that double is within 2^10 of
+ * the true product, and subtracting the low word adds at most 2^10 more, so dividing by 2^32 lands
+ * within 2^-21 of the integer carry, and rounding gives it. Unrolled by hand: this runs once per
+ * (segment, node) pair on the coordinator's hot path.
+ */
+function fmix64(hi: number, lo: number): number {
+  hi >>>= 0;
+  lo = (lo ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33 leaves the high half as it was
+
+  // k *= 0xff51afd7ed558ccd
+  let low = Math.imul(lo, 0xed558ccd) >>> 0;
+  let carry = Math.round((lo * 0xed558ccd - low) * TWO_POW_MINUS_32);
+  hi = (carry + Math.imul(lo, 0xff51afd7) + Math.imul(hi, 0xed558ccd)) >>> 0;
+  lo = (low ^ (hi >>> 1)) >>> 0; // k ^= k >>> 33
+
+  // k *= 0xc4ceb9fe1a85ec53
+  low = Math.imul(lo, 0x1a85ec53) >>> 0;
+  carry = Math.round((lo * 0x1a85ec53 - low) * TWO_POW_MINUS_32);
+  hi = (carry + Math.imul(lo, 0xc4ceb9fe) + Math.imul(hi, 0x1a85ec53)) >>> 0;
+  lowWord[0] = low ^ (hi >>> 1); // k ^= k >>> 33
+
+  return hi;
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { InvalidMemberListError, owner, Placement, rank, type WeightedNode } from '../core/ownership.js';
+import { describe, expect, it, vi } from 'vitest';
+import { InvalidMemberListError, owner, Placement, rank, ruledOutBelow, type WeightedNode } from '../core/ownership.js';
 import { simulatePlacement } from '../core/placement-simulation.js';
 
 const nodes = (spec: string): WeightedNode[] =>
@@ -97,6 +97,65 @@ describe('weighted ownership', () => {
       }),
       PROPERTY_RUNS,
     );
+  });
+
+  it('never rules out a node that could beat or tie the best score so far (property)', () => {
+    // u from a pair's two words exactly as ownership-hash.ts draws it.
+    const uniform = (high: number, low: number) => {
+      const top53 = high * 2 ** 21 + (low >>> 11);
+      return top53 === 0 ? 2 ** -53 : top53 / 2 ** 53;
+    };
+    const weight = fc.double({ min: 1e-3, max: 1e4, noNaN: true });
+    const draw = fc.double({ min: 2 ** -53, max: 1 - 2 ** -53, noNaN: true });
+    fc.assert(
+      fc.property(weight, weight, draw, fc.nat(64), fc.integer({ min: 0, max: 0xffff_ffff }), (w, bestWeight, bestU, below, low) => {
+        // A best score as the loop meets one: some node's w / -ln(u).
+        const best = bestWeight / -Math.log(bestU);
+        const floor = ruledOutBelow(w, best);
+        if (floor === 0) return; // nothing is ruled out
+        // The largest u a ruled-out high word can give (every low bit set), right at the floor and below it.
+        const high = Math.max(0, floor - 1 - below);
+        expect(w / -Math.log(uniform(high, 0xffff_ffff))).toBeLessThan(best);
+        expect(w / -Math.log(uniform(high, low))).toBeLessThan(best);
+      }),
+      { seed: 1302, numRuns: 50_000 },
+    );
+  });
+
+  it('finds the same owner as the full ranking, for many nodes and widely spread weights (property)', () => {
+    const wide = fc.uniqueArray(
+      fc.record({ id: fc.string({ minLength: 1, maxLength: 8 }), weight: fc.oneof(fc.double({ min: 1e-3, max: 1e3, noNaN: true }), fc.constantFrom(1, 2, 4, 8, 16)) }),
+      { minLength: 1, maxLength: 160, selector: (n) => n.id },
+    );
+    fc.assert(
+      fc.property(wide, (members) => {
+        const placement = new Placement(members);
+        for (const id of segmentIds.slice(0, 60)) expect(placement.owner(id)).toBe(placement.ranking(id)[0]!.node);
+      }),
+      { seed: 2026, numRuns: 200 },
+    );
+  });
+
+  it('remembers owners within its limit and answers exactly as without a memo (property)', () => {
+    fc.assert(
+      fc.property(memberList, fc.integer({ min: 1, max: 64 }), (members, memoEntries) => {
+        const plain = new Placement(members);
+        const remembering = new Placement(members, { memoEntries });
+        // Twice over more ids than the memo holds: hits, misses and the older half being dropped.
+        for (const id of [...segmentIds.slice(0, 100), ...segmentIds.slice(0, 100)]) expect(remembering.owner(id)).toBe(plain.owner(id));
+      }),
+      PROPERTY_RUNS,
+    );
+  });
+
+  it('does not compute a remembered owner again', () => {
+    const placement = new Placement(nodes('A:4,B:4,C:2'), { memoEntries: 100 });
+    const first = segmentIds.slice(0, 50).map((id) => placement.owner(id));
+    const ownerIndex = vi.spyOn(placement as unknown as { ownerIndex(id: string): number }, 'ownerIndex');
+    expect(segmentIds.slice(0, 50).map((id) => placement.owner(id))).toEqual(first);
+    expect(ownerIndex).not.toHaveBeenCalled();
+    placement.owner('not-seen-yet');
+    expect(ownerIndex).toHaveBeenCalledTimes(1);
   });
 
   it('hands a missing owner’s segment to the next node in its ranking', () => {

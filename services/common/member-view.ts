@@ -2,6 +2,11 @@
  * A reader's view of one group's live members, polled from meta at most every `pollMs` (10 s by
  * default), and the Placement over them. Every reader (coordinator, query nodes, merges) derives
  * owners from this view; none stores them.
+ *
+ * The view keeps one Placement per membership epoch (the members' ids and weights): a poll that
+ * finds the same ones keeps the Placement and the owners it remembers, so planning a query is a
+ * map lookup per segment that an earlier query in the epoch already placed. Sub-views over part of
+ * the members (the heavy pool's proven backends) are kept per epoch too.
  */
 import { Placement } from '../../core/ownership.js';
 import type { Member, MetaClient } from '../meta/client.js';
@@ -11,11 +16,35 @@ export interface MemberViewOptions {
   group: string;
   /** @default 10000 */
   pollMs?: number;
+  /** Segment owners each Placement remembers (about 100 bytes each); 0 turns memoisation off. @default 1000000 */
+  memoEntries?: number;
   onError?: (error: Error) => void;
 }
 
-export class MemberView {
-  private current: { members: Member[]; placement: Placement } | undefined;
+/** Members, their Placement and a lookup by id: the whole view or a part of it. */
+export interface MemberSet {
+  readonly members?: Member[];
+  readonly placement?: Placement;
+  member(id: string): Member | undefined;
+}
+
+/** Sub-views kept per epoch; a caller asks for a handful of distinct ones at most. */
+const MAX_SUBSETS = 16;
+
+interface Epoch {
+  members: Member[];
+  placement: Placement;
+  /** Sorted "id weight" pairs: equal keys, equal ownership. */
+  key: string;
+  byId: Map<string, Member>;
+  /** Sub-views of this member list, by their ids. */
+  subsets: Map<string, MemberSet>;
+  /** Their Placements, which outlive a poll that finds the same epoch (the sub-views hold URLs, which may not). */
+  subsetPlacements: Map<string, Placement>;
+}
+
+export class MemberView implements MemberSet {
+  private current: Epoch | undefined;
   private timer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | undefined;
 
@@ -36,8 +65,7 @@ export class MemberView {
   refresh(): Promise<void> {
     this.refreshing ??= (async () => {
       try {
-        const members = await this.options.meta.members(this.options.group);
-        this.current = { members, placement: new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))) };
+        this.current = this.epochOf(await this.options.meta.members(this.options.group));
       } catch (error) {
         this.options.onError?.(error as Error);
         throw error;
@@ -58,6 +86,52 @@ export class MemberView {
   }
 
   member(id: string): Member | undefined {
-    return this.current?.members.find((m) => m.id === id);
+    return this.current?.byId.get(id);
+  }
+
+  /** The members in `only`, with a Placement of their own (kept for the epoch). */
+  subset(only: ReadonlySet<string>): MemberSet {
+    const epoch = this.current;
+    if (!epoch) return { member: () => undefined };
+    const members = epoch.members.filter((m) => only.has(m.id));
+    const key = members.map((m) => m.id).sort().join('\n');
+    let subset = epoch.subsets.get(key);
+    if (!subset) {
+      if (epoch.subsets.size >= MAX_SUBSETS) epoch.subsets.clear();
+      if (epoch.subsetPlacements.size >= MAX_SUBSETS) epoch.subsetPlacements.clear();
+      let placement = epoch.subsetPlacements.get(key);
+      if (!placement && members.length > 0) {
+        placement = this.placementOf(members);
+        epoch.subsetPlacements.set(key, placement);
+      }
+      const byId = new Map(members.map((m) => [m.id, m]));
+      subset = { members, placement, member: (id) => byId.get(id) };
+      epoch.subsets.set(key, subset);
+    }
+    return subset;
+  }
+
+  /** The epoch for a fresh member list: the current one's Placements when ids and weights are unchanged. */
+  private epochOf(members: Member[]): Epoch {
+    const key = members
+      .map((m) => `${m.id} ${m.weight}`)
+      .sort()
+      .join('\n');
+    const same = this.current?.key === key ? this.current : undefined;
+    return {
+      members,
+      placement: same?.placement ?? this.placementOf(members),
+      key,
+      byId: new Map(members.map((m) => [m.id, m])),
+      subsets: new Map(),
+      subsetPlacements: same?.subsetPlacements ?? new Map(),
+    };
+  }
+
+  private placementOf(members: Member[]): Placement {
+    return new Placement(
+      members.map((m) => ({ id: m.id, weight: m.weight })),
+      { memoEntries: this.options.memoEntries ?? 1_000_000 },
+    );
   }
 }

@@ -9,7 +9,7 @@
  * over its seed nodes.
  */
 import type { Readable } from 'node:stream';
-import { Placement } from '../../core/ownership.js';
+import type { Placement } from '../../core/ownership.js';
 import { HttpError } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
@@ -137,13 +137,16 @@ export class Scatter {
     return true;
   }
 
-  /** The view, or the members of it in `only` with a placement of their own. */
+  /** The view, or the members of it in `only` with a placement of their own (kept by the view for its epoch). */
   private members(only?: ReadonlySet<string>): Members {
     const { view } = this.options;
-    if (!only || !view.members) return view;
-    const members = view.members.filter((m) => only.has(m.id));
-    const placement = members.length > 0 ? new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))) : undefined;
-    return { members, placement, member: (id) => members.find((m) => m.id === id) };
+    return only && view.members ? view.subset(only) : view;
+  }
+
+  /** Where toOwners would send each segment, with no request made: what planning costs. */
+  plan(segments: Pick<SegmentRow, 'id'>[], only?: ReadonlySet<string>): NodeWork[] {
+    const groups = this.assign(this.members(only), segments.map((s) => s.id), new Set());
+    return [...groups.values()].map(({ target, ids }) => ({ node: target.id, url: target.url, segments: ids }));
   }
 
   private get timeout(): number {

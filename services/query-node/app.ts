@@ -128,7 +128,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
             table.segments.map((id) =>
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
-                const segment = await cache.acquire(table.name, id, { keep: view.placement?.owner(id)?.id === nodeId });
+                const segment = await cache.acquire(table.name, id, { partial: true, keep: view.placement?.owner(id)?.id === nodeId });
                 held.push(segment);
                 return segment.path;
               }),
@@ -136,6 +136,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
+      // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
+      if (held.some((s) => !s.complete)) {
+        const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
+        await Promise.all(held.map((segment) => limit(() => segment.ensure(columns))));
+      }
       scan = await scanner.open(request.body.sql, tables, hangUp.signal);
     } catch (error) {
       release();

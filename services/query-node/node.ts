@@ -72,13 +72,13 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
 
   const vcpus = async () => config.vcpus ?? (await detectVcpus()).vcpus;
   const s3 = createS3Client(config.s3);
-  const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket });
   const duckdb = await openSandboxedDuckDB({
     allowedDirectories: [segmentsDir, scratchDir],
     tempDirectory: path.join(scratchDir, 'spill'),
     threads: config.threads ?? Math.ceil(await vcpus()),
     memoryLimit: config.memoryLimit,
   });
+  const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket, duckdb });
   const meta = new MetaClient(config.metaUrl, config.token);
   const view = new MemberView({ meta, group, pollMs: config.memberPollMs });
   const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs });

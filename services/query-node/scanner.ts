@@ -6,8 +6,9 @@
 import path from 'node:path';
 import type { DuckDBConnection, DuckDBInstance, DuckDBResult } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { queryError, sqlString } from '../common/duckdb.js';
+import { queryError, sqlString, withConnection } from '../common/duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
+import { parquetScanMentions } from './scan-columns.js';
 
 export interface TableFiles {
   name: string;
@@ -42,6 +43,14 @@ export interface OpenScan {
 
 export class Scanner {
   constructor(private readonly duckdb: DuckDBInstance) {}
+
+  /** What `sql` reads from the tables' files (scan-columns.ts), for fetching segments in part; undefined: everything. */
+  async columnsRead(sql: string, tables: TableFiles[]): Promise<string[] | undefined> {
+    return await withConnection(this.duckdb, async (connection) => {
+      await bindTables(connection, tables);
+      return await parquetScanMentions(connection, sql);
+    });
+  }
 
   /**
    * Starts `sql` over the tables' files. DuckDB's errors about the query are 400s; `signal`
