@@ -5,14 +5,21 @@
  * the first query on nodes that hold nothing (they fetch footers, then the chunks of the columns
  * it reads), a second that reads two more columns, and, on a second copy of the table, the first
  * query of one that reads every column (the bytes a whole-segment fetch moves), each with the
- * bytes it moved from S3 against the bytes of the columns it reads.
+ * bytes it moved from S3 against the bytes of the columns it reads. Last, the seed's monthly
+ * cumulative window (a window over a per-day aggregate), which Berth runs in two stages, against
+ * one DuckDB and against the same query whole on one node that reads every segment itself (the
+ * gather route Berth had before the two stages), with the bytes Berth moved between nodes set
+ * against the compressed size of the columns the query reads.
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { tokenFile } from '../cli/embedded/cluster.js';
+import { readJsonResult } from '../services/coordinator/result-json.js';
+import { scanOnNode } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { median } from './stats.js';
 
@@ -25,6 +32,12 @@ const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_m
 const WIDER = 'SELECT service, status, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first FROM events GROUP BY service, status ORDER BY service, status';
 /** Every column, on the table's second copy. */
 const ALL_COLUMNS = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first, max(status) AS status, max(request_id) AS request, max(user_id) AS user FROM events_copy GROUP BY service ORDER BY service';
+/** The seed's monthly cumulative window (cli/demo.ts), with this data's errors: a status of 500 or more. */
+const WINDOW_QUERY = `SELECT day, service, errors, sum(errors) OVER (PARTITION BY service ORDER BY day ROWS UNBOUNDED PRECEDING) AS month_to_date
+  FROM (SELECT date_trunc('day', ts) AS day, service, count(*) FILTER (WHERE status >= 500) AS errors FROM events GROUP BY ALL)
+  ORDER BY service, day`;
+/** The columns WINDOW_QUERY reads. */
+const WINDOW_COLUMNS = ['ts', 'service', 'status'];
 const BASE = path.join(os.tmpdir(), 'berth-bench-scan');
 const DATA = path.join(BASE, `data-${FILES}x${ROWS_PER_FILE}`);
 
@@ -70,7 +83,8 @@ const bytesOf = (columns: string[]) => columns.reduce((sum, c) => sum + columnBy
 
 // No warmer passes while the cold queries run: they would fetch whole segments in the background.
 process.env.BERTH_WARM_INTERVAL_MS = String(3_600_000);
-const bench = await startBenchCluster(path.join(BASE, 'cluster'), [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
+const clusterDir = path.join(BASE, 'cluster');
+const bench = await startBenchCluster(clusterDir, [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
   await bench.load('events', files);
@@ -80,6 +94,8 @@ try {
     cacheMisses: number;
     bytesFromS3: number;
     route: string;
+    bytesMoved: number;
+    stages: { scan: { kind: string }[] };
   }
   const berthQuery = async (sql = QUERY) => {
     const started = performance.now();
@@ -91,9 +107,9 @@ try {
   const baseline = await DuckDBInstance.create(':memory:');
   const connection = await baseline.connect();
   await connection.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
-  const duckdbQuery = async () => {
+  const duckdbQuery = async (sql = QUERY) => {
     const started = performance.now();
-    const reader = await connection.runAndReadAll(QUERY);
+    const reader = await connection.runAndReadAll(sql);
     return { ms: performance.now() - started, rows: reader.getRowsJson() };
   };
 
@@ -113,6 +129,38 @@ try {
     misses += b.result.stats.cacheMisses;
     berthTimes.push(b.ms);
     duckdbTimes.push((await duckdbQuery()).ms);
+  }
+
+  // The window, three ways, interleaved. The gather route as it was: the whole query on the node
+  // that owns the most segments, which reads every other segment itself.
+  const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
+  const segments = await bench.meta.listSegments('events');
+  const table = (await bench.meta.findTable('events'))!;
+  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as { nodes: Record<string, number> };
+  const busiest = Object.entries(owners.nodes).sort((x, y) => y[1] - x[1])[0]![0];
+  const gatherUrl = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
+  const gatherQuery = async () => {
+    const started = performance.now();
+    const response = await scanOnNode(gatherUrl, { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, token, AbortSignal.timeout(600_000));
+    for await (const part of response.body) void part;
+    const stats = await response.ended;
+    return { ms: performance.now() - started, stats };
+  };
+  const windowCheck = await berthQuery(WINDOW_QUERY);
+  const expected = await readJsonResult(await connection.stream(WINDOW_QUERY));
+  if (JSON.stringify(windowCheck.result.rows) !== JSON.stringify(expected.rows)) throw new Error('Berth and DuckDB disagree on the window query');
+  await gatherQuery();
+  const windowTimes = { berth: [] as number[], duckdb: [] as number[], gather: [] as number[] };
+  let bytesMoved = 0;
+  let gatherBytesFromS3 = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    const w = await berthQuery(WINDOW_QUERY);
+    windowTimes.berth.push(w.ms);
+    bytesMoved = w.result.stats.bytesMoved;
+    windowTimes.duckdb.push((await duckdbQuery(WINDOW_QUERY)).ms);
+    const g = await gatherQuery();
+    windowTimes.gather.push(g.ms);
+    gatherBytesFromS3 = g.stats.bytesFromS3;
   }
   connection.closeSync();
   baseline.closeSync();
@@ -138,6 +186,16 @@ try {
   row(`the query above, first (reads ${queryColumns.length} of ${columnBytes.size} columns)`, cold, queryColumns);
   row(`then one that also reads ${widerColumns.join(' and ')}: only their chunks move`, wider, widerColumns);
   row(`a query reading all ${columnBytes.size} columns, first, on a copy of the table (= whole segments)`, whole, [...columnBytes.keys()]);
+
+  const [wb, wd, wg] = [median(windowTimes.berth), median(windowTimes.duckdb), median(windowTimes.gather)];
+  const projected = bytesOf(WINDOW_COLUMNS);
+  console.log(`\nWindow query: \`${WINDOW_QUERY.replaceAll(/\s+/g, ' ')}\`\n`);
+  console.log('| run | median of 5 (ms) | vs one DuckDB | bytes moved between nodes |');
+  console.log('|---|---:|---:|---:|');
+  console.log(`| one DuckDB over the local files (baseline) | ${wd.toFixed(0)} | 1.00× | — |`);
+  console.log(`| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.kind).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`);
+  console.log(`| the gather route: the whole query on one node, which reads the segments it does not own from S3 | ${wg.toFixed(0)} | ${(wg / wd).toFixed(2)}× | ${gatherBytesFromS3.toLocaleString('en-US')} B of segments |`);
+  console.log(`\nThe columns the window reads (${WINDOW_COLUMNS.join(', ')}) are ${projected.toLocaleString('en-US')} B compressed: Berth moved ${(bytesMoved / projected).toExponential(2)}× that (the goal: at most 1.5×).`);
 } finally {
   await bench.stop();
 }

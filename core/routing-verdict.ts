@@ -3,9 +3,9 @@
  * the elastic heavy pool, and if heavy, what bounds it?
  *
  * - `scan`: many bytes to read. Scale out: more backends, more S3 fetch parallelism.
- * - `memory`: a shape whose state does not decompose (exact distinct, windows, quantiles, joins)
- *   over enough data that it must fit one backend's RAM. Scale up and spill; more backends buy
- *   nothing.
+ * - `memory`: a shape whose state does not decompose (windows, exact quantiles, joins): the
+ *   owners send rows, and the final stage holds state over all of them, which must fit one
+ *   backend's RAM. Scale up and spill; more backends buy nothing.
  *
  * Thresholds are configuration: the seed's heavy tail is a few percent of executions.
  */
@@ -13,7 +13,7 @@
 export interface VerdictThresholds {
   /** Bytes to scan at or above which any query is heavy (scan-bound). @default 8 GiB */
   scanBytes: number;
-  /** Bytes at or above which a query that gathers on one backend is heavy (memory-bound). @default 1 GiB */
+  /** Bytes at or above which a query whose final stage takes rows (not partials) is heavy (memory-bound). @default 1 GiB */
   memoryBytes: number;
 }
 
@@ -22,14 +22,14 @@ export const DEFAULT_VERDICT_THRESHOLDS: VerdictThresholds = { scanBytes: 8 * 10
 export type Verdict = { class: 'light' } | { class: 'heavy'; bottleneck: 'scan' | 'memory'; reason: string };
 
 export interface VerdictInput {
-  /** How the planner will run it: only `gather` keeps non-decomposable state on one backend. */
-  route: 'aggregate' | 'select' | 'gather';
+  /** What the final stage does: `partial` finishes one aggregate or select's partials; `rows` runs the query's own SQL (windows, joins, subqueries, exact quantiles) over what the owners send, holding its state in one place. */
+  route: 'partial' | 'rows';
   /** Bytes of the segments left after pruning. */
   scanBytes: number;
 }
 
 export function routingVerdict(input: VerdictInput, thresholds: VerdictThresholds = DEFAULT_VERDICT_THRESHOLDS): Verdict {
-  if (input.route === 'gather' && input.scanBytes >= thresholds.memoryBytes) {
+  if (input.route === 'rows' && input.scanBytes >= thresholds.memoryBytes) {
     return { class: 'heavy', bottleneck: 'memory', reason: `non-decomposable state over ${input.scanBytes} bytes (threshold ${thresholds.memoryBytes})` };
   }
   if (input.scanBytes >= thresholds.scanBytes) {

@@ -84,12 +84,19 @@ describe('the serving path', () => {
     expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16 }] });
   });
 
-  it('gathers a non-decomposable query on one backend and says why', async () => {
-    const { body } = await cluster.query('SELECT count(DISTINCT user_id) FROM events');
+  it('runs a non-decomposable query in two stages: owners send the named columns, filtered, and say why', async () => {
+    const { body } = await cluster.query("SELECT service, median(latency_ms) FROM events WHERE level = 'error' GROUP BY service");
     expect(body.stats.verdict).toEqual({ class: 'light' });
-    expect(body.stats.route).toBe('gather');
+    expect(body.stats.route).toBe('stages');
     expect(body.stats.reason).toMatch(/does not decompose/);
-    expect(Object.keys(body.stats.nodes)).toHaveLength(1);
+    const [scan] = body.stats.stages.scan;
+    expect(scan).toMatchObject({ table: 'events', kind: 'rows', columns: ['service', 'level', 'latency_ms'] });
+    // Only error rows moved: the filter ran on the owners.
+    const errors = (await cluster.query("SELECT count(*) FROM events WHERE level = 'error'")).body.rows[0]![0];
+    expect(scan!.rows).toBe(errors);
+    // Every owner took part: nothing was gathered on one node.
+    expect(Object.keys(body.stats.nodes).sort()).toEqual(cluster.nodes.map((n) => n.id).sort());
+    expect(body.stats.bytesMoved).toBe(scan!.bytes);
   });
 
   it.each([

@@ -78,7 +78,7 @@ const selectCaseOf = (projected: fc.Arbitrary<string>) =>
       sql: `SELECT ts, bytes, ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w} ORDER BY ts, bytes LIMIT ${limit} OFFSET ${offset}`,
       ordered: true,
     }));
-const gatherCase = fc.oneof(
+const stagesCase = fc.oneof(
   fc.tuple(rowNumber, literal, where).map(([e, constant, w]): Case => ({ sql: `SELECT count(DISTINCT ${e}) AS d, ${constant} AS k FROM events WHERE ${w}`, ordered: false })),
   fc.tuple(fc.array(fc.oneof(literal, fc.constantFrom(...TIMESTAMPS)), { minLength: 1, maxLength: 4 }), where).map(([values, w]): Case => ({
     sql: `SELECT DISTINCT ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w}`,
@@ -120,9 +120,9 @@ describe('exact answers', () => {
     expect(select.body.rows).toHaveLength(7);
   });
 
-  it('returns a HUGEINT from the gather route as a HUGEINT, every digit in a string', async () => {
+  it('returns a HUGEINT from the two-stage route as a HUGEINT, every digit in a string', async () => {
     const { body } = await cluster.query('SELECT DISTINCT 170141183460469231731687303715884105727::HUGEINT AS h, count(*) OVER () > 0 AS any FROM events');
-    expect(body.stats.route).toBe('gather');
+    expect(body.stats.route).toBe('stages');
     expect(body.types).toEqual(['HUGEINT', 'BOOLEAN']);
     expect(body.rows).toEqual([['170141183460469231731687303715884105727', true]]);
   });
@@ -133,7 +133,7 @@ describe('exact answers', () => {
       for (const type of TYPES) if (!('error' in (await reference.run(`SELECT ${value}::${type}`)))) holding.push(`${value}::${type}`);
     }
     const selectCase = selectCaseOf(fc.oneof(anyNumber, fc.constantFrom(...holding)));
-    const routes = { aggregate: 0, select: 0, gather: 0, refused: 0 };
+    const routes = { aggregate: 0, select: 0, stages: 0, refused: 0 };
     const differences: string[] = [];
     const check = async ({ sql, ordered }: Case): Promise<boolean> => {
       const expected = await reference.run(sql);
@@ -152,7 +152,7 @@ describe('exact answers', () => {
     };
     // Four queries at a time, as clients would send them: 500 runs of 4 are the 2,000 cases.
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(aggregateCase, selectCase, gatherCase), { minLength: 4, maxLength: 4 }), async (cases) => (await Promise.all(cases.map(check))).every(Boolean)),
+      fc.asyncProperty(fc.array(fc.oneof(aggregateCase, selectCase, stagesCase), { minLength: 4, maxLength: 4 }), async (cases) => (await Promise.all(cases.map(check))).every(Boolean)),
       { numRuns: 500, endOnFailure: true },
     ).catch((error: Error) => {
       throw new Error(`${differences.join('\n')}\n${error.message.split('\n').slice(0, 3).join('\n')}`);
@@ -160,6 +160,6 @@ describe('exact answers', () => {
     expect(differences).toEqual([]);
     // Every route really ran: a generator drifting into one shape would hide the others.
     expect(Object.values(routes).reduce((a, b) => a + b)).toBe(2_000);
-    for (const route of ['aggregate', 'select', 'gather'] as const) expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
+    for (const route of ['aggregate', 'select', 'stages'] as const) expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
   }, 300_000);
 });

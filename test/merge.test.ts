@@ -75,6 +75,30 @@ describe('merge-then-push', () => {
     expect(await cluster.meta.listSegments('events')).toHaveLength(1);
   });
 
+  it('answers every corpus query right after a merge from the owners’ caches alone, and every cache holds only what its node owns', async () => {
+    // Six days of rows, so that the merge leaves one segment per day spread over both nodes.
+    const days = 6;
+    await cluster.ingestEvents('spread', 24, (days * 2_880) / 24);
+    for (let day = 1; day <= days; day++) {
+      const partition = `202611${String(day).padStart(2, '0')}`;
+      const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `${mergeWorkflowId('spread', partition)}-${randomUUID()}`, args: [{ table: 'spread', partition }] });
+      expect(result).toMatchObject({ outcome: 'merged', push: { accepted: true } });
+    }
+    const segments = await cluster.meta.listSegments('spread');
+    expect(segments).toHaveLength(days);
+    const owner = (id: string) => cluster.coordinator.view.placement!.owner(id)!.id;
+    for (const q of QUERY_CORPUS) {
+      const { status, body } = await cluster.query(q.sql.replaceAll(/\bevents\b/g, 'spread'));
+      expect(status, `${q.name}: ${body.message}`).toBe(200);
+      expect(body.stats.bytesFromS3, q.name).toBe(0);
+      expect(body.stats.s3Gets, q.name).toBe(0);
+    }
+    for (const node of cluster.nodes) {
+      const foreign = node.cache.ids().filter((id) => owner(id) !== node.id);
+      expect(foreign, `segments cached by ${node.id} that it does not own`).toEqual([]);
+    }
+  });
+
   it('is findable by table and partition', async () => {
     await expect
       .poll(async () => {

@@ -8,7 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrowStream } from '../services/common/arrow-exchange.js';
 import { Planner } from '../services/coordinator/planner.js';
+import { Scanner } from '../services/query-node/scanner.js';
 import { toJsonResult } from '../services/coordinator/result-json.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import type { TableInfo } from '../services/meta/client.js';
@@ -43,14 +45,26 @@ describe('planner decompositions', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** Runs a plan the way the cluster does, with each group of files standing for one owner. */
+  /** Runs a plan the way the cluster does, with each group of files standing for one owner and Arrow streams between the stages. */
   async function runScattered(sql: string, groups: string[][]) {
     const plan = await planner.plan(sql);
-    const partials =
-      plan.route === 'gather'
-        ? [await engine.runToParquet(plan.nodeSql, [{ ...EVENTS, files }])]
-        : await Promise.all(groups.map((g) => engine.runToParquet(plan.nodeSql, [{ ...EVENTS, files: g }])));
-    return { plan, result: await engine.finish(plan.finalSql, partials, plan.exchange) };
+    const owners = new Scanner(reference);
+    const exchange = await engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
+    try {
+      for (const input of plan.inputs) {
+        for (const group of groups) {
+          const scan = await owners.open(input.sql, [{ name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group }]);
+          try {
+            await exchange.receive(input.name, arrowStream(scan.result));
+          } finally {
+            scan.close();
+          }
+        }
+      }
+      return { plan, result: await exchange.finish(plan.finalSql) };
+    } finally {
+      await exchange.close();
+    }
   }
 
   it.each(QUERY_CORPUS)('answers "$name" exactly as one DuckDB does', async ({ name, sql, ordered }) => {
@@ -64,16 +78,17 @@ describe('planner decompositions', () => {
   it.each([
     ['SELECT service, count(*), avg(latency_ms) FROM events GROUP BY service', 'aggregate'],
     ['SELECT * FROM events ORDER BY ts LIMIT 5', 'select'],
-    ['SELECT count(DISTINCT user_id) FROM events', 'gather'],
-    ['SELECT sum(bytes) OVER () FROM events', 'gather'],
-    ['SELECT quantile_cont(latency_ms, 0.9) FROM events', 'gather'],
+    ['SELECT count(DISTINCT user_id) FROM events', 'aggregate'],
+    ['SELECT DISTINCT service FROM events', 'select'],
+    ['SELECT sum(bytes) OVER () FROM events', 'stages'],
+    ['SELECT quantile_cont(latency_ms, 0.9) FROM events', 'stages'],
   ])('routes %s as %s', async (sql, route) => {
     expect((await planner.plan(sql)).route).toBe(route);
   });
 
   it('reads the time window from WHERE for pruning', async () => {
     const plan = await planner.plan("SELECT count(*) FROM events WHERE ts >= '2026-11-03' AND ts < TIMESTAMP '2026-11-05' AND status = 200");
-    expect(plan.windows.get('events')).toEqual({ from: Date.UTC(2026, 10, 3), to: Date.UTC(2026, 10, 5) });
+    expect(plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 3), to: Date.UTC(2026, 10, 5) });
   });
 
   it.each([
@@ -95,8 +110,8 @@ describe('pruning soundness', () => {
     try {
       const planner = new Planner(engine, async () => EVENTS);
       const plan = await planner.plan("WITH latest AS (SELECT max(ts) AS ts FROM events) SELECT * FROM latest WHERE ts > '2026-11-05'");
-      expect(plan.route).toBe('gather');
-      expect(plan.windows.get('events')).toBeUndefined();
+      expect(plan.route).toBe('stages');
+      expect(plan.inputs[0]!.window).toEqual({});
     } finally {
       engine.close();
       await rm(dir, { recursive: true, force: true });

@@ -5,18 +5,18 @@ const thresholds = { scanBytes: 1000, memoryBytes: 100 };
 
 describe('the routing verdict', () => {
   it('keeps small queries of every shape on the serving group', () => {
-    for (const route of ['aggregate', 'select', 'gather'] as const) {
+    for (const route of ['partial', 'rows'] as const) {
       expect(routingVerdict({ route, scanBytes: 99 }, thresholds)).toEqual({ class: 'light' });
     }
   });
 
-  it('sends a non-decomposable query over enough data to the heavy pool as memory-bound', () => {
-    expect(routingVerdict({ route: 'gather', scanBytes: 100 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
+  it('sends a query whose final stage takes rows over enough data to the heavy pool as memory-bound', () => {
+    expect(routingVerdict({ route: 'rows', scanBytes: 100 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
   });
 
-  it('leaves a decomposable query light until it has many bytes to scan, then calls it scan-bound', () => {
-    expect(routingVerdict({ route: 'aggregate', scanBytes: 999 }, thresholds)).toEqual({ class: 'light' });
-    expect(routingVerdict({ route: 'aggregate', scanBytes: 1000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'scan' });
-    expect(routingVerdict({ route: 'select', scanBytes: 5000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'scan' });
+  it('leaves a query light until it has many bytes to scan, then calls it scan-bound', () => {
+    expect(routingVerdict({ route: 'partial', scanBytes: 999 }, thresholds)).toEqual({ class: 'light' });
+    expect(routingVerdict({ route: 'partial', scanBytes: 1000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'scan' });
+    expect(routingVerdict({ route: 'rows', scanBytes: 5000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'scan' });
   });
 });

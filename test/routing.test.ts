@@ -35,10 +35,18 @@ describe('routing and membership', () => {
     expect(after.stats.fallbacks).toBe(owned);
     expect(after.stats.nodes[victim.id]).toBeUndefined();
     const placement = cluster.coordinator.view.placement!;
+    const victims = new Set<string>();
     for (const segment of await cluster.meta.listSegments('events')) {
       const [first, second] = placement.rank(segment.id);
-      if (first!.id === victim.id) expect(after.stats.nodes[second!.id]).toBeGreaterThan(0);
+      if (first!.id === victim.id) {
+        victims.add(segment.id);
+        expect(after.stats.nodes[second!.id]).toBeGreaterThan(0);
+      }
     }
+    // The standbys read the stopped owner's segments through, without caching them: their caches stay their own.
+    expect(after.stats.s3Gets).toBe(owned);
+    for (const node of cluster.nodes.filter((n) => n !== victim)) expect(node.cache.ids().filter((id) => victims.has(id))).toEqual([]);
+    expect((await query(cluster, 'SELECT count(*), sum(bytes) FROM events')).stats.s3Gets).toBe(owned);
   });
 
   it('spreads work round-robin over its seed nodes before any member list has arrived', async () => {
@@ -48,7 +56,15 @@ describe('routing and membership', () => {
     const scatter = new Scatter({ view, seedNodes: cluster.nodes.map((n) => n.url), token: TOKEN });
     const table = (await cluster.meta.findTable('events'))!;
     const segments = await cluster.meta.listSegments('events');
-    const outcome = await scatter.toOwners('SELECT count(*) AS n FROM events', table, segments);
+    // A sink that only reads the streams through: this test is about where the work goes.
+    const drain = {
+      receive: async (body: AsyncIterable<unknown>) => {
+        for await (const _ of body); // eslint-disable-line @typescript-eslint/no-unused-vars
+        return { part: 'drained', rows: 0 };
+      },
+      discard: async () => {},
+    };
+    const outcome = await scatter.toOwners({ sql: 'SELECT count(*) AS n FROM events', table, segments }, drain);
     expect(outcome.placement).toBe('round-robin');
     expect(outcome.scans.map((s) => s.segments).sort()).toEqual([3, 3]);
   });

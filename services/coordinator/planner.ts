@@ -1,20 +1,45 @@
 /**
- * Turns SQL into an executable plan: checks it (syntax, relations, binding) with DuckDB, picks the
- * shape (core/query-plan), and produces the SQL each node runs, the SQL the coordinator finishes
- * with, and each table's time window for pruning. Anything the decomposition cannot express
- * exactly (same values, same types) falls back to gathering on one backend: correctness first.
+ * Turns SQL into an executable plan in two stages: for every read of a catalog table, the SQL its
+ * segments' owners run (a partial aggregate, a distinct or top-k select, or the columns the query
+ * names filtered by the conjuncts that only need the row: core/query-plan), and the SQL the final
+ * stage runs over what they send. It checks the SQL (syntax, relations, binding) with DuckDB, and
+ * keeps a decomposition only when the final stage gives exactly the columns and types the query
+ * itself would: correctness first, then the less the owners send the better.
  *
  * What runs is always SQL written back from the tree that was checked, never the text as sent: a
  * trailing comment or semicolon cannot change it, and no relation can appear that the check did
  * not see.
  */
-import { PARTIALS_TABLE, planQuery, referencedRelations, type AstNode, type TimeBounds } from '../../core/query-plan.js';
-import { quoteIdent, TABLE_NAME } from '../../core/identifiers.js';
+import {
+  inputTable,
+  namedColumns,
+  planQuery,
+  pushableConjuncts,
+  referencedRelations,
+  replaceNodes,
+  rowsSelect,
+  selfContained,
+  tableReads,
+  timeBounds,
+  walk,
+  type AstNode,
+  type TableRead,
+  type TimeBounds,
+} from '../../core/query-plan.js';
+import { TABLE_NAME } from '../../core/identifiers.js';
 import { badRequest, HttpError } from '../common/errors.js';
 import type { TableInfo } from '../meta/client.js';
 import type { BoundColumn, SqlEngine } from './sql-engine.js';
 
-export type Route = 'aggregate' | 'select' | 'gather';
+/**
+ * How a query runs, in one word: `aggregate` (one read, a partial aggregate on each owner),
+ * `select` (one read, a select on each owner: distinct rows or top-k), or `stages` (any other
+ * shape: the final stage runs the query's own SQL over what each read's owners send).
+ */
+export type Route = 'aggregate' | 'select' | 'stages';
+
+/** What the owners of one read's segments do: see core/query-plan. */
+export type ScanKind = 'aggregate' | 'select' | 'rows';
 
 export interface TimeWindow {
   from?: number;
@@ -22,33 +47,46 @@ export interface TimeWindow {
 }
 
 /**
- * A column of what the backends send back. Parquet does not keep every DuckDB type (a HUGEINT
- * comes back a DOUBLE, a TIMESTAMP_MS a TIMESTAMP, an ENUM a VARCHAR): those columns travel as
- * text and are cast back to their type at the coordinator, which is exact.
+ * A column of what the owners send. The exchange carries every type exactly as DuckDB holds it
+ * except a few (ENUM, UNION and the like): those travel as text and are cast back in the final
+ * stage, which is exact for them.
  */
 export interface ExchangeColumn {
-  /** The column's name in `__partials`. */
+  /** The column's name in the final stage's input. */
   name: string;
   type: string;
-  /** Sent as VARCHAR (column `c<i>` of the backend's result) and cast back. */
+  /** Sent as VARCHAR (column `c<i>` of the owner's result) and cast back. */
   asText: boolean;
+}
+
+/** The scan stage of one read of a table. */
+export interface ScanInput {
+  /** The name the final SQL reads this input by. */
+  name: string;
+  table: TableInfo;
+  kind: ScanKind;
+  /** What each owner runs over its segments; its columns are `c0`, `c1`, … */
+  sql: string;
+  /** The table's columns the scan reads. */
+  columns: string[];
+  exchange: ExchangeColumn[];
+  /** For pruning segments by the manifest's min/max. */
+  window: TimeWindow;
 }
 
 export interface ExecutablePlan {
   route: Route;
-  /** Why the query gathers on one backend. */
+  /** Why the query is not one aggregate or select over one table. */
   reason?: string;
   tables: TableInfo[];
-  /** What each backend runs over its segments; its columns are `c0`, `c1`, … */
-  nodeSql: string;
-  /** The columns of the backends' results, as `__partials` presents them to `finalSql`. */
-  exchange: ExchangeColumn[];
-  /** What the coordinator runs over the backends' results (the `__partials` table). */
+  inputs: ScanInput[];
+  /** What the final stage runs over the inputs. */
   finalSql: string;
-  /** Time window per table name, for pruning segments by the manifest's min/max. */
-  windows: Map<string, TimeWindow>;
   columns: BoundColumn[];
 }
+
+/** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
+const INPUT_PREFIX = '__in';
 
 export class Planner {
   constructor(
@@ -76,40 +114,83 @@ export class Planner {
     if (runs.some((c, i) => c.type !== columns[i]?.type)) {
       throw badRequest('unsupported_sql', `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`);
     }
-    const gather = (reason: string, bounds = new Map<string, TimeBounds>()) => this.gatherPlan(checked, tables, columns, reason, bounds);
-
-    const shape = planQuery({
-      node,
-      tables: new Map(tables.map((t) => [t.name, { timestampColumn: t.timestampColumn, columns: t.columns.map((c) => c.name) }])),
-      aggregateFunctions: this.engine.aggregateFunctions,
-      outputColumns: columns.map((c) => c.name),
-    });
-    if (shape.kind === 'gather') return await gather(shape.reason, shape.bounds);
-
-    try {
-      const table = tables[0]!;
-      const partialSql = await this.engine.deparse(shape.partial);
-      const partialColumns = await this.engine.describe(partialSql, [table]);
-      // A select's partial has the query's own columns; an aggregate's has the partials' aliases.
-      const exchange = exchangeColumns(partialColumns, (c, i) => (shape.kind === 'select' ? columns[i]!.name : c.name));
-      const finalSql = await this.engine.deparse(shape.final);
-      const finalColumns = await this.engine.describe(finalSql, [{ name: PARTIALS_TABLE, columns: exchange }]);
-      if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type || c.name !== columns[i]!.name)) {
-        return await gather('the decomposed plan would not give the same columns and types');
-      }
-      return {
-        route: shape.kind,
-        tables,
-        nodeSql: exchangeSql(partialSql, partialColumns),
-        exchange,
-        finalSql,
-        windows: new Map([[table.name, await this.window(shape.bounds)]]),
-        columns,
-      };
-    } catch (error) {
-      if (error instanceof HttpError) throw error;
-      return await gather(`the decomposed plan did not bind (${(error as Error).message.split('\n')[0]})`);
+    const byName = new Map(tables.map((t) => [t.name, t]));
+    const reads = tableReads(node).map((read) => ({ read, table: byName.get(read.table)! }));
+    const prefix = inputPrefix(node);
+    // The best split first; each next one moves more rows but binds in more cases. The last one
+    // (every column, nothing pushed down) is the query itself over the tables' rows.
+    for (const level of ['partial', 'rows', 'whole'] as const) {
+      const plan = await this.split(node, reads, columns, prefix, level).catch((error: unknown) => {
+        if (error instanceof HttpError) throw error;
+        return undefined;
+      });
+      if (plan) return plan;
     }
+    throw badRequest('unsupported_sql', 'Berth cannot split this query into stages that give the same columns and types');
+  }
+
+  /**
+   * One split of the query: `partial` lets each read's SELECT run its partial on the owners where
+   * it decomposes, `rows` sends filtered named columns for every read, `whole` every column.
+   */
+  private async split(node: AstNode, reads: { read: TableRead; table: TableInfo }[], columns: BoundColumn[], prefix: string, level: 'partial' | 'rows' | 'whole'): Promise<ExecutablePlan | undefined> {
+    const replacements = new Map<AstNode, AstNode>();
+    const inputs: ScanInput[] = [];
+    const reasons: string[] = [];
+    for (const [i, { read, table }] of reads.entries()) {
+      const name = `${prefix}${i}`;
+      const names = table.columns.map((c) => c.name);
+      const bounds = read.select && !read.ref.sample ? timeBounds(read.select.where_clause, table.timestampColumn) : { lower: [], upper: [] };
+      const window = await this.window(bounds);
+      const partial = level === 'partial' ? await this.partial(node, read, table, name, columns) : undefined;
+      if (partial && partial.kind !== 'rows') {
+        replacements.set(read.select!, partial.final);
+        inputs.push({ name, table, kind: partial.kind, sql: exchangeSql(partial.sql, partial.columns), columns: namedColumns(read.select!, read, names), exchange: partial.exchange, window });
+        continue;
+      }
+      if (partial?.kind === 'rows') reasons.push(partial.reason);
+      const read_ = level === 'whole' ? names : namedColumns(node, read, names);
+      const conjuncts = level === 'whole' ? [] : pushableConjuncts(read, names, this.engine.aggregateFunctions);
+      const rowsSql = await this.engine.deparse(rowsSelect(read, read_, conjuncts));
+      const sent = await this.engine.describe(rowsSql, [table]);
+      replacements.set(read.ref, inputTable(read, name));
+      inputs.push({ name, table, kind: 'rows', sql: exchangeSql(rowsSql, sent), columns: read_, exchange: exchangeColumns(sent, (c) => c.name), window });
+    }
+    const finalSql = await this.engine.deparse(replaceNodes(node, replacements) as AstNode);
+    const finalColumns = await this.engine.describe(finalSql, inputs.map((input) => ({ name: input.name, columns: input.exchange })));
+    if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type || c.name !== columns[i]!.name)) return undefined;
+    const single = inputs.length === 1 && reads[0]!.read.select === node ? inputs[0]!.kind : undefined;
+    const route: Route = single === 'aggregate' || single === 'select' ? single : 'stages';
+    const reason = route === 'stages' ? (reasons[0] ?? (inputs.length === 0 ? 'no table' : inputs.length > 1 ? 'more than one table read' : 'a subquery over the table')) : undefined;
+    return { route, ...(reason ? { reason } : {}), tables: [...new Set(reads.map((r) => r.table))], inputs, finalSql, columns };
+  }
+
+  /** The partial the owners run for the SELECT directly over a read, and what replaces that SELECT in the final stage. */
+  private async partial(
+    node: AstNode,
+    read: TableRead,
+    table: TableInfo,
+    input: string,
+    queryColumns: BoundColumn[],
+  ): Promise<{ kind: 'aggregate' | 'select'; sql: string; columns: BoundColumn[]; exchange: ExchangeColumn[]; final: AstNode } | { kind: 'rows'; reason: string } | undefined> {
+    const select = read.select;
+    if (!select) return undefined;
+    if (!selfContained(read, table.columns.map((c) => c.name))) return { kind: 'rows', reason: 'a SELECT that refers outside itself' };
+    // The SELECT's own output names: the query's for the query itself, else DuckDB's for the subquery.
+    const outputColumns = select === node ? queryColumns : await this.engine.describe(await this.engine.deparse(select), [table]);
+    const shape = planQuery({
+      node: select,
+      partialsTable: input,
+      tables: new Map([[table.name, { timestampColumn: table.timestampColumn, columns: table.columns.map((c) => c.name) }]]),
+      aggregateFunctions: this.engine.aggregateFunctions,
+      outputColumns: outputColumns.map((c) => c.name),
+    });
+    if (shape.kind === 'rows') return { kind: 'rows', reason: shape.reason };
+    const sql = await this.engine.deparse(shape.partial);
+    const columns = await this.engine.describe(sql, [table]);
+    // A select's partial has the SELECT's own columns; an aggregate's has the partials' aliases.
+    const exchange = exchangeColumns(columns, (c, i) => (shape.kind === 'select' ? outputColumns[i]!.name : c.name));
+    return { kind: shape.kind, sql, columns, exchange, final: shape.final };
   }
 
   /** The checked tree as SQL; a tree DuckDB cannot write back is a query Berth cannot run. */
@@ -130,14 +211,6 @@ export class Planner {
     }
   }
 
-  private async gatherPlan(sql: string, tables: TableInfo[], columns: BoundColumn[], reason: string, bounds: Map<string, TimeBounds>): Promise<ExecutablePlan> {
-    const windows = new Map<string, TimeWindow>();
-    for (const [name, b] of bounds) windows.set(name, await this.window(b));
-    // Column names may repeat in a result; in __partials they are c0, c1, ... and get theirs back at the end.
-    const finalSql = `SELECT ${columns.map((c, i) => `c${i} AS ${quoteIdent(c.name)}`).join(', ')} FROM ${quoteIdent(PARTIALS_TABLE)}`;
-    return { route: 'gather', reason, tables, nodeSql: exchangeSql(sql, columns), exchange: exchangeColumns(columns, (_, i) => `c${i}`), finalSql, windows, columns };
-  }
-
   /** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
   private async window(bounds: TimeBounds): Promise<TimeWindow> {
     const lower = await this.engine.epochMillis(bounds.lower).catch(() => []);
@@ -149,15 +222,27 @@ export class Planner {
   }
 }
 
-/** Types that do not come back from Parquet as they went in (see ExchangeColumn). */
-const CHANGED_BY_PARQUET = /\b(U?HUGEINT|TIMESTAMP_S|TIMESTAMP_MS|TIME WITH TIME ZONE|BIT|BIGNUM|VARINT)\b|\bENUM\(|\[\d+\]/;
+/** Types the exchange does not carry as they are (services/common/arrow-exchange.ts): they travel as text. */
+const TRAVELS_AS_TEXT = /\b(ENUM|UNION)\(|\b(GEOMETRY|VARIANT)\b|"NULL"/;
 
 const exchangeColumns = (columns: BoundColumn[], name: (c: BoundColumn, i: number) => string): ExchangeColumn[] =>
-  columns.map((c, i) => ({ name: name(c, i), type: c.type, asText: CHANGED_BY_PARQUET.test(c.type) }));
+  columns.map((c, i) => ({ name: name(c, i), type: c.type, asText: TRAVELS_AS_TEXT.test(c.type) }));
 
-/** What a backend runs: the query, its columns renamed c0, c1, ... and the ones Parquet would change sent as text. */
+/** What an owner runs: the scan SQL, its columns renamed c0, c1, ... and the ones the exchange does not carry sent as text. */
 function exchangeSql(sql: string, columns: BoundColumn[]): string {
   const names = columns.map((_, i) => `c${i}`);
-  const select = columns.map((c, i) => (CHANGED_BY_PARQUET.test(c.type) ? `CAST(c${i} AS VARCHAR) AS c${i}` : `c${i}`));
+  const select = columns.map((c, i) => (TRAVELS_AS_TEXT.test(c.type) ? `CAST(c${i} AS VARCHAR) AS c${i}` : `c${i}`));
   return `SELECT ${select.join(', ')} FROM (${sql}) AS __exchange(${names.join(', ')})`;
+}
+
+/** A prefix for the final stage's input names that no name in the query starts with. */
+function inputPrefix(node: AstNode): string {
+  const names = new Set<string>();
+  walk(node, (n) => {
+    for (const key of ['alias', 'table_name', 'key', 'cte_name']) if (typeof n[key] === 'string') names.add(n[key].toLowerCase());
+    for (const cte of (n.cte_map?.map ?? []) as { key: string }[]) names.add(String(cte.key).toLowerCase());
+  });
+  let prefix = INPUT_PREFIX;
+  while ([...names].some((n) => n.startsWith(prefix))) prefix = `_${prefix}`;
+  return prefix;
 }

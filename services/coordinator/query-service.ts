@@ -1,18 +1,35 @@
 /**
  * Runs one query end to end: plan, prune segments by the manifest's time ranges, give the routing
- * verdict, then either scatter to owners in the serving group (or gather on one backend) and finish
- * at the coordinator, or hand a heavy query to the elastic heavy pool.
+ * verdict, then run the scan stage on the owners of each read's segments (in the serving group,
+ * or, for a heavy query admitted by the heavy pool, on the pool's proven backends) while their rows
+ * stream into the final stage, which runs here, on the coordinator's DuckDB.
  */
 import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
+import type { MetaClient, SegmentRow } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
-import type { ExecutablePlan, Planner, Route } from './planner.js';
+import type { ExecutablePlan, Planner, Route, ScanKind } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
 import type { SqlEngine } from './sql-engine.js';
+
+/** One read's scan stage, as it ran. */
+export interface ScanStage {
+  /** The name the final stage read it by. */
+  input: string;
+  table: string;
+  kind: ScanKind;
+  /** The table's columns the owners read. */
+  columns: string[];
+  segments: number;
+  /** Rows and Arrow IPC bytes the owners sent. */
+  rows: number;
+  bytes: number;
+  /** Segments scanned per node id. */
+  nodes: Record<string, number>;
+}
 
 export interface QueryStats {
   /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
@@ -20,8 +37,14 @@ export interface QueryStats {
   /** The compute group that ran the query. */
   group: string;
   route: Route;
-  /** Why the query ran whole on one backend. */
+  /** Why the query is not one aggregate or select over one table. */
   reason?: string;
+  /** The two stages: each read's scan on the owners, then the final stage, here. */
+  stages: { scan: ScanStage[]; final: 'coordinator' };
+  /** Bytes the scan stage sent to the final stage (Arrow IPC). */
+  bytesMoved: number;
+  /** Bytes each node read from S3 for this query. */
+  s3BytesByNode: Record<string, number>;
   placement: 'owner' | 'round-robin' | 'local';
   segments: { total: number; scanned: number; pruned: number };
   /** Segments scanned per node id. */
@@ -81,7 +104,8 @@ export interface QueryServiceOptions {
 
 interface Prepared {
   plan: ExecutablePlan;
-  chosen: { table: TableInfo; segments: SegmentRow[] }[];
+  /** The segments each input reads after pruning, in the order of plan.inputs. */
+  chosen: SegmentRow[][];
   total: number;
   verdict: Verdict;
 }
@@ -177,7 +201,7 @@ export class QueryService {
         admission.release();
       }
     }
-    const scansSegments = prepared.chosen.some((t) => t.segments.length > 0);
+    const scansSegments = prepared.chosen.some((segments) => segments.length > 0);
     return await this.inSlot(scansSegments ? this.limit : this.localLimit, signal, () => this.execute(prepared, this.servingGroup, started, signal));
   }
 
@@ -197,62 +221,87 @@ export class QueryService {
     const { planner, meta } = this.options;
     const plan = await planner.plan(sql);
     let total = 0;
-    const chosen: Prepared['chosen'] = [];
-    for (const table of plan.tables) {
-      // One manifest read per table: the time window is applied here, by each segment's min/max.
-      const all = await meta.listSegments(table.name);
-      const { from = -Infinity, to = Infinity } = plan.windows.get(table.name) ?? {};
+    const manifests = new Map<string, Promise<SegmentRow[]>>();
+    const chosen: SegmentRow[][] = [];
+    for (const input of plan.inputs) {
+      // One manifest read per table: each read's time window is applied here, by each segment's min/max.
+      if (!manifests.has(input.table.name)) manifests.set(input.table.name, meta.listSegments(input.table.name));
+      const all = await manifests.get(input.table.name)!;
+      const { from = -Infinity, to = Infinity } = input.window;
       total += all.length;
-      chosen.push({ table, segments: all.filter((s) => s.maxTs >= from && s.minTs <= to) });
+      chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
     }
-    const scanBytes = chosen.reduce((sum, t) => sum + t.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
-    return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
+    const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
+    // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
+    const route = plan.route === 'stages' ? 'rows' : 'partial';
+    return { plan, chosen, total, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
   }
 
-  /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here; `signal` stops it everywhere. */
+  /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
   private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
     // Backends proven moments ago may be newer than this coordinator's last member poll.
     if (only && !scatter.lists(only)) await scatter.refreshMembers();
-    const scanned = chosen.reduce((sum, t) => sum + t.segments.length, 0);
-    let partials: Buffer[];
-    let scans: ScanStats[] = [];
-    let fallbacks = 0;
-    let placement: QueryStats['placement'] = 'local';
-    if (scanned === 0) {
-      // Nothing to read: the node SQL over empty tables gives the right empty (or zero-count) partial.
-      partials = [await engine.runToParquet(plan.nodeSql, plan.tables.map((t) => ({ ...t, files: [] })), { signal, maxBytes: this.options.maxResultBytes })];
-    } else {
-      const outcome =
-        plan.route === 'gather'
-          ? await scatter.toOneNode(plan.nodeSql, chosen, only, signal)
-          : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, only, signal);
-      ({ partials, scans, fallbacks } = outcome);
-      placement = outcome.placement;
+    const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
+    const exchange = await engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
+    try {
+      const outcomes = await Promise.all(
+        plan.inputs.map(async (input, i) => {
+          if (chosen[i]!.length === 0) return undefined; // nothing to read: the final stage sees an empty input
+          return await scatter.toOwners(
+            { sql: input.sql, table: input.table, segments: chosen[i]!, columns: input.columns },
+            { receive: (body) => exchange.receive(input.name, body), discard: (part) => exchange.discard(input.name, part) },
+            only,
+            signal,
+          );
+        }),
+      );
+      const result = await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });
+      const scans = outcomes.flatMap((o) => o?.scans ?? []);
+      const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
+      const perNode = (list: ScanStats[], pick: (s: ScanStats) => number) => {
+        const out: Record<string, number> = {};
+        for (const s of list) out[s.node] = (out[s.node] ?? 0) + pick(s);
+        return out;
+      };
+      const placements = outcomes.filter((o) => o !== undefined).map((o) => o.placement);
+      return {
+        ...result,
+        stats: {
+          verdict,
+          group,
+          route: plan.route,
+          ...(plan.reason ? { reason: plan.reason } : {}),
+          stages: {
+            scan: plan.inputs.map((input, i) => ({
+              input: input.name,
+              table: input.table.name,
+              kind: input.kind,
+              columns: input.columns,
+              segments: chosen[i]!.length,
+              rows: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.rows, 0),
+              bytes: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.bytes, 0),
+              nodes: perNode(outcomes[i]?.scans ?? [], (s) => s.segments),
+            })),
+            final: 'coordinator',
+          },
+          bytesMoved: sum((s) => s.bytes),
+          s3BytesByNode: perNode(scans, (s) => s.bytesFromS3),
+          placement: placements.includes('round-robin') ? 'round-robin' : placements.length > 0 ? 'owner' : 'local',
+          segments: { total, scanned, pruned: total - scanned },
+          nodes: perNode(scans, (s) => s.segments),
+          cacheHits: sum((s) => s.hits),
+          cacheMisses: sum((s) => s.misses),
+          s3Gets: sum((s) => s.s3Gets),
+          bytesFromS3: sum((s) => s.bytesFromS3),
+          fallbacks: outcomes.reduce((acc, o) => acc + (o?.fallbacks ?? 0), 0),
+          elapsedMs: Math.round(performance.now() - started),
+        },
+      };
+    } finally {
+      await exchange.close();
     }
-    const result = await engine.finish(plan.finalSql, partials, plan.exchange, { signal, maxBytes: this.options.maxResultBytes });
-    const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
-    const nodes: Record<string, number> = {};
-    for (const s of scans) nodes[s.node] = (nodes[s.node] ?? 0) + s.segments;
-    return {
-      ...result,
-      stats: {
-        verdict,
-        group,
-        route: plan.route,
-        ...(plan.reason ? { reason: plan.reason } : {}),
-        placement,
-        segments: { total, scanned, pruned: total - scanned },
-        nodes,
-        cacheHits: sum((s) => s.hits),
-        cacheMisses: sum((s) => s.misses),
-        s3Gets: sum((s) => s.s3Gets),
-        bytesFromS3: sum((s) => s.bytesFromS3),
-        fallbacks,
-        elapsedMs: Math.round(performance.now() - started),
-      },
-    };
   }
 }

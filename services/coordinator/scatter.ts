@@ -1,18 +1,20 @@
 /**
- * Sends a plan's work to the query nodes and brings back their results. Segments go to their
- * owners; work aimed at a node that does not answer (a transport error, a 5xx, or no answer within
- * the node timeout) goes to the next node in each segment's ranking (a cache miss, never an
- * error), and that node is passed over for a while, so that one hung node stalls only the queries
- * already waiting on it. A node's 4xx is the query's own fault (DuckDB's error, a result too
- * large): it is the answer, after one node. Before the coordinator has a member list it spreads
- * work round-robin over its seed nodes.
+ * Runs a scan stage on the query nodes and streams their rows into the final stage. Segments go
+ * to their owners; work aimed at a node that does not answer (a transport error, a 5xx, a stream
+ * cut short, or no answer within the node timeout) goes to the next node in each segment's
+ * ranking (a cache miss, never an error) after what it had sent is dropped, and that node is
+ * passed over for a while, so that one hung node stalls only the queries already waiting on it. A
+ * node's 4xx is the query's own fault (DuckDB's error, a result too large): it is the answer, and
+ * no other node is tried. Before the coordinator has a member list it spreads work round-robin
+ * over its seed nodes.
  */
+import type { Readable } from 'node:stream';
 import type { Placement } from '../../core/ownership.js';
 import { HttpError } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
 import type { Member, SegmentRow, TableInfo } from '../meta/client.js';
-import { scanOnNode, type ScanStats } from '../query-node/client.js';
+import { scanOnNode, type ScanRequest, type ScanStats } from '../query-node/client.js';
 
 export interface ScatterOptions {
   view: MemberView;
@@ -36,8 +38,24 @@ export interface NodeWork {
   segments: string[];
 }
 
+/** Where a scan's rows go as they stream in (one input of the final stage). */
+export interface RowSink {
+  /** Appends one node's stream; on failure nothing of it stays. */
+  receive(body: Readable): Promise<{ part: string; rows: number }>;
+  /** Drops a stream already appended (its node ended it with an error). */
+  discard(part: string): Promise<void>;
+}
+
+/** What one scan stage reads: the table, its segments, the columns, and the SQL each owner runs. */
+export interface ScanWork {
+  sql: string;
+  table: TableInfo;
+  segments: SegmentRow[];
+  /** Columns the scan reads; every column when absent. */
+  columns?: string[];
+}
+
 export interface ScatterOutcome {
-  partials: Buffer[];
   scans: ScanStats[];
   /** Segments that had to be served by a node other than the first one picked. */
   fallbacks: number;
@@ -64,36 +82,28 @@ export class Scatter {
 
   constructor(private readonly options: ScatterOptions) {}
 
-  /** Runs `sql` on the owners of `segments` (one table), each over its own share; only on `only` when given; `signal` abandons it all. */
-  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
+  /** Runs a scan on the owners of its segments (only on `only` when given), each over its own share, streaming into `sink`; `signal` abandons it all. */
+  async toOwners(work: ScanWork, sink: RowSink, only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
     const members = this.members(only);
+    const request = (ids: string[]): ScanRequest => ({
+      sql: work.sql,
+      tables: [{ name: work.table.name, schema: work.table.columns, ...(work.columns ? { columns: work.columns } : {}), segments: ids }],
+      ...this.cap,
+    });
     return await this.run(
       members,
-      segments.map((s) => s.id),
+      work.segments.map((s) => s.id),
       (failed, ids) => this.assign(members, ids, failed),
-      (target, ids, until) => scanOnNode(target.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: ids }], ...this.cap }, this.options.token, until),
-      signal,
-    );
-  }
-
-  /** Runs `sql` whole on one node holding all the segments of every table: the one that owns most of them. */
-  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
-    const all = tables.flatMap((t) => t.segments.map((s) => s.id));
-    const members = this.members(only);
-    return await this.run(
-      members,
-      ['*'],
-      (failed) => {
-        const target = this.gatherTarget(members, all, this.avoided(failed)) ?? this.gatherTarget(members, all, failed);
-        return target ? new Map([[target.id, { target, ids: ['*'] }]]) : new Map();
+      async (target, ids, until) => {
+        const response = await scanOnNode(target.url, request(ids), this.options.token, until);
+        const { part } = await sink.receive(response.body);
+        try {
+          return await response.ended;
+        } catch (error) {
+          await sink.discard(part);
+          throw error;
+        }
       },
-      (target, _ids, until) =>
-        scanOnNode(
-          target.url,
-          { sql, tables: tables.map((t) => ({ name: t.table.name, columns: t.table.columns, segments: t.segments.map((s) => s.id) })), ...this.cap },
-          this.options.token,
-          until,
-        ),
       signal,
     );
   }
@@ -147,12 +157,11 @@ export class Scatter {
     members: Members,
     ids: string[],
     assign: (failed: Set<string>, ids: string[]) => Map<string, { target: Target; ids: string[] }>,
-    send: (target: Target, ids: string[], until: AbortSignal) => Promise<{ body: Buffer; stats: ScanStats }>,
+    send: (target: Target, ids: string[], until: AbortSignal) => Promise<ScanStats>,
     signal?: AbortSignal,
   ): Promise<ScatterOutcome> {
     const placement = members.placement ? 'owner' : 'round-robin';
     const failed = new Set<string>();
-    const partials: Buffer[] = [];
     const scans: ScanStats[] = [];
     let fallbacks = 0;
     // One node's answer that fails the query ends every other node's work on it too.
@@ -166,9 +175,8 @@ export class Scatter {
         await Promise.all(
           [...pending.values()].map(async ({ target, ids: share }) => {
             try {
-              const { body, stats } = await send(target, share, AbortSignal.any([query, AbortSignal.timeout(this.timeout)]));
+              const stats = await send(target, share, AbortSignal.any([query, AbortSignal.timeout(this.timeout)]));
               this.suspects.delete(target.id);
-              partials.push(body);
               scans.push(stats);
             } catch (error) {
               query.throwIfAborted();
@@ -184,7 +192,7 @@ export class Scatter {
           }),
         );
         if (retry.length === 0) break;
-        fallbacks += retry.filter((id) => id !== '*').length || 1;
+        fallbacks += retry.length;
         pending = assign(failed, retry);
         if (pending.size === 0) throw new HttpError(503, 'no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
       }
@@ -192,7 +200,7 @@ export class Scatter {
       stop.abort(error);
       throw error;
     }
-    return { partials, scans, fallbacks, placement };
+    return { scans, fallbacks, placement };
   }
 
   /** Groups segments by the first node in each one's ranking that has not failed. */
@@ -222,20 +230,5 @@ export class Scatter {
       if (member) add({ id: member.id, url: member.url }, id);
     }
     return groups;
-  }
-
-  /** The live node that owns the most of these segments (fewest cold reads), skipping failed ones. */
-  private gatherTarget(view: Members, ids: string[], failed: Set<string>): Target | undefined {
-    if (!view.placement) {
-      const seeds = this.options.seedNodes.filter((url) => !failed.has(url));
-      const url = seeds[this.roundRobin++ % Math.max(1, seeds.length)];
-      return url ? { id: url, url } : undefined;
-    }
-    const counts = new Map<string, number>();
-    for (const [nodeId, group] of this.assign(view, ids, failed)) counts.set(nodeId, group.ids.length);
-    const candidates = (view.members ?? []).filter((m) => !failed.has(m.id));
-    candidates.sort((a, b) => (counts.get(b.id) ?? 0) - (counts.get(a.id) ?? 0) || a.id.localeCompare(b.id));
-    const best = candidates[0];
-    return best && { id: best.id, url: best.url };
   }
 }

@@ -1,20 +1,23 @@
 /**
  * The coordinator's own DuckDB for queries: parses SQL into DuckDB's parse tree and back, binds
  * queries against table schemas (without data) to check them and learn their output columns, and
- * finishes scattered queries over the partial results the nodes return. Ingest has a DuckDB of its
- * own (segment-writer.ts): nothing a query runs can reach a batch in flight.
+ * runs the final stage of every query over the rows the scan stage streams in (an Exchange).
+ * Ingest has a DuckDB of its own (segment-writer.ts): nothing a query runs can reach a batch in
+ * flight.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { DuckDBInstance } from '@duckdb/node-api';
+import type { Readable } from 'node:stream';
+import type { DuckDBInstance, DuckDBType } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { PARTIALS_TABLE, selectNode, type AstNode } from '../../core/query-plan.js';
+import { selectNode, type AstNode } from '../../core/query-plan.js';
+import { appendArrowStream } from '../common/arrow-exchange.js';
 import { openSandboxedDuckDB, queryError, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
-import { bindTables, Scanner, type TableFiles } from '../query-node/scanner.js';
+import { bindTables } from '../query-node/scanner.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
 import { readJsonResult, type JsonResult } from './result-json.js';
 
@@ -38,16 +41,18 @@ export interface BoundColumn {
   type: string;
 }
 
-export class SqlEngine {
-  private readonly scanner: Scanner;
+/** One input of a final stage: the name the final SQL reads it by, and the columns the scan stage sends. */
+export interface ExchangeInput {
+  name: string;
+  columns: ExchangeColumn[];
+}
 
+export class SqlEngine {
   private constructor(
     private readonly duckdb: DuckDBInstance,
     private readonly scratchDir: string,
     readonly aggregateFunctions: ReadonlySet<string>,
-  ) {
-    this.scanner = new Scanner(duckdb, scratchDir);
-  }
+  ) {}
 
   /** `scratchDir` holds partial results only: the engine runs users' SQL, so it can read nothing else. */
   static async open(scratchDir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
@@ -82,7 +87,7 @@ export class SqlEngine {
   /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
   async describe(sql: string, tables: { name: string; columns: ColumnSpec[] }[]): Promise<BoundColumn[]> {
     return await withConnection(this.duckdb, async (c) => {
-      await bindTables(c, tables.map((t) => ({ ...t, files: [] })));
+      await bindTables(c, tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })));
       const reader = await c.runAndReadAll(`DESCRIBE ${sql}`);
       return reader.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
     });
@@ -98,46 +103,111 @@ export class SqlEngine {
     });
   }
 
-  /** Runs `sql` over tables bound to local Parquet files (or empty), returning Parquet bytes: a node's scan, done here. */
-  runToParquet(sql: string, tables: TableFiles[], options: RunOptions = {}): Promise<Buffer> {
-    return this.scanner.run(sql, tables, options);
-  }
-
-  /**
-   * Runs the final query over the partial results, each a Parquet body from a node with the columns
-   * `exchange` describes. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413.
-   */
-  async finish(finalSql: string, partials: Buffer[], exchange: ExchangeColumn[], options: RunOptions = {}): Promise<JsonResult> {
-    const dir = path.join(this.scratchDir, `q-${randomUUID()}`);
-    await mkdir(dir);
-    try {
-      const files = await Promise.all(
-        partials.map(async (body, i) => {
-          const file = path.join(dir, `p${i}.parquet`);
-          await writeFile(file, body);
-          return file;
-        }),
-      );
-      return await withConnection(this.duckdb, async (c) => {
-        const columns = exchange.map((col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`);
-        await c.run(`CREATE TEMP VIEW ${quoteIdent(PARTIALS_TABLE)} AS SELECT ${columns.join(', ')} FROM read_parquet([${files.map(sqlString).join(', ')}])`);
-        const interrupt = () => c.interrupt();
-        options.signal?.addEventListener('abort', interrupt, { once: true });
-        try {
-          return await readJsonResult(await c.stream(finalSql), options.maxBytes);
-        } catch (error) {
-          options.signal?.throwIfAborted();
-          throw queryError(error, [this.scratchDir]) ?? error;
-        } finally {
-          options.signal?.removeEventListener('abort', interrupt);
-        }
-      });
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+  /** A place for one query's final stage: its inputs fill as the scan stage streams rows in. */
+  async openExchange(inputs: ExchangeInput[]): Promise<Exchange> {
+    const schema = `q_${randomUUID().replaceAll('-', '')}`;
+    await withConnection(this.duckdb, (c) => c.run(`CREATE SCHEMA ${schema}`));
+    return new Exchange(this.duckdb, schema, inputs, [this.scratchDir]);
   }
 
   private async scalar(sql: string): Promise<string> {
     return await withConnection(this.duckdb, async (c) => String((await c.runAndReadAll(sql)).getRows()[0]![0]));
+  }
+}
+
+/**
+ * One query's final stage. Each stream the scan stage sends (one per node and input) is appended,
+ * batch by batch as it arrives, into a table of its own in a schema of the query's own, so that a
+ * stream cut short can be dropped whole and its work sent elsewhere; the final SQL then reads each
+ * input as the union of its streams. DuckDB holds the rows (and spills them past its memory
+ * limit), never JavaScript.
+ */
+export class Exchange {
+  private readonly parts = new Map<string, string[]>();
+  private readonly types = new Map<string, Promise<DuckDBType[]>>();
+  private counter = 0;
+
+  constructor(
+    private readonly duckdb: DuckDBInstance,
+    private readonly schema: string,
+    private readonly inputs: ExchangeInput[],
+    private readonly hide: readonly string[],
+  ) {
+    for (const input of inputs) this.parts.set(input.name, []);
+  }
+
+  private input(name: string): ExchangeInput {
+    const input = this.inputs.find((i) => i.name === name);
+    if (!input) throw new Error(`no input "${name}" in this exchange`);
+    return input;
+  }
+
+  /** The columns as they travel: a type the exchange cannot carry as it is travels as text. */
+  private columnsSql(input: ExchangeInput): string {
+    return input.columns.map((col, i) => `c${i} ${col.asText ? 'VARCHAR' : col.type}`).join(', ');
+  }
+
+  /** Appends one Arrow IPC stream to an input; resolves with its part (for discard) and its rows. */
+  async receive(name: string, body: Readable): Promise<{ part: string; rows: number }> {
+    const input = this.input(name);
+    const part = `p${this.counter++}`;
+    try {
+      return await withConnection(this.duckdb, async (c) => {
+        await c.run(`CREATE TABLE ${this.schema}.${part} (${this.columnsSql(input)})`);
+        this.parts.get(name)!.push(part);
+        if (!this.types.has(name)) this.types.set(name, c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes()));
+        const appender = await c.createAppender(part, this.schema);
+        try {
+          const rows = await appendArrowStream(body, appender, await this.types.get(name)!);
+          appender.flushSync();
+          return { part, rows };
+        } finally {
+          appender.closeSync();
+        }
+      });
+    } catch (error) {
+      body.destroy();
+      await this.discard(name, part);
+      throw error;
+    }
+  }
+
+  /** Drops what a stream cut short had appended: its work is done again elsewhere. */
+  async discard(name: string, part: string): Promise<void> {
+    const parts = this.parts.get(name)!;
+    if (parts.includes(part)) parts.splice(parts.indexOf(part), 1);
+    await withConnection(this.duckdb, (c) => c.run(`DROP TABLE IF EXISTS ${this.schema}.${part}`));
+  }
+
+  /** Runs the final SQL over the inputs. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413. */
+  async finish(finalSql: string, options: RunOptions = {}): Promise<JsonResult> {
+    return await withConnection(this.duckdb, async (c) => {
+      for (const input of this.inputs) {
+        const parts = this.parts.get(input.name)!;
+        const columns = input.columns.map((col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`);
+        let source: string;
+        if (parts.length > 0) source = parts.map((p) => `SELECT * FROM ${this.schema}.${p}`).join(' UNION ALL ');
+        else {
+          await c.run(`CREATE TEMP TABLE ${quoteIdent(`${input.name}_empty`)} (${this.columnsSql(input)})`);
+          source = `SELECT * FROM ${quoteIdent(`${input.name}_empty`)}`;
+        }
+        await c.run(`CREATE TEMP VIEW ${quoteIdent(input.name)} AS SELECT ${columns.join(', ')} FROM (${source})`);
+      }
+      const interrupt = () => c.interrupt();
+      options.signal?.addEventListener('abort', interrupt, { once: true });
+      try {
+        return await readJsonResult(await c.stream(finalSql), options.maxBytes);
+      } catch (error) {
+        options.signal?.throwIfAborted();
+        throw queryError(error, this.hide) ?? error;
+      } finally {
+        options.signal?.removeEventListener('abort', interrupt);
+      }
+    });
+  }
+
+  /** Drops every row the query received. */
+  async close(): Promise<void> {
+    await withConnection(this.duckdb, (c) => c.run(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`));
   }
 }

@@ -7,13 +7,14 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
-import { HttpError, installErrorHandler } from '../common/errors.js';
+import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
+import { HttpError, installErrorHandler, resultTooLarge } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { SegmentId, TableName } from '../common/schemas.js';
 import type { CanaryResult } from './canary.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
-import type { Scanner } from './scanner.js';
+import type { OpenScan, Scanner, TableFiles } from './scanner.js';
 import type { Warmer } from './warmer.js';
 
 export interface QueryNodeAppOptions {
@@ -36,7 +37,7 @@ export interface QueryNodeAppOptions {
   logger?: boolean;
 }
 
-/** What a scan reports next to its rows (the `x-berth-scan-stats` header). */
+/** What a scan reports after its rows (the `x-berth-scan-stats` trailer). */
 export interface ScanStats {
   node: string;
   segments: number;
@@ -44,11 +45,17 @@ export interface ScanStats {
   misses: number;
   s3Gets: number;
   bytesFromS3: number;
+  /** Segments read from S3 for this scan only, not kept: this node does not own them. */
+  readThrough: number;
+  rows: number;
+  /** Bytes of Arrow IPC sent. */
+  bytes: number;
   ms: number;
 }
 
-export const SCAN_STATS_HEADER = 'x-berth-scan-stats';
-export const PARQUET_TYPE = 'application/vnd.apache.parquet';
+/** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
+export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
+export const SCAN_ERROR_TRAILER = 'x-berth-scan-error';
 
 const ScanRequest = Type.Object(
   {
@@ -56,7 +63,10 @@ const ScanRequest = Type.Object(
     tables: Type.Array(
       Type.Object({
         name: TableName,
-        columns: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
+        /** The table's schema. */
+        schema: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
+        /** The columns the scan reads (the view over the segments has only these); all when absent. */
+        columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
         segments: Type.Array(SegmentId, { maxItems: 100_000 }),
       }),
       { minItems: 1, maxItems: 16 },
@@ -103,15 +113,22 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     });
     const limit = pLimit(options.fetchConcurrency ?? 8);
     const held: HeldSegment[] = [];
+    const release = () => {
+      for (const segment of held.splice(0)) segment.release();
+    };
+    let scan: OpenScan;
+    let tables: TableFiles[];
     try {
-      const tables = await Promise.all(
+      tables = await Promise.all(
         request.body.tables.map(async (table) => ({
           name: table.name,
+          schema: table.schema,
           columns: table.columns,
           files: await Promise.all(
             table.segments.map((id) =>
               limit(async () => {
-                const segment = await cache.acquire(table.name, id, { partial: true });
+                // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
+                const segment = await cache.acquire(table.name, id, { partial: true, keep: view.placement?.owner(id)?.id === nodeId });
                 held.push(segment);
                 return segment.path;
               }),
@@ -124,24 +141,55 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
         const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
         await Promise.all(held.map((segment) => limit(() => segment.ensure(columns))));
       }
-      const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes }).catch((error: unknown) => {
-        scans.inc({ outcome: 'failed' });
-        throw error;
-      });
-      scans.inc({ outcome: 'answered' });
-      const stats: ScanStats = {
-        node: nodeId,
-        segments: held.length,
-        hits: held.filter((s) => s.hit).length,
-        misses: held.filter((s) => !s.hit).length,
-        s3Gets: held.filter((s) => s.bytesFetched > 0).length,
-        bytesFromS3: held.reduce((sum, s) => sum + s.bytesFetched, 0),
-        ms: Math.round(performance.now() - started),
-      };
-      return reply.header(SCAN_STATS_HEADER, JSON.stringify(stats)).type(PARQUET_TYPE).send(body);
-    } finally {
-      for (const segment of held) segment.release();
+      scan = await scanner.open(request.body.sql, tables, hangUp.signal);
+    } catch (error) {
+      release();
+      scans.inc({ outcome: 'failed' });
+      throw error;
     }
+    // The rows stream as DuckDB makes them; how the scan ended comes after them, in trailers.
+    const stats: ScanStats = {
+      node: nodeId,
+      segments: held.length,
+      hits: held.filter((s) => s.hit).length,
+      misses: held.filter((s) => !s.hit).length,
+      s3Gets: held.filter((s) => s.bytesFetched > 0).length,
+      bytesFromS3: held.reduce((sum, s) => sum + s.bytesFetched, 0),
+      readThrough: held.filter((s) => !s.kept).length,
+      rows: 0,
+      bytes: 0,
+      ms: 0,
+    };
+    reply.hijack();
+    const raw = reply.raw;
+    raw.writeHead(200, { 'content-type': ARROW_STREAM_TYPE, trailer: `${SCAN_STATS_TRAILER}, ${SCAN_ERROR_TRAILER}` });
+    const maxBytes = request.body.maxResultBytes ?? Infinity;
+    const body = arrowStream(scan.result, (rows) => (stats.rows += rows));
+    let finished = false;
+    const finish = (error?: unknown) => {
+      if (finished) return;
+      finished = true;
+      body.unpipe(raw);
+      body.destroy();
+      scan.close();
+      release();
+      stats.ms = Math.round(performance.now() - started);
+      const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: JSON.stringify(stats) };
+      if (error !== undefined) trailers[SCAN_ERROR_TRAILER] = JSON.stringify(scanError(scanner.explain(error, tables)));
+      scans.inc({ outcome: error === undefined ? 'answered' : 'failed' });
+      if (!raw.destroyed) {
+        raw.addTrailers(trailers);
+        raw.end();
+      }
+    };
+    body.on('data', (bytes: Buffer) => {
+      stats.bytes += bytes.length;
+      if (stats.bytes > maxBytes) finish(resultTooLarge(maxBytes));
+    });
+    body.once('end', () => finish());
+    body.once('error', (error) => finish(error));
+    hangUp.signal.addEventListener('abort', () => finish(hangUp.signal.reason), { once: true });
+    body.pipe(raw, { end: false });
   });
 
   app.post(
@@ -204,4 +252,10 @@ function nodeMetrics(cache: SegmentCache): Registry {
     },
   });
   return registry;
+}
+
+/** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */
+function scanError(error: unknown): { status: number; error: string; message: string } {
+  if (error instanceof HttpError) return { status: error.statusCode, error: error.code, message: error.message };
+  return { status: 500, error: 'scan_failed', message: error instanceof Error ? error.message.split('\n')[0]! : String(error) };
 }

@@ -88,7 +88,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     group,
     token: config.token,
     cache,
-    scanner: new Scanner(duckdb, scratchDir),
+    scanner: new Scanner(duckdb),
     view,
     warmer,
     canary: () => runCanary({ s3, bucket: config.bucket, duckdb, scratchDir }),

@@ -44,6 +44,8 @@ export interface HeldSegment {
   bytesFetched: number;
   /** False while the file holds only some columns (see ensure). */
   readonly complete: boolean;
+  /** False when the file was read from S3 for this read only (acquire's `keep`): it is not in the cache. */
+  readonly kept: boolean;
   /**
    * Fetches what the file lacks for a query whose scans DuckDB's plan describes with these
    * strings (the columns it projects and filters on); every column when undefined.
@@ -136,9 +138,12 @@ export class SegmentCache {
 
   /**
    * Holds a segment for reading, fetching it from S3 on a miss: whole, or with `partial` only its
-   * footer when the cache can read footers (the caller then ensures the columns it reads).
+   * footer when the cache can read footers (the caller then ensures the columns it reads). With
+   * `keep: false` (a segment this node does not own) a miss reads it whole into a file of its own
+   * that release() deletes: it never enters the cache, so it never evicts a segment this node owns.
    */
-  async acquire(table: string, id: string, options: { partial?: boolean } = {}): Promise<HeldSegment> {
+  async acquire(table: string, id: string, options: { partial?: boolean; keep?: boolean } = {}): Promise<HeldSegment> {
+    if (options.keep === false && !this.policy.has(id) && !this.locks.has(id)) return await this.readThrough(table, id);
     this.pin(id);
     let released = false;
     const complete = () => !this.parts.has(id);
@@ -149,6 +154,7 @@ export class SegmentCache {
       get complete() {
         return complete();
       },
+      kept: true,
       ensure: async (mentions) => this.fetched(held, await this.locked(id, () => this.fetchColumns(table, id, mentions))),
       release: () => {
         if (released) return;
@@ -167,6 +173,35 @@ export class SegmentCache {
     } catch (error) {
       this.unpin(id);
       throw error;
+    }
+  }
+
+  private async readThrough(table: string, id: string): Promise<HeldSegment> {
+    const file = `${tempPath(this.pathOf(id))}.read-through`;
+    try {
+      const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }));
+      this.counters.s3Gets++;
+      await pipeline(response.Body as Readable, createWriteStream(file, { mode: 0o600 }));
+      const { size } = await stat(file);
+      this.counters.bytesFromS3 += size;
+      let released = false;
+      return {
+        path: file,
+        hit: false,
+        bytesFetched: size,
+        complete: true,
+        kept: false,
+        ensure: async () => {},
+        release: () => {
+          if (released) return;
+          released = true;
+          this.counters.misses++;
+          void rm(file, { force: true });
+        },
+      };
+    } catch (error) {
+      await rm(file, { force: true });
+      throw new Error(`reading segment ${id} from S3 failed`, { cause: error });
     }
   }
 
