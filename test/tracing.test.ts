@@ -91,7 +91,7 @@ describe('one trace across the durable path', () => {
     const updateWithStart = inTrace.find((s) => s.name === 'UpdateWithStartWorkflow:reportDemand');
     expect(updateWithStart, `spans of the trace: ${names.join(', ')}`).toBeDefined();
     expect(ancestors(updateWithStart!)).toContain('POST /v1/query');
-    // … into the workflow, which handled it in the same inTrace …
+    // … into the workflow, which handled it in the same trace …
     const handled = inTrace.find((s) => s.name === 'HandleUpdate:reportDemand');
     expect(handled, 'the workflow handled the report in the query’s trace').toBeDefined();
     expect(parentOf(handled!)?.name).toBe('UpdateWithStartWorkflow:reportDemand');
@@ -99,14 +99,14 @@ describe('one trace across the durable path', () => {
     for (const step of ['setReplicas', 'observePool', 'canaryScan']) expect(names, step).toContain(`StartActivity:${step}`);
     const canaryRun = inTrace.find((s) => s.name === 'RunActivity:canaryScan');
     expect(parentOf(canaryRun!)?.name).toBe('StartActivity:canaryScan');
-    // … reached the new backend: its POST /v1/canary continued the activity's inTrace (traceparent on fetch).
+    // … reached the new backend: its POST /v1/canary continued the activity's trace (traceparent on fetch).
     const canary = serverSpan(inTrace, '/v1/canary');
     expect(canary, 'the backend traced its canary').toBeDefined();
     expect(canary!.name).toBe('POST /v1/canary');
     expect(ancestors(canary!)).toEqual(expect.arrayContaining(['RunActivity:canaryScan', 'StartActivity:canaryScan']));
     expect(backendUrls.map((u) => new URL(u).port)).toContain(String(canary!.attributes['net.host.port']));
 
-    // Then the coordinator ran the query on the pool's proven backend: that scan is in the inTrace too.
+    // Then the coordinator ran the query on the pool's proven backend: that scan is in the trace too.
     const scan = serverSpan(inTrace, '/v1/scan');
     expect(scan, 'the pool backend traced its scan').toBeDefined();
     expect(backendUrls.map((u) => new URL(u).port)).toContain(String(scan!.attributes['net.host.port']));
