@@ -3,10 +3,12 @@
  * coordinator's request, its update-with-start to the pool workflow, the workflow's handling of it
  * and its activities, the canary each new backend answers, and the scans the coordinator then runs
  * on the pool. Coordinator, worker and the pool's backends run in this process, so every span lands
- * in one in-memory exporter. Log lines carry the trace they were written in.
+ * in one in-memory exporter. Log lines carry the trace they were written in. And every metric the
+ * Grafana dashboard in deploy/ charts is one that the services and a worker process really export.
  */
 import { spans, traceSpans } from './helpers/in-memory-tracing.js'; // first: tracing must start before fastify loads
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { SpanKind, trace } from '@opentelemetry/api';
@@ -15,11 +17,14 @@ import type { Client } from '@temporalio/client';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
+import { freePort } from '../cli/embedded/free-port.js';
+import { buildControllerApp } from '../services/controller/app.js';
+import { launchPool } from '../services/controller/pool-client.js';
 import { loggerOptions } from '../services/common/logger.js';
 import { spanExportersFromEnv, TelemetryConfigError } from '../services/common/telemetry.js';
 import { startQueryNode } from '../services/query-node/node.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
-import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
+import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 
 const HEAVY_SQL = 'SELECT service, count(DISTINCT user_id) AS users FROM events GROUP BY service ORDER BY service';
@@ -111,6 +116,65 @@ describe('one trace across the durable path', () => {
     expect(scan, 'the pool backend traced its scan').toBeDefined();
     expect(backendUrls.map((u) => new URL(u).port)).toContain(String(scan!.attributes['net.host.port']));
     expect(ancestors(scan!)).toContain('POST /v1/query');
+  });
+
+  it('exports every metric the Grafana dashboard charts, with the labels it groups by: coordinator, query nodes, controller, worker', { timeout: 120_000 }, async () => {
+    const scraped = new Map<string, Set<string>>(); // metric → label names seen
+    const scrape = (text: string) => {
+      for (const line of text.split('\n')) {
+        const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? [-+\d.eEInfa]+$/.exec(line);
+        if (!match) continue;
+        const labels = scraped.get(match[1]!) ?? new Set<string>();
+        for (const [, name] of (match[2] ?? '').matchAll(/(\w+)="/g)) labels.add(name!);
+        scraped.set(match[1]!, labels);
+      }
+      return text;
+    };
+    const get = async (url: string) => scrape(await (await fetch(url)).text());
+
+    // The coordinator and the pool's backend after the heavy query above; a serving node.
+    expect(await get(`${cluster.coordinator.url}/metrics`)).toMatch(/^berth_queries_total\{route="gather",verdict="heavy"\} 1$/m);
+    await get(`${cluster.nodes[0]!.url}/metrics`);
+    expect(await get(`${backendUrls[0]}/metrics`)).toMatch(/^berth_cache_misses_total [1-9]/m);
+    // The controller reads the pool's status at each scrape: the pool the query launched is ready.
+    const controller = buildControllerApp({ client, pools: [pool], token: TOKEN, logger: false });
+    try {
+      const pools = scrape((await controller.inject({ method: 'GET', url: '/metrics' })).body);
+      expect(pools).toContain(`berth_pool_phase{group="${group}",phase="ready"} 1`);
+      expect(pools).toContain(`berth_pool_phase{group="${group}",phase="parked"} 0`);
+      expect(pools).toContain(`berth_pool_backends_ready{group="${group}"} 1`);
+      expect(pools).toContain(`berth_pool_up{group="${group}"} 1`);
+    } finally {
+      await controller.close();
+    }
+    // A worker process serves the Temporal SDK's metrics; one launch gives it workflow and activity tasks.
+    const metricsPort = await freePort();
+    const metricsQueue = `metrics-${randomUUID()}`;
+    const metricsGroup = `metered-${randomUUID().slice(0, 8)}`;
+    const process = spawnWorkerProcess(cluster, metricsQueue, { BERTH_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`, BERTH_HEAVY_GROUP: metricsGroup, BERTH_HEAVY_BOOT_DELAY_MS: '600000' });
+    try {
+      const workerMetrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`).catch(() => undefined))?.text() ?? '';
+      await expect.poll(workerMetrics, { timeout: 60_000 }).toContain('temporal_num_pollers{'); // polling: its search attributes are registered
+      await launchPool({ client, config: { group: metricsGroup, increment: 1, maxReplicas: 1 }, taskQueue: metricsQueue }, 1);
+      await expect.poll(workerMetrics, { timeout: 30_000 }).toContain('temporal_activity_execution_latency_bucket{activity_type="setReplicas"');
+      scrape(await workerMetrics());
+    } finally {
+      await client.workflow.getHandle(poolWorkflowId(metricsGroup)).terminate('test over').catch(() => {});
+      process.child.kill('SIGKILL');
+      await process.exited;
+    }
+
+    const dashboard = JSON.parse(await readFile(new URL('../deploy/grafana/berth.json', import.meta.url), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+    const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
+    expect(exprs.length).toBeGreaterThan(15);
+    for (const { panel, expr } of exprs) {
+      const metrics = [...expr.matchAll(/\b((?:berth|temporal)_\w+)/g)].map((m) => m[1]!);
+      expect(metrics.length, panel).toBeGreaterThan(0);
+      for (const metric of metrics) expect([...scraped.keys()], `${panel}: ${metric}`).toContain(metric);
+      // `instance` is Prometheus's own label (which target was scraped).
+      const groupedBy = [...expr.matchAll(/by \(([^)]*)\)/g)].flatMap((m) => m[1]!.split(',').map((l) => l.trim())).filter((l) => l !== 'instance');
+      for (const label of groupedBy) expect(metrics.some((m) => scraped.get(m)!.has(label)), `${panel}: label ${label}`).toBe(true);
+    }
   });
 
   it('writes the trace id of the request on every line a service logs while serving it', async () => {
