@@ -70,6 +70,7 @@ describe('berth up and the everyday commands', () => {
       expect(namespaceInfo?.name).toBe('default');
       await connection.close();
       expect((await fetch(first.endpoints.temporalUi)).status).toBe(200);
+      expect(await (await fetch(first.endpoints.workerMetrics)).text()).toMatch(/^temporal_num_pollers\{/m);
 
       const file = path.join(dataDir, 'rows.ndjson');
       await writeFile(file, await eventNdjson(0, 3_000));

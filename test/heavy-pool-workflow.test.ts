@@ -14,6 +14,7 @@ import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
 import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../services/controller/pool-client.js';
 import { registerSearchAttributes } from '../workers/search-attributes.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { workerTracingOptions } from '../workers/tracing.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { payloadsOver, runsOf } from './helpers/history.js';
 
@@ -74,7 +75,7 @@ describe('the heavy pool workflow', () => {
     client = await temporalClient();
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     await registerSearchAttributes(connection, 'default'); // as every Berth worker does before it polls
-    worker = await Worker.create({ connection, taskQueue, workflowBundle: await workflowBundle(), activities: fake.activities });
+    worker = await Worker.create({ connection, taskQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: fake.activities });
     running = worker.run();
   });
   afterAll(async () => {

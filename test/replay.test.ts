@@ -7,6 +7,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
+import { workflowTracingSinks } from '../workers/tracing.js';
 import { workflowBundle } from './helpers/berth-worker.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/histories/', import.meta.url));
@@ -24,6 +25,7 @@ describe('recorded workflow histories', () => {
 
   it.each(files)('%s replays against today’s workflow code', { timeout: 60_000 }, async (file) => {
     const history: unknown = JSON.parse(await readFile(`${FIXTURES}${file}`, 'utf8'));
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);
+    // As production replays: the bundle's tracing interceptors and the sink they export to.
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: workflowTracingSinks() }, history, file);
   });
 });

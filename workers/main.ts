@@ -4,7 +4,9 @@
  * configuration: the janitor's, a merge schedule for every table meta knows (updated when the
  * configuration changes), none for a table meta no longer lists. SIGTERM or SIGINT stops it
  * gracefully: in-flight steps get BERTH_WORKER_SHUTDOWN_GRACE_MS to finish, then are cancelled.
+ * The Temporal SDK's metrics are served for Prometheus at BERTH_WORKER_METRICS_ADDRESS.
  */
+import { stopTracing } from '../services/common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
@@ -17,6 +19,7 @@ import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
+import { installWorkerRuntime } from './runtime.js';
 
 // A stop asked for while the worker starts is kept and honoured once it runs: the Temporal
 // runtime's own signal handler would otherwise swallow it, and the worker would run on.
@@ -27,6 +30,7 @@ let stop = () => {
 process.once('SIGINT', () => stop());
 process.once('SIGTERM', () => stop());
 
+installWorkerRuntime({ metricsAddress: process.env.BERTH_WORKER_METRICS_ADDRESS || undefined });
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
 const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
 const metaUrl = envString('BERTH_META_URL');
@@ -83,3 +87,4 @@ if (stopRequested) stop();
 await running;
 await heavyPool?.close();
 await client.connection.close();
+await stopTracing();

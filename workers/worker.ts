@@ -15,6 +15,7 @@ import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
 import { registerSearchAttributesOrWarn } from './search-attributes.js';
+import { workerTracingOptions } from './tracing.js';
 
 export interface BerthWorkerConfig {
   temporalAddress: string;
@@ -65,7 +66,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   };
   const graceMs = config.shutdownGraceMs ?? 20_000;
   // Past the grace time, cancelled activities get a few seconds to stop; then the worker stops anyway.
-  const common = { connection, namespace, ...config.workflows, shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 5_000 };
+  const common = { connection, namespace, ...config.workflows, ...workerTracingOptions(), shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 5_000 };
 
   let workers: BerthWorker['workers'];
   try {

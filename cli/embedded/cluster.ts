@@ -24,6 +24,8 @@ export interface Endpoints {
   temporal: string;
   temporalNamespace: string;
   temporalUi: string;
+  /** The worker's Temporal SDK metrics, for Prometheus. */
+  workerMetrics: string;
   nodes: { id: string; url: string; vcpus: number }[];
 }
 
@@ -163,8 +165,10 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
       ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
     }, 'BERTH_COORDINATOR_PORT');
+    const workerMetrics = `${bind}:${await freePort(bind)}`;
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
+      BERTH_WORKER_METRICS_ADDRESS: workerMetrics,
       BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
       BERTH_PLATFORM: 'local',
       BERTH_HEAVY_DIR: path.join(dataDir, 'heavy'),
@@ -187,6 +191,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       temporal: temporal.address,
       temporalNamespace: temporal.namespace,
       temporalUi: temporal.uiUrl!,
+      workerMetrics: `http://${workerMetrics}/metrics`,
       nodes: nodes.map((n, i) => ({ id: String(n.announced.id), url: n.url, vcpus: options.vcpus[i]! })),
     };
     await writeFile(endpointsFile(dataDir), `${JSON.stringify(endpoints, null, 2)}\n`);

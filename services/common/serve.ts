@@ -3,6 +3,7 @@
  * such as `berth up` can find a port chosen by the OS), and closes with grace on SIGINT/SIGTERM.
  */
 import type { FastifyInstance } from 'fastify';
+import { stopTracing } from './telemetry.js';
 
 export interface ServeOptions {
   host: string;
@@ -17,6 +18,7 @@ export async function serve(app: FastifyInstance, name: string, options: ServeOp
   const stop = async () => {
     await app.close();
     await options.onClose?.();
+    await stopTracing();
     process.exit(0);
   };
   process.once('SIGINT', () => void stop());

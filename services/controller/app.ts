@@ -11,6 +11,7 @@ import { requireToken } from '../common/auth.js';
 import { badRequest, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { launchPool, poolStatus } from './pool-client.js';
+import { servePoolMetrics } from './pool-metrics.js';
 
 export interface ControllerAppOptions {
   client: Client;
@@ -54,6 +55,7 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   };
 
   app.get('/healthz', async () => ({ ok: true }));
+  servePoolMetrics(app, options.client, options.pools);
 
   app.post(
     '/v1/pools/:group/launch',

@@ -1,7 +1,7 @@
 /** The coordinator's HTTP API: SQL, ingest, members, workload groups, health and metrics. */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
@@ -30,8 +30,17 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   installErrorHandler(app);
   const { queries, meta, view } = options;
   const registry = new Registry();
-  const queryCount = new Counter({ name: 'berth_queries_total', help: 'Queries answered, by route', labelNames: ['route'], registers: [registry] });
-  const queryTime = new Histogram({ name: 'berth_query_seconds', help: 'Query latency', labelNames: ['route'], registers: [registry] });
+  const queryCount = new Counter({ name: 'berth_queries_total', help: 'Queries answered, by route and verdict', labelNames: ['route', 'verdict'], registers: [registry] });
+  const queryTime = new Histogram({ name: 'berth_query_seconds', help: 'Query latency, by route and verdict', labelNames: ['route', 'verdict'], registers: [registry] });
+  new Gauge({
+    name: 'berth_workload_queries',
+    help: 'Queries running and waiting per workload group (the heavy pool: over every coordinator)',
+    labelNames: ['group', 'state'],
+    registers: [registry],
+    async collect() {
+      for (const g of await queries.workload()) for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
+    },
+  });
 
   // NDJSON streams to a scratch file instead of being buffered.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) => done(null, payload));
@@ -58,8 +67,9 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         if (!reply.raw.writableFinished) gone.abort();
       });
       const result = await queries.query(request.body.sql, gone.signal);
-      queryCount.inc({ route: result.stats.route });
-      queryTime.observe({ route: result.stats.route }, result.stats.elapsedMs / 1000);
+      const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
+      queryCount.inc(labels);
+      queryTime.observe(labels, result.stats.elapsedMs / 1000);
       request.log.info({ stats: result.stats }, 'query answered');
       return result;
     },

@@ -7,6 +7,7 @@ import { poolSettings, poolWorkflowId, type PoolConfig } from '../../workflows/a
 import { MemberView } from '../common/member-view.js';
 import { poolStatus, readAdmission, reportDemand } from '../controller/pool-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
+import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
 import { HeavyAdmission } from './heavy-admission.js';
@@ -100,7 +101,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     views.push(poolView);
     scatters.set(pool.group, scatterOver(poolView, []));
     temporal = Connection.lazy({ address: temporalAddress });
-    const client = new Client({ connection: temporal, namespace });
+    const client = new Client({ connection: temporal, namespace, interceptors: tracingClientInterceptors() });
     const options = { client, config: pool, taskQueue };
     const coordinator = `coordinator-${randomUUID()}`;
     const deadline = <T>(call: () => Promise<T>) => client.withDeadline(Date.now() + (config.heavyPool!.callTimeoutMs ?? 10_000), call);

@@ -1,4 +1,5 @@
 /** Runs the coordinator. Configuration comes from the environment (see README). */
+import { stopTracing } from '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { startService } from '../common/startup.js';
@@ -44,6 +45,7 @@ const coordinator = await startCoordinator({
 process.stdout.write(`${JSON.stringify({ service: 'coordinator', url: coordinator.url })}\n`);
 const stop = async () => {
   await coordinator.close();
+  await stopTracing();
   process.exit(0);
 };
 process.once('SIGINT', () => void stop());

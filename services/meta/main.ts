@@ -1,4 +1,5 @@
 /** Runs the meta service. Configuration comes from the environment (see README). */
+import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { startService } from '../common/startup.js';

@@ -1,4 +1,5 @@
 /** Runs one query node. Configuration comes from the environment (see README). */
+import { stopTracing } from '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { startService } from '../common/startup.js';
 import { envNumber, envOptionalNumber, envString } from '../common/env.js';
@@ -31,6 +32,7 @@ const node = await startQueryNode({
 process.stdout.write(`${JSON.stringify({ service: 'query-node', id: node.id, url: node.url })}\n`);
 const stop = async () => {
   await node.close();
+  await stopTracing();
   process.exit(0);
 };
 process.once('SIGINT', () => void stop());

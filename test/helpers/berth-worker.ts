@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
+import { WORKFLOW_INTERCEPTOR_MODULES } from '../../workers/tracing.js';
 import { createBerthWorker, type BerthWorker, type BerthWorkerConfig } from '../../workers/worker.js';
 import { serviceEnv, TOKEN, type TestCluster } from './cluster.js';
 import { spawnOwned } from './process-groups.js';
@@ -12,8 +13,13 @@ import { spawnOwned } from './process-groups.js';
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** The workflow bundle, built once per test file. */
-export const workflowBundle = () => (bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} } }));
+/** The workflow bundle as production builds it (tracing interceptors included), built once per test file. */
+export const workflowBundle = () =>
+  (bundle ??= bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
+    logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
+  }));
 
 export interface RunningWorker {
   worker: BerthWorker;

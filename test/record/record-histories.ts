@@ -17,6 +17,7 @@ import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOpt
 import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId } from '../../workflows/api.js';
 import { janitorWorkflow, poolReconcilerWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
+import { workerTracingOptions } from '../../workers/tracing.js';
 import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
 import { runsOf } from '../helpers/history.js';
 
@@ -68,7 +69,7 @@ describe('recording workflow histories', () => {
     cluster = await startCluster({ vcpus: [2, 2] });
     worker = await startWorker(cluster, taskQueue);
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), activities: poolDoubles(replicas) });
+    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: poolDoubles(replicas) });
     poolRunning = poolWorker.run();
   });
   afterAll(async () => {
