@@ -37,11 +37,17 @@ export function testKube(): TestKube {
   return { server, adminToken, auditLog: inject('kubeAuditLog'), admin: kubeConfigFor(server, adminToken) };
 }
 
-/** A fresh namespace, ready for pods (its default ServiceAccount exists). */
+/** The label a test's nodes carry: its namespace's pods go only to nodes with its namespace here. */
+export const namespaceNodeLabel = 'berth.test/namespace';
+
+/**
+ * A fresh namespace, ready for pods (its default ServiceAccount exists). Its node selector (the
+ * PodNodeSelector admission plugin adds it to every pod) keeps its pods on its own test's nodes.
+ */
 export async function createNamespace(kube: TestKube, prefix: string): Promise<string> {
   const name = `${prefix}-${randomUUID().slice(0, 8)}`;
   const core = kube.admin.makeApiClient(CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name } } });
+  await core.createNamespace({ body: { metadata: { name, annotations: { 'scheduler.alpha.kubernetes.io/node-selector': `${namespaceNodeLabel}=${name}` } } } });
   for (;;) {
     try {
       await core.readNamespacedServiceAccount({ name: 'default', namespace: name });
