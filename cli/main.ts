@@ -5,6 +5,7 @@ import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
 import { poolCommand } from './commands/pool.js';
+import { preflightCommand } from './commands/preflight.js';
 import { queryCommand } from './commands/query.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
@@ -17,6 +18,7 @@ const program = new Command('berth')
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
   .addCommand(poolCommand())
+  .addCommand(preflightCommand())
   .addCommand(placementCommand());
 
 try {

@@ -9,8 +9,10 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { KubernetesPlatform, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
+import { localPreflight } from '../activities/platform/local-preflight.js';
 import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
 import { envNumber, envString } from '../services/common/env.js';
+import { POOL_DEFAULTS } from '../workflows/api.js';
 
 export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
   if (!process.env.BERTH_HEAVY_GROUP) return undefined;
@@ -23,8 +25,10 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
   if (kind !== 'local') throw new Error(`BERTH_PLATFORM must be "local" or "kubernetes", not "${kind}"`);
   const dir = envString('BERTH_HEAVY_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'heavy'));
   await mkdir(dir, { recursive: true });
+  const vcpus = envString('BERTH_HEAVY_VCPUS', '2');
   const platform = new LocalPlatform({
     bootDelayMs: envNumber('BERTH_HEAVY_BOOT_DELAY_MS', 2_000),
+    preflight: () => localPreflight({ script: SERVICE_SCRIPTS['query-node'], dir, vcpus: Number(vcpus), maxReplicas: envNumber('BERTH_HEAVY_MAX_REPLICAS', POOL_DEFAULTS.maxReplicas) }),
     // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be.
     startBackend: (group, index) =>
       startServiceProcess(
@@ -33,7 +37,7 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
         {
           BERTH_NODE_GROUP: group,
           BERTH_NODE_CACHE_DIR: path.join(dir, `${group}-${Date.now()}-${index}`),
-          BERTH_NODE_VCPUS: envString('BERTH_HEAVY_VCPUS', '2'),
+          BERTH_NODE_VCPUS: vcpus,
         },
         path.join(dir, `${group}-${index}.log`),
       ),

@@ -5,7 +5,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities } from '../activities/index.js';
+import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities, createPreflightActivities } from '../activities/index.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
@@ -44,6 +44,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   const s3 = createS3Client(config.s3);
   const meta = new MetaClient(config.metaUrl, config.token);
   const duckdb = await openSandboxedDuckDB({ allowedDirectories: [config.workDir], tempDirectory: path.join(config.workDir, 'spill') });
+  const storage = { s3, bucket: config.bucket, duckdb, workDir: config.workDir };
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
   const worker = await Worker.create({
     connection,
@@ -54,7 +55,10 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
       ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
       ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
       ...(config.heavyPool
-        ? createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage: { s3, bucket: config.bucket, duckdb, workDir: config.workDir } })
+        ? {
+            ...createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage }),
+            ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
+          }
         : {}),
     },
   });

@@ -5,6 +5,8 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CoordinatorAdmission, CoordinatorDemand } from '../core/admission.js';
+import type { NodeUsage } from '../core/node-hours.js';
+import type { PreflightReport } from '../core/preflight.js';
 
 export const TASK_QUEUE = 'berth';
 
@@ -164,8 +166,10 @@ export interface PoolStatus {
   podsRunning: number;
   aliveBackends: number;
   serveReady: boolean;
-  /** Why the pool is not serve-ready, in words: the layer that has not passed. */
+  /** Why the pool is not serve-ready, in words: the layer that has not passed (and what the platform says). */
   notReady?: string;
+  /** While pods are missing: why, quoted from the platform (its scheduler's and autoscaler's events). */
+  platformSays?: string;
   /** Readiness layers passed since the last scale-up, in order. */
   layersPassed: ReadinessLayer[];
   /** Backends that passed every layer: heavy queries run on these only. */
@@ -183,6 +187,10 @@ export interface PoolStatus {
   /** When the launch under way fails if the pool is still not serve-ready. */
   launchDeadline?: number;
   lastFailure?: PoolFailure;
+  /** The node-hours ledger of this UTC month (status) or of every kept day (usage query). */
+  usage?: NodeUsage;
+  /** Node-hours used today and this month (UTC), counted by the controller from `usage` with its own clock. */
+  nodeHours?: { today: number; month: number };
 }
 
 /** A pool at zero: the floor, not a fault. */
@@ -250,6 +258,8 @@ export interface PoolMemory {
   waitingSince?: number;
   /** The scale-up under way: when it began and was patched, the backends found so far, whether it looked yet. */
   scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean };
+  /** The replicas the pool asked for over time, by UTC day (absent in runs from before the ledger). */
+  usage?: NodeUsage;
 }
 
 export const poolWorkflowId = (group: string) => `heavy-pool-${group}`;
@@ -258,6 +268,8 @@ export const launchSignal = defineSignal<[LaunchRequest]>('launchSignal');
 /** A coordinator's report; answered at once (never held open), so updates in flight stay few. */
 export const reportDemandUpdate = defineUpdate<AdmissionAnswer, [DemandReport]>('reportDemand');
 export const statusQuery = defineQuery<PoolStatus>('status');
+/** The pool's whole node-hours ledger (every kept day), for `berth cost`. */
+export const usageQuery = defineQuery<NodeUsage>('usage');
 /** What one coordinator may do now; polled by a coordinator while it has queries waiting. */
 export const admissionQuery = defineQuery<AdmissionAnswer, [string]>('admission');
 
@@ -274,3 +286,14 @@ export interface ReconcileResult {
 }
 
 export const RECONCILER_SCHEDULE_ID = 'heavy-pool-reconciler';
+
+// ── preflight ────────────────────────────────────────────────────────────────────────────────
+
+export interface PreflightInput {
+  group: string;
+}
+
+export type { PreflightReport };
+
+/** One preflight per group at a time: concurrent callers share it. */
+export const preflightWorkflowId = (group: string) => `preflight-${group}`;

@@ -70,15 +70,20 @@ export async function heavyPoolManifests(): Promise<Manifest[]> {
   return [...(await loadManifests('deploy/k8s/rbac.yaml')), ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === 'berth-heavy')];
 }
 
+const CLUSTER_SCOPED = new Set(['ClusterRole', 'ClusterRoleBinding']);
+
 /**
  * Creates the manifests in `namespace`, as `kubectl apply -n` would with their namespace changed:
- * namespaced objects and the RoleBinding's ServiceAccount subjects move to it.
+ * namespaced objects and the bindings' ServiceAccount subjects move to it. Cluster-scoped objects
+ * (the ClusterRole and its binding) are named after the namespace, as test files share the cluster.
  */
 export async function applyManifests(kube: TestKube, namespace: string, manifests: Manifest[]): Promise<void> {
   const objects = KubernetesObjectApi.makeApiClient(kube.admin);
   for (const manifest of manifests) {
     const copy = structuredClone(manifest);
     if (copy.metadata?.namespace) copy.metadata.namespace = namespace;
+    if (CLUSTER_SCOPED.has(copy.kind!)) copy.metadata!.name = `${copy.metadata!.name}-${namespace}`;
+    if (copy.roleRef?.kind === 'ClusterRole') copy.roleRef.name = `${copy.roleRef.name}-${namespace}`;
     for (const subject of copy.subjects ?? []) if (subject.kind === 'ServiceAccount') subject.namespace = namespace;
     await objects.create(copy);
   }

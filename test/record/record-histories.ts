@@ -14,8 +14,10 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../../activities/heavy-pool.js';
 import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../../services/controller/pool-client.js';
+import type { PreflightActivities } from '../../activities/preflight.js';
+import { preflightReport } from '../../core/preflight.js';
 import { mergeWorkflowId, poolWorkflowId } from '../../workflows/api.js';
-import { janitorWorkflow, poolReconcilerWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
+import { janitorWorkflow, poolReconcilerWorkflow, preflightWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
 import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
 import { runsOf } from '../helpers/history.js';
@@ -68,7 +70,12 @@ describe('recording workflow histories', () => {
     cluster = await startCluster({ vcpus: [2, 2] });
     worker = await startWorker(cluster, taskQueue);
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), activities: poolDoubles(replicas) });
+    const preflightDouble: PreflightActivities = {
+      async preflight({ group }) {
+        return preflightReport(group, 'local', [{ area: 'requests', ok: false, summary: 'recorded', detail: ['8 > 7.9'] }]);
+      },
+    };
+    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), activities: { ...poolDoubles(replicas), ...preflightDouble } });
     poolRunning = poolWorker.run();
   });
   afterAll(async () => {
@@ -101,6 +108,13 @@ describe('recording workflow histories', () => {
     await expect.poll(async () => (await poolStatus({ client, group })).lastFailure?.epoch, { timeout: 20_000 }).toBe(1);
     await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
     await save(client, 'heavy-pool-launch-deadline', poolWorkflowId(group));
+  });
+
+  it('records a preflight', async () => {
+    const workflowId = `preflight-recorded-${randomUUID()}`;
+    const report = await client.workflow.execute(preflightWorkflow, { taskQueue: poolQueue, workflowId, args: [{ group: 'recorded' }] });
+    expect(report.findings).toBe(1);
+    await save(client, 'preflight', workflowId);
   });
 
   it('records the reconciler', async () => {
