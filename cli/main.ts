@@ -1,5 +1,6 @@
 /** The `berth` command. */
 import { Command } from 'commander';
+import { costCommand } from './commands/cost.js';
 import { ingestCommand } from './commands/ingest.js';
 import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
@@ -19,6 +20,7 @@ const program = new Command('berth')
   .addCommand(mergeCommand())
   .addCommand(poolCommand())
   .addCommand(preflightCommand())
+  .addCommand(costCommand())
   .addCommand(placementCommand());
 
 try {

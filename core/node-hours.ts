@@ -44,8 +44,8 @@ function addSpan(days: Record<string, DayUsage>, from: number, to: number, repli
 /** The ledger after the replicas in force became `replicas` at `at`; days older than LEDGER_DAYS are dropped. */
 export function recordReplicas(usage: NodeUsage, at: number, replicas: number): NodeUsage {
   let days = usage.open ? addSpan(usage.days, usage.open.since, at, usage.open.replicas) : { ...usage.days };
-  const oldest = dayOf(at - LEDGER_DAYS * DAY_MS);
-  days = Object.fromEntries(Object.entries(days).filter(([day]) => day > oldest));
+  const oldest = dayOf(at - (LEDGER_DAYS - 1) * DAY_MS);
+  days = Object.fromEntries(Object.entries(days).filter(([day]) => day >= oldest));
   return replicas > 0 ? { days, open: { since: at, replicas } } : { days };
 }
 

@@ -1,8 +1,9 @@
-/** The coordinator's HTTP API: SQL, ingest, members, workload groups, health and metrics. */
+/** The coordinator's HTTP API: SQL, ingest, members, workload groups, the query log, health and metrics. */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
+import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { installErrorHandler } from '../common/errors.js';
@@ -11,6 +12,7 @@ import type { MemberView } from '../common/member-view.js';
 import { TableName } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
 import type { Ingestor } from './ingest.js';
+import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 
 export interface CoordinatorAppOptions {
@@ -21,6 +23,8 @@ export interface CoordinatorAppOptions {
   token: string;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** Answered queries the query log keeps (sizes and times only). @default 10000 */
+  queryLogSize?: number;
   /** @default true */
   logger?: boolean;
 }
@@ -32,6 +36,14 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   const registry = new Registry();
   const queryCount = new Counter({ name: 'berth_queries_total', help: 'Queries answered, by route', labelNames: ['route'], registers: [registry] });
   const queryTime = new Histogram({ name: 'berth_query_seconds', help: 'Query latency', labelNames: ['route'], registers: [registry] });
+  // From the first byte of an ingest batch to its segment committed: when its rows can be queried.
+  const ingestToQueryable = new Histogram({
+    name: 'berth_ingest_to_queryable_seconds',
+    help: 'Time from an ingest batch arriving to its rows being queryable (segment committed)',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const queryLog = new QueryLog(options.queryLogSize);
 
   // NDJSON streams to a scratch file instead of being buffered.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) => done(null, payload));
@@ -55,6 +67,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       const result = await queries.query(request.body.sql, gone.signal);
       queryCount.inc({ route: result.stats.route });
       queryTime.observe({ route: result.stats.route }, result.stats.elapsedMs / 1000);
+      const { stats } = result;
+      queryLog.record({ at: Date.now(), scanBytes: stats.scanBytes, computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0), heavy: stats.verdict.class === 'heavy' });
       request.log.info({ stats: result.stats }, 'query answered');
       return result;
     },
@@ -69,8 +83,19 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         querystring: Type.Object({ timestampColumn: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,62}$' })) }),
       },
     },
-    async (request) => options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn),
+    async (request) => {
+      const arrived = performance.now();
+      const result = await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+      ingestToQueryable.observe((performance.now() - arrived) / 1000);
+      return result;
+    },
   );
+
+  // Compute concentration over the queries this coordinator answered (since `since`, ms since the epoch).
+  app.get('/v1/query-log/concentration', { schema: { querystring: Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (request) => {
+    const entries = queryLog.entries(request.query.since);
+    return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
+  });
 
   app.get('/v1/tables', async () => ({ tables: await meta.listTables() }));
 

@@ -57,6 +57,8 @@ export interface CoordinatorConfig {
   scanTimeoutMs?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** Answered queries the query log keeps for compute concentration. @default 10000 */
+  queryLogSize?: number;
   /** @default true */
   logger?: boolean;
 }
@@ -124,7 +126,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     verdictThresholds: config.verdictThresholds,
   });
   const ingestor = new Ingestor({ engine, meta, view, s3, bucket: config.bucket, token: config.token });
-  const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, logger: config.logger });
+  const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, queryLogSize: config.queryLogSize, logger: config.logger });
   const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
   for (const v of views) v.start();
   return {

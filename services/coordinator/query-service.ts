@@ -23,6 +23,8 @@ export interface QueryStats {
   reason?: string;
   placement: 'owner' | 'round-robin' | 'local';
   segments: { total: number; scanned: number; pruned: number };
+  /** Bytes of the segments left after pruning: what the routing verdict weighed. */
+  scanBytes: number;
   /** Segments scanned per node id. */
   nodes: Record<string, number>;
   cacheHits: number;
@@ -78,6 +80,7 @@ interface Prepared {
   plan: ExecutablePlan;
   chosen: { table: TableInfo; segments: SegmentRow[] }[];
   total: number;
+  scanBytes: number;
   verdict: Verdict;
 }
 
@@ -145,11 +148,11 @@ export class QueryService {
       chosen.push({ table, segments: all.filter((s) => s.maxTs >= from && s.minTs <= to) });
     }
     const scanBytes = chosen.reduce((sum, t) => sum + t.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
-    return { plan, chosen, total, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
+    return { plan, chosen, total, scanBytes, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
   }
 
   /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here. */
-  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, only?: ReadonlySet<string>): Promise<QueryResult> {
+  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -182,6 +185,7 @@ export class QueryService {
         ...(plan.reason ? { reason: plan.reason } : {}),
         placement,
         segments: { total, scanned, pruned: total - scanned },
+        scanBytes,
         nodes,
         cacheHits: sum((s) => s.hits),
         cacheMisses: sum((s) => s.misses),
