@@ -5,6 +5,7 @@
  * node group whose autoscaler template lacks the labels or tolerations the pods need is never scaled
  * up, with no error anywhere. Every check says what it compared, with the numbers, and how to fix it.
  */
+import { formatBytes } from './bytes.js';
 
 export interface PreflightCheck {
   /** What was checked: requests, placement, autoscaler-template, rbac, nodes, platform, meta, storage. */
@@ -97,13 +98,6 @@ export interface NodeGroup {
 /** CPU as Kubernetes writes it: whole cores plainly, fractions with their millicores ("7.9 (7900m)"). */
 export function formatCpu(milli: number): string {
   return milli % 1000 === 0 ? String(milli / 1000) : `${milli / 1000} (${milli}m)`;
-}
-
-export function formatBytes(bytes: number): string {
-  for (const [unit, size] of [['Ti', 1024 ** 4], ['Gi', 1024 ** 3], ['Mi', 1024 ** 2], ['Ki', 1024]] as const) {
-    if (bytes >= size) return `${Number((bytes / size).toFixed(2))}${unit}`;
-  }
-  return `${bytes}`;
 }
 
 const taintText = (t: Taint) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`;

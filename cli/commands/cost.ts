@@ -8,7 +8,7 @@
 import { Command } from 'commander';
 import type { Concentration } from '../../core/compute-concentration.js';
 import { bill, usageWindow, windowStart, type Bill, type NodeUsage, type UsageWindow } from '../../core/node-hours.js';
-import { formatBytes } from '../../core/preflight.js';
+import { formatBytes } from '../../core/bytes.js';
 import { callController, callCoordinator, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, percent, table } from '../format.js';
 import { UsageError } from '../usage-error.js';

@@ -11,6 +11,7 @@ import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { TableName } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
+import { warmthOfNode } from '../query-node/client.js';
 import type { Ingestor } from './ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
@@ -103,10 +104,12 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     const backends = await meta.backends();
     const members = view.members ?? [];
     const totalWeight = members.reduce((sum, m) => sum + m.weight, 0);
+    // Each live node's warm-up, as it reports it; a node that does not answer in time shows none.
+    const warmth = await Promise.all(backends.map((b) => (b.alive ? warmthOfNode(b.url).catch(() => undefined) : undefined)));
     return {
-      nodes: backends.map((b) => {
+      nodes: backends.map((b, i) => {
         const member = members.find((m) => m.id === b.id);
-        return { ...b, weight: b.cpuCores, share: member && totalWeight > 0 ? member.weight / totalWeight : 0 };
+        return { ...b, weight: b.cpuCores, share: member && totalWeight > 0 ? member.weight / totalWeight : 0, ...(warmth[i] ? { warmth: warmth[i] } : {}) };
       }),
     };
   });
