@@ -17,7 +17,7 @@ import { quoteIdent, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
-import type { MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
+import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { pushToNode } from '../services/query-node/client.js';
 import { withHeartbeats } from './heartbeat.js';
 import { LOST_MERGE_RACE } from '../workflows/api.js';
@@ -45,10 +45,10 @@ export function mergedSegmentId(table: string, partition: string, level: number,
 }
 
 export const createMergeActivities = (deps: MergeActivityDeps) => ({
-  /** Takes (or renews) a lease; says who holds it when it is not granted. */
-  async acquireLease(input: { name: string; holder: string; ttlMs: number }): Promise<{ granted: boolean; holder: string; expiresAt: number }> {
+  /** Takes (or renews) a lease; says who holds it when it is not granted, and its fencing token when it is. */
+  async acquireLease(input: { name: string; holder: string; ttlMs: number }): Promise<{ granted: boolean; holder: string; expiresAt: number; token: number }> {
     const { granted, lease } = await deps.meta.acquireLease(input.name, input.holder, input.ttlMs);
-    return { granted, holder: lease.holder, expiresAt: lease.expiresAt };
+    return { granted, holder: lease.holder, expiresAt: lease.expiresAt, token: lease.token };
   },
 
   async releaseLease(input: { name: string; holder: string }): Promise<boolean> {
@@ -83,10 +83,10 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     return await withHeartbeats(() => push(deps, input));
   },
 
-  /** Swaps the inputs for the merged segment in the manifest, atomically and once. */
-  async commitMerge(input: { inputs: string[]; merged: Segment }): Promise<void> {
+  /** Swaps the inputs for the merged segment in the manifest, atomically and once; fenced, only while the merge's lease is still its own. */
+  async commitMerge(input: { inputs: string[]; merged: Segment; fence?: Fence }): Promise<void> {
     try {
-      await deps.meta.swapSegments(input.inputs, input.merged);
+      await deps.meta.swapSegments(input.inputs, input.merged, input.fence);
     } catch (error) {
       if (error instanceof ServiceCallError && error.status === 409) {
         throw ApplicationFailure.nonRetryable(error.body?.message ?? error.message, LOST_MERGE_RACE);

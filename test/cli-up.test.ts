@@ -1,13 +1,12 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
-import { berth, startBerth } from './helpers/berth-cli.js';
+import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
 import { eventNdjson } from './helpers/event-data.js';
-
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
 
 async function runUntilReady(dataDir: string) {
   const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '2,1', '--cache-mb', '64', ...FREE_PORTS);
@@ -28,6 +27,7 @@ describe('berth up and the everyday commands', () => {
     try {
       expect(first.up.output()).toContain(first.endpoints.coordinator);
       expect(first.endpoints.nodes.map((n) => n.vcpus)).toEqual([2, 1]);
+      expect(existsSync(path.join(dataDir, 'meta', 'meta.sqlite')), 'meta stays on SQLite without --meta-database').toBe(true);
       const connection = await Connection.connect({ address: first.endpoints.temporal });
       const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace: first.endpoints.temporalNamespace });
       expect(namespaceInfo?.name).toBe('default');

@@ -30,6 +30,18 @@ async function sourceText(): Promise<string> {
   return texts.join('\n');
 }
 
+/** The variables a compose service reads from its env_file(s). */
+async function envFiles(service: Doc): Promise<Record<string, string>> {
+  const vars: Record<string, string> = {};
+  for (const file of [service.env_file ?? []].flat() as string[]) {
+    for (const line of (await readFile(path.join(ROOT, file), 'utf8')).split('\n')) {
+      const match = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line.trim());
+      if (match) vars[match[1]!] = match[2]!;
+    }
+  }
+  return vars;
+}
+
 const load = async (file: string): Promise<Doc[]> => parseAllDocuments(await readFile(path.join(ROOT, file), 'utf8'), { merge: true }).map((d) => d.toJS({ maxAliasCount: -1 }) as Doc);
 
 /** A container as both files describe one: image, command, environment variable names. */
@@ -48,12 +60,14 @@ describe('docker-compose.yml and deploy/k8s', () => {
   beforeAll(async () => {
     source = await sourceText();
     const [compose] = await load('docker-compose.yml');
-    containers = Object.entries(compose!.services as Record<string, Doc>).map(([name, service]) => ({
-      where: `compose service ${name}`,
-      image: service.image,
-      command: service.command ?? [],
-      env: Object.keys(service.environment ?? {}),
-    }));
+    containers = await Promise.all(
+      Object.entries(compose!.services as Record<string, Doc>).map(async ([name, service]) => ({
+        where: `compose service ${name}`,
+        image: service.image,
+        command: service.command ?? [],
+        env: [...Object.keys(service.environment ?? {}), ...Object.keys(await envFiles(service))],
+      })),
+    );
     k8s = [];
     for (const file of await readdir(path.join(ROOT, 'deploy/k8s'))) k8s.push(...(await load(`deploy/k8s/${file}`)));
     const configMapKeys = k8s.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret').flatMap((d) => Object.keys(d.data ?? d.stringData ?? {}));
@@ -96,6 +110,29 @@ describe('docker-compose.yml and deploy/k8s', () => {
     const cpus = Object.entries(compose!.services as Record<string, Doc>).filter(([name]) => name.startsWith('query-node')).map(([, s]) => s.cpus);
     expect(cpus).toHaveLength(3);
     expect(new Set(cpus).size).toBeGreaterThan(1);
+  });
+
+  it('runs two meta replicas on PostgreSQL, its connection kept in an env file or a Secret, and gives every service both', async () => {
+    const [compose] = await load('docker-compose.yml');
+    const services = Object.entries(compose!.services as Record<string, Doc>);
+    const metas = services.filter(([, s]) => s.command?.[1] === 'dist/services/meta/main.js');
+    expect(metas.length).toBeGreaterThanOrEqual(2);
+    for (const [name, meta] of metas) {
+      expect(meta.environment?.BERTH_META_DATABASE, `${name} keeps the connection out of the compose file`).toBeUndefined();
+      expect((await envFiles(meta)).BERTH_META_DATABASE, name).toMatch(/^postgres:\/\/[^@]+@postgres:5432\//);
+    }
+    for (const [name, service] of services.filter(([, s]) => s.image?.startsWith('berth:'))) {
+      expect(service.environment.BERTH_META_URL.split(','), name).toEqual(metas.map(([meta]) => `http://${meta}:7400`));
+    }
+
+    const meta = k8s.find((d) => d.kind === 'Deployment' && d.metadata.name === 'berth-meta')!;
+    expect(meta.spec.replicas).toBeGreaterThanOrEqual(2);
+    const container = meta.spec.template.spec.containers[0];
+    const secrets = container.envFrom.filter((e: Doc) => e.secretRef).map((e: Doc) => e.secretRef.name);
+    expect(k8s.some((d) => d.kind === 'Secret' && secrets.includes(d.metadata.name) && /^postgres:\/\//.test(d.stringData?.BERTH_META_DATABASE ?? ''))).toBe(true);
+    expect(k8s.some((d) => d.kind === 'ConfigMap' && d.data?.BERTH_META_DATABASE)).toBe(false);
+    expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(k8s.find((d) => d.kind === 'PodDisruptionBudget')?.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: 'berth-meta' } } });
   });
 
   it('grants the worker get and patch on the heavy workload, reading pods and events, and listing nodes for preflight, nothing else', () => {

@@ -1,12 +1,14 @@
 /**
- * One Temporal dev server, one S3 API and one Kubernetes control plane for the whole test run, on
- * free loopback ports; test files read their addresses with `inject(...)`.
+ * One Temporal dev server, one S3 API, one Kubernetes control plane and one throwaway PostgreSQL
+ * cluster for the whole test run, on free loopback ports; test files read their addresses with
+ * `inject(...)`.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { TestProject } from 'vitest/node';
+import { startPostgresServer } from '../cli/embedded/postgres-server.js';
 import { startS3Server } from '../cli/embedded/s3-server.js';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
@@ -23,6 +25,8 @@ declare module 'vitest' {
     kubeServer: string;
     kubeAdminToken: string;
     kubeAuditLog: string;
+    /** The test cluster's superuser URL; each test makes its own database (test/helpers/postgres.ts). */
+    postgresUrl: string;
   }
 }
 
@@ -60,24 +64,29 @@ export default async function setup(project: TestProject): Promise<() => Promise
       log(`kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
       return kube;
     }),
+    // Started here rather than by .ci/run: `npm test` alone then works wherever Debian's postgresql
+    // package is installed, each run (other engineers' runs too) gets its own cluster on a free port,
+    // and the server is this process's child, so it dies with the run.
+    startPostgresServer(),
   ] as const;
   // One part failing to start stops the others, so that nothing outlives a failed run.
-  const [temporal, s3, kube] = await Promise.all(parts).catch(async (error: unknown) => {
+  const [temporal, s3, kube, postgres] = await Promise.all(parts).catch(async (error: unknown) => {
     await Promise.allSettled(parts.map(async (part) => (await part).stop()));
     throw error;
   });
-  log(`temporal ${temporal.address}, s3 ${s3.endpoint}, kube-apiserver ${kube.server}`);
+  log(`temporal ${temporal.address}, s3 ${s3.endpoint}, kube-apiserver ${kube.server}, postgres ${postgres.url}`);
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
   project.provide('s3Bucket', TEST_BUCKET);
   project.provide('kubeServer', kube.server);
   project.provide('kubeAdminToken', kube.adminToken);
   project.provide('kubeAuditLog', kube.auditLog);
+  project.provide('postgresUrl', postgres.url);
   return async () => {
     try {
       await assertSmallHistories(temporal.address, log);
     } finally {
-      await Promise.all([temporal.stop(), s3.stop(), kube.stop()]);
+      await Promise.all([temporal.stop(), s3.stop(), kube.stop(), postgres.stop()]);
       await rm(dir, { recursive: true, force: true });
     }
   };

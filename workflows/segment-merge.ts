@@ -27,9 +27,13 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
 
   const lease = { name: `merge:${input.table}:${input.partition}:l${level}`, holder: workflowInfo().workflowId, ttlMs };
   const giveUpAt = Date.now() + (input.leaseWaitMs ?? 2 * ttlMs);
+  let token: number | undefined; // the lease's fencing token: the swap commits only while the lease still carries it
   for (;;) {
     const attempt = await acquireLease.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` }, [lease]);
-    if (attempt.granted) break;
+    if (attempt.granted) {
+      token = attempt.token;
+      break;
+    }
     if (Date.now() >= giveUpAt) return result('lease-held');
     // Another holder, maybe a dead one: look again when it may have let go, and at the latest when its lease runs out.
     await sleep(Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())));
@@ -50,7 +54,7 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
       [{ table: input.table, segmentId: merged.id }],
     );
     try {
-      await commitMerge.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` }, [{ inputs, merged }]);
+      await commitMerge.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` }, [{ inputs, merged, fence: token === undefined ? undefined : { lease: lease.name, token } }]);
     } catch (error) {
       if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === LOST_MERGE_RACE) return result('lost-race', { inputs });
       throw error;

@@ -4,6 +4,7 @@ import { Command, Option } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { runDemo } from '../demo.js';
 import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
+import { isPostgresUrl } from '../../services/meta/store.js';
 import { UsageError } from '../usage-error.js';
 import { parseCount, parsePort, parseVcpuList } from '../options.js';
 
@@ -18,6 +19,7 @@ interface UpOptions {
   temporalUiPort: string;
   s3Port: string;
   metaPort: string;
+  metaDatabase?: string;
   coordinatorPort: string;
   controllerPort: string;
   heavyMax: string;
@@ -43,6 +45,7 @@ export function upCommand(): Command {
     .addOption(new Option('--temporal-ui-port <port>', 'Temporal Web UI port (0: any free port)').default('8233'))
     .addOption(new Option('--s3-port <port>', 'S3 API port (0: any free port)').default('4568'))
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
+    .option('--meta-database <url>', "meta's store: a postgres://… URL (default: SQLite in the data dir)")
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
     .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
@@ -55,6 +58,7 @@ export function upCommand(): Command {
     .option('--json', 'with --demo: print a machine-readable summary on stdout (progress goes to stderr)')
     .action(async (options: UpOptions) => {
       if ((options.exit || options.json) && !options.demo) throw new UsageError('--exit and --json go with --demo');
+      if (options.metaDatabase !== undefined && !isPostgresUrl(options.metaDatabase)) throw new UsageError(`--meta-database takes a postgres://… URL, not "${options.metaDatabase}"`);
       const say = (line: string) => (options.json ? console.error : console.log)(`berth up: ${line}`);
       const dataDir = path.resolve(options.dataDir);
       const cluster = await startEmbeddedCluster({
@@ -66,6 +70,7 @@ export function upCommand(): Command {
         temporalUiPort: parsePort(options.temporalUiPort, '--temporal-ui-port'),
         s3Port: parsePort(options.s3Port, '--s3-port'),
         metaPort: parsePort(options.metaPort, '--meta-port'),
+        metaDatabase: options.metaDatabase,
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
         controllerPort: parsePort(options.controllerPort, '--controller-port'),
         heavy: {

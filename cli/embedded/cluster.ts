@@ -39,6 +39,8 @@ export interface EmbeddedClusterOptions {
   temporalUiPort: number;
   s3Port: number;
   metaPort: number;
+  /** Meta's PostgreSQL URL. @default SQLite under dataDir/meta */
+  metaDatabase?: string;
   coordinatorPort: number;
   bucket: string;
   controllerPort: number;
@@ -123,6 +125,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_META_DIR: path.join(dataDir, 'meta'),
       BERTH_META_HOST: bind,
       BERTH_META_PORT: String(options.metaPort),
+      // Set even when empty: a BERTH_META_DATABASE in the caller's environment must not move berth up off SQLite.
+      BERTH_META_DATABASE: options.metaDatabase ?? '',
     });
     const nodes = await Promise.all(
       options.vcpus.map((vcpus, i) =>

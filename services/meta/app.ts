@@ -1,4 +1,8 @@
-/** The meta service: node registry with heartbeats, members, SHOW BACKENDS, the segment manifest and leases. */
+/**
+ * The meta service: node registry with heartbeats, members, SHOW BACKENDS, the segment manifest and
+ * leases. It keeps no state of its own beyond its store: over PostgreSQL any number of replicas
+ * serve the same API.
+ */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
@@ -26,7 +30,11 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
   const auth = { onRequest: requireToken(options.token) };
 
   app.get('/healthz', async () => ({ ok: true }));
-  app.get('/readyz', async () => ({ ok: true }));
+  // Ready while the store answers: a replica that lost its database leaves the load balancer's rotation.
+  app.get('/readyz', async () => {
+    await store.ping();
+    return { ok: true };
+  });
 
   // ── nodes ──
   app.post(
@@ -41,7 +49,7 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
       },
     },
     async (request) => {
-      store.registerNode(request.body);
+      await store.registerNode(request.body);
       return { ok: true };
     },
   );
@@ -50,22 +58,22 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/nodes/:id/heartbeat',
     { ...auth, schema: { params: Type.Object({ id: NodeId }), body: Type.Object({ vcpus: Vcpus }, { additionalProperties: false }) } },
     async (request) => {
-      if (!store.heartbeat(request.params.id, request.body.vcpus)) {
+      if (!(await store.heartbeat(request.params.id, request.body.vcpus))) {
         throw notFound('unknown_node', `node "${request.params.id}" is not registered; register again`);
       }
       return { ok: true };
     },
   );
 
-  app.delete('/v1/nodes/:id', { ...auth, schema: { params: Type.Object({ id: NodeId }) } }, async (request) => ({ removed: store.deregisterNode(request.params.id) }));
+  app.delete('/v1/nodes/:id', { ...auth, schema: { params: Type.Object({ id: NodeId }) } }, async (request) => ({ removed: await store.deregisterNode(request.params.id) }));
 
   app.get('/v1/groups/:group/members', { schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
     group: request.params.group,
-    members: store.members(request.params.group),
+    members: await store.members(request.params.group),
   }));
 
   app.get('/v1/backends', { schema: { querystring: Type.Object({ group: Type.Optional(Group) }) } }, async (request) => ({
-    backends: store.backends(request.query.group),
+    backends: await store.backends(request.query.group),
   }));
 
   // ── tables and segments ──
@@ -87,10 +95,10 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     async (request) => store.ensureTable({ name: request.params.table, ...request.body }),
   );
 
-  app.get('/v1/tables', async () => ({ tables: store.listTables() }));
+  app.get('/v1/tables', async () => ({ tables: await store.listTables() }));
 
   app.get('/v1/tables/:table', { schema: { params: Type.Object({ table: TableName }) } }, async (request) => {
-    const table = store.getTable(request.params.table);
+    const table = await store.getTable(request.params.table);
     if (!table) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
     return table;
   });
@@ -99,13 +107,13 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/tables/:table/segments',
     { schema: { params: Type.Object({ table: TableName }), querystring: Type.Object({ from: Type.Optional(Type.Integer()), to: Type.Optional(Type.Integer()) }) } },
     async (request) => {
-      if (!store.getTable(request.params.table)) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
-      return { segments: store.listSegments(request.params.table, request.query) };
+      if (!(await store.getTable(request.params.table))) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+      return { segments: await store.listSegments(request.params.table, request.query) };
     },
   );
 
   app.get('/v1/segments/:id', { schema: { params: Type.Object({ id: SegmentId }) } }, async (request) => {
-    const segment = store.getSegment(request.params.id);
+    const segment = await store.getSegment(request.params.id);
     if (!segment) throw notFound('segment_not_found', `segment "${request.params.id}" is not in the manifest`);
     return segment;
   });
@@ -114,32 +122,45 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
 
   app.post(
     '/v1/segments/swap',
-    { ...auth, schema: { body: Type.Object({ retire: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }), add: SegmentSchema }, { additionalProperties: false }) } },
-    async (request) => store.swapSegments(request.body.retire, request.body.add),
+    {
+      ...auth,
+      schema: {
+        body: Type.Object(
+          {
+            retire: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }),
+            add: SegmentSchema,
+            // A swap made under a lease: it commits only while the lease still carries this token (409 lease_lost otherwise).
+            fence: Type.Optional(Type.Object({ lease: LeaseName, token: Type.Integer({ minimum: 0 }) }, { additionalProperties: false })),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => store.swapSegments(request.body.retire, request.body.add, request.body.fence),
   );
 
   app.post(
     '/v1/segments/retire',
     { ...auth, schema: { body: Type.Object({ ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) }, { additionalProperties: false }) } },
     async (request) => {
-      store.retireSegments(request.body.ids);
+      await store.retireSegments(request.body.ids);
       return { ok: true };
     },
   );
 
   app.get('/v1/segments/retired', { schema: { querystring: Type.Object({ before: Type.Integer() }) } }, async (request) => ({
-    segments: store.listRetired(request.query.before),
+    segments: await store.listRetired(request.query.before),
   }));
 
   app.delete('/v1/segments/:id', { ...auth, schema: { params: Type.Object({ id: SegmentId }) } }, async (request) => {
-    store.forgetSegment(request.params.id);
+    await store.forgetSegment(request.params.id);
     return { ok: true };
   });
 
   app.post(
     '/v1/segments/known',
     { schema: { body: Type.Object({ ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) }, { additionalProperties: false }) } },
-    async (request) => ({ known: store.knownSegments(request.body.ids) }),
+    async (request) => ({ known: await store.knownSegments(request.body.ids) }),
   );
 
   // ── leases ──
@@ -154,16 +175,16 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
   app.post(
     '/v1/leases/:name/release',
     { ...auth, schema: { params: Type.Object({ name: LeaseName }), body: Type.Object({ holder: Holder }, { additionalProperties: false }) } },
-    async (request) => ({ released: store.releaseLease(request.params.name, request.body.holder) }),
+    async (request) => ({ released: await store.releaseLease(request.params.name, request.body.holder) }),
   );
 
   app.post(
     '/v1/leases/release-holder',
     { ...auth, schema: { body: Type.Object({ holder: Holder }, { additionalProperties: false }) } },
-    async (request) => ({ released: store.releaseLeasesOf(request.body.holder) }),
+    async (request) => ({ released: await store.releaseLeasesOf(request.body.holder) }),
   );
 
-  app.get('/v1/leases', async () => ({ leases: store.listLeases() }));
+  app.get('/v1/leases', async () => ({ leases: await store.listLeases() }));
 
   return app;
 }

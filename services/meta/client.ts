@@ -1,46 +1,87 @@
-/** A typed client for the meta service, used by query nodes, the coordinator and activities. */
-import { callJson, ServiceCallError } from '../common/http-client.js';
-import type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
+/**
+ * A typed client for the meta service, used by query nodes, the coordinator and activities. It takes
+ * one meta URL or several (BERTH_META_URL is a comma-separated list) and fails over between them: a
+ * call that gets no answer, or a 5xx, is made again on the next replica. Every meta operation is
+ * idempotent (see store.ts), so repeating a call that may already have landed changes nothing. A
+ * 4xx is an answer and is never retried. The replica that answered last is asked first next time.
+ */
+import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
+import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
 
-export type { Backend, ColumnSpec, Lease, Member, Segment, SegmentRow, TableInfo };
+export type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo };
+
+/** The meta URLs in a comma-separated list, without trailing slashes. */
+export function parseMetaUrls(urls: string | readonly string[]): string[] {
+  const list = (typeof urls === 'string' ? urls.split(',') : urls).map((u) => u.trim().replace(/\/+$/, '')).filter(Boolean);
+  if (list.length === 0) throw new Error('no meta URL given');
+  return list;
+}
 
 export class MetaClient {
+  readonly urls: readonly string[];
+  private preferred = 0;
+
   constructor(
-    readonly baseUrl: string,
+    urls: string | readonly string[],
     private readonly token: string,
-  ) {}
+  ) {
+    this.urls = parseMetaUrls(urls);
+  }
+
+  /** The replica asked first: the one that answered last. */
+  get url(): string {
+    return this.urls[this.preferred]!;
+  }
+
+  /** Calls `path` on the preferred replica, then on the others (and at least twice: behind one load-balanced URL a second try reaches another replica). */
+  private async call<T>(path: string, options: CallOptions = {}): Promise<T> {
+    let failure: unknown;
+    const first = this.preferred; // read once: concurrent calls move it
+    for (let attempt = 0; attempt < Math.max(2, this.urls.length); attempt++) {
+      const index = (first + attempt) % this.urls.length;
+      try {
+        const result = await callJson<T>(`${this.urls[index]}${path}`, options);
+        this.preferred = index;
+        return result;
+      } catch (error) {
+        if (error instanceof ServiceCallError && error.status < 500) throw error;
+        failure = error;
+      }
+    }
+    throw failure;
+  }
 
   registerNode(node: { id: string; group: string; url: string; vcpus: number; startedAt: number }): Promise<void> {
-    return callJson(`${this.baseUrl}/v1/nodes`, { body: node, token: this.token });
+    return this.call('/v1/nodes', { body: node, token: this.token });
   }
 
   /** Leaves the cluster on purpose: readers stop routing to the node on their next poll. */
   deregisterNode(id: string, timeoutMs = 2_000): Promise<{ removed: boolean }> {
-    return callJson(`${this.baseUrl}/v1/nodes/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token, timeoutMs });
+    return this.call(`/v1/nodes/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token, timeoutMs });
   }
 
   heartbeat(id: string, vcpus: number): Promise<void> {
-    return callJson(`${this.baseUrl}/v1/nodes/${encodeURIComponent(id)}/heartbeat`, { body: { vcpus }, token: this.token });
+    return this.call(`/v1/nodes/${encodeURIComponent(id)}/heartbeat`, { body: { vcpus }, token: this.token });
   }
 
   async members(group: string): Promise<Member[]> {
-    return (await callJson<{ members: Member[] }>(`${this.baseUrl}/v1/groups/${encodeURIComponent(group)}/members`)).members;
+    return (await this.call<{ members: Member[] }>(`/v1/groups/${encodeURIComponent(group)}/members`)).members;
   }
 
   async backends(group?: string): Promise<Backend[]> {
     const query = group === undefined ? '' : `?group=${encodeURIComponent(group)}`;
-    return (await callJson<{ backends: Backend[] }>(`${this.baseUrl}/v1/backends${query}`)).backends;
+    return (await this.call<{ backends: Backend[] }>(`/v1/backends${query}`)).backends;
   }
 
   ensureTable(table: TableInfo): Promise<TableInfo> {
     const { name, ...body } = table;
-    return callJson(`${this.baseUrl}/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
+    return this.call(`/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
   }
 
   /** The table, or undefined when it does not exist. */
   async findTable(name: string): Promise<TableInfo | undefined> {
     try {
-      return await callJson<TableInfo>(`${this.baseUrl}/v1/tables/${encodeURIComponent(name)}`);
+      return await this.call<TableInfo>(`/v1/tables/${encodeURIComponent(name)}`);
     } catch (error) {
       if (error instanceof ServiceCallError && error.status === 404) return undefined;
       throw error;
@@ -48,52 +89,52 @@ export class MetaClient {
   }
 
   async listTables(): Promise<TableInfo[]> {
-    return (await callJson<{ tables: TableInfo[] }>(`${this.baseUrl}/v1/tables`)).tables;
+    return (await this.call<{ tables: TableInfo[] }>('/v1/tables')).tables;
   }
 
   async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
     const query = new URLSearchParams();
     if (range.from !== undefined) query.set('from', String(range.from));
     if (range.to !== undefined) query.set('to', String(range.to));
-    const url = `${this.baseUrl}/v1/tables/${encodeURIComponent(table)}/segments?${query}`;
-    return (await callJson<{ segments: SegmentRow[] }>(url)).segments;
+    return (await this.call<{ segments: SegmentRow[] }>(`/v1/tables/${encodeURIComponent(table)}/segments?${query}`)).segments;
   }
 
   getSegment(id: string): Promise<SegmentRow> {
-    return callJson(`${this.baseUrl}/v1/segments/${encodeURIComponent(id)}`);
+    return this.call(`/v1/segments/${encodeURIComponent(id)}`);
   }
 
   commitSegment(segment: Segment): Promise<SegmentRow> {
-    return callJson(`${this.baseUrl}/v1/segments`, { body: segment, token: this.token });
+    return this.call('/v1/segments', { body: segment, token: this.token });
   }
 
-  swapSegments(retire: string[], add: Segment): Promise<SegmentRow> {
-    return callJson(`${this.baseUrl}/v1/segments/swap`, { body: { retire, add }, token: this.token });
+  /** With a fence, the swap commits only while the lease still carries its token (a 409 `lease_lost` otherwise). */
+  swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
+    return this.call('/v1/segments/swap', { body: { retire, add, ...(fence ? { fence } : {}) }, token: this.token });
   }
 
   async listRetired(before: number): Promise<SegmentRow[]> {
-    return (await callJson<{ segments: SegmentRow[] }>(`${this.baseUrl}/v1/segments/retired?before=${before}`)).segments;
+    return (await this.call<{ segments: SegmentRow[] }>(`/v1/segments/retired?before=${before}`)).segments;
   }
 
   forgetSegment(id: string): Promise<void> {
-    return callJson(`${this.baseUrl}/v1/segments/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token });
+    return this.call(`/v1/segments/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token });
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {
-    return (await callJson<{ known: string[] }>(`${this.baseUrl}/v1/segments/known`, { body: { ids } })).known;
+    return (await this.call<{ known: string[] }>('/v1/segments/known', { body: { ids } })).known;
   }
 
   /** Takes or renews a lease; when another holder has it, `granted` is false and `lease` says whose it is until when. */
   acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }> {
-    return callJson(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
+    return this.call(`/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
   }
 
   /** Releases every lease `holder` holds; returns their names. */
   async releaseLeasesOf(holder: string): Promise<string[]> {
-    return (await callJson<{ released: string[] }>(`${this.baseUrl}/v1/leases/release-holder`, { body: { holder }, token: this.token })).released;
+    return (await this.call<{ released: string[] }>('/v1/leases/release-holder', { body: { holder }, token: this.token })).released;
   }
 
   async releaseLease(name: string, holder: string): Promise<boolean> {
-    return (await callJson<{ released: boolean }>(`${this.baseUrl}/v1/leases/${encodeURIComponent(name)}/release`, { body: { holder }, token: this.token })).released;
+    return (await this.call<{ released: boolean }>(`/v1/leases/${encodeURIComponent(name)}/release`, { body: { holder }, token: this.token })).released;
   }
 }

@@ -4,14 +4,17 @@ import path from 'node:path';
 import { envNumber, envString } from '../common/env.js';
 import { serve } from '../common/serve.js';
 import { buildMetaApp } from './app.js';
-import { MetaStore } from './store.js';
+import { openMetaStore } from './open-store.js';
+import { isPostgresUrl } from './store.js';
 
-const dataDir = envString('BERTH_META_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'meta'));
-mkdirSync(dataDir, { recursive: true });
-const store = new MetaStore({
-  file: path.join(dataDir, 'meta.sqlite'),
+// PostgreSQL makes meta stateless (run as many replicas as you like); SQLite keeps it in one file.
+const database = process.env.BERTH_META_DATABASE || path.join(envString('BERTH_META_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'meta')), 'meta.sqlite');
+if (!isPostgresUrl(database)) mkdirSync(path.dirname(database), { recursive: true });
+const store = await openMetaStore({
+  database,
   expiryMs: envNumber('BERTH_NODE_EXPIRY_MS', 30_000),
   heartbeatIntervalMs: envNumber('BERTH_HEARTBEAT_MS', 5_000),
+  onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
 });
 const app = buildMetaApp({ store, token: envString('BERTH_TOKEN') });
 app.addHook('onClose', async () => store.close());

@@ -1,8 +1,10 @@
 /**
- * Meta's durable state in one SQLite file: the node registry, the table and segment manifest, and
- * leases. Every multi-row change is one transaction, so a crash never leaves half a swap.
+ * The contract of meta's durable state: the node registry, the table and segment manifest, and
+ * leases. Two stores keep it: SQLite (sqlite-store.ts, the embedded default, one meta process) and
+ * PostgreSQL (postgres-store.ts, any number of stateless meta replicas); test/meta-store.test.ts
+ * holds both to it. Every operation is idempotent, so a client may repeat any call on another
+ * replica after a failure without changing the outcome.
  */
-import Database from 'better-sqlite3';
 import { conflict, notFound } from '../common/errors.js';
 
 export interface NodeRegistration {
@@ -66,35 +68,119 @@ export interface Lease {
   name: string;
   holder: string;
   expiresAt: number;
+  /**
+   * The fencing token: it grows each time the lease changes hands and stays the same while one
+   * holder renews it, so a swap fenced with it commits only while that grant is still current.
+   */
+  token: number;
+}
+
+/** A manifest change made under a lease: it commits only while the lease still carries this token. */
+export interface Fence {
+  lease: string;
+  token: number;
 }
 
 export interface MetaStoreOptions {
-  /** SQLite file, or ':memory:'. */
-  file: string;
   /** A node is alive while its last heartbeat is at most this old. @default 30000 */
   expiryMs?: number;
   /** The nodes' heartbeat interval, to count missed heartbeats. @default 5000 */
   heartbeatIntervalMs?: number;
-  /** @default Date.now */
+  /** The clock (epoch ms). @default the store's own: Date.now for SQLite, the database's for PostgreSQL */
   now?: () => number;
 }
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS nodes (
-  id TEXT PRIMARY KEY, grp TEXT NOT NULL, url TEXT NOT NULL, vcpus REAL NOT NULL,
-  started_at INTEGER NOT NULL, last_heartbeat INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS tables (
-  name TEXT PRIMARY KEY, timestamp_column TEXT NOT NULL, columns TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS segments (
-  id TEXT PRIMARY KEY, tbl TEXT NOT NULL REFERENCES tables(name), min_ts INTEGER NOT NULL,
-  max_ts INTEGER NOT NULL, rows INTEGER NOT NULL, bytes INTEGER NOT NULL, level INTEGER NOT NULL,
-  state TEXT NOT NULL, created_at INTEGER NOT NULL, retired_at INTEGER, replaced_by TEXT);
-CREATE INDEX IF NOT EXISTS segments_by_table ON segments (tbl, state, min_ts, max_ts);
-CREATE TABLE IF NOT EXISTS leases (
-  name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);
-`;
+export interface MetaStore {
+  // ── nodes ── (liveness is computed when read, from the last heartbeat: no sweeper, any number of replicas)
 
-interface SegmentDbRow {
+  /** Registers a node, or re-registers it after a restart (same id, new start time). */
+  registerNode(node: NodeRegistration): Promise<void>;
+  /** Removes a node that is leaving on purpose (drain, scale-down), so readers stop routing to it at once. */
+  deregisterNode(id: string): Promise<boolean>;
+  /** Records a heartbeat and the node's current vCPUs; false when the node is unknown. */
+  heartbeat(id: string, vcpus: number): Promise<boolean>;
+  /** The live nodes of a group, weighted by vCPU, by id: what every reader places segments over. */
+  members(group: string): Promise<Member[]>;
+  /** Every registered node, alive or not, by group and id, in the spirit of SHOW BACKENDS. */
+  backends(group?: string): Promise<Backend[]>;
+
+  // ── tables and segments ──
+
+  /** Creates a table on first use; later calls must agree on its timestamp column. */
+  ensureTable(table: TableInfo): Promise<TableInfo>;
+  getTable(name: string): Promise<TableInfo | undefined>;
+  listTables(): Promise<TableInfo[]>;
+  /** Commits one new segment. Committing the same segment again is a no-op; a different one under the same id is a conflict. */
+  commitSegment(segment: Segment): Promise<SegmentRow>;
+  /**
+   * Atomically retires `retire` and commits `add` in their place (a merge's swap). Exactly one of
+   * two racing swaps over the same inputs wins; repeating a swap that already happened is a no-op;
+   * with a fence, nothing commits unless the lease still carries the fence's token.
+   */
+  swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow>;
+  /** Retires segments without a replacement (data expiry). Unknown ids are an error; retired ones stay as they were. */
+  retireSegments(ids: string[]): Promise<void>;
+  getSegment(id: string): Promise<SegmentRow | undefined>;
+  /** Active segments of a table whose time range overlaps [from, to] (epoch ms, either end open), newest first. */
+  listSegments(table: string, range?: { from?: number; to?: number }): Promise<SegmentRow[]>;
+  /** Retired segments whose retirement is older than `before` (epoch ms): what the janitor may delete. */
+  listRetired(before: number): Promise<SegmentRow[]>;
+  /** Forgets a retired segment whose object is gone. An active segment is never forgotten. */
+  forgetSegment(id: string): Promise<void>;
+  /** Which of these ids the manifest knows, in any state. */
+  knownSegments(ids: string[]): Promise<string[]>;
+
+  // ── leases ──
+
+  /** Takes or renews a lease; granted when it is free, expired, or already the holder's. */
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }>;
+  /** Releases a lease if `holder` holds it; true when something was released. */
+  releaseLease(name: string, holder: string): Promise<boolean>;
+  /** Releases every lease held by `holder` (a compute group parking at zero); returns their names, sorted. */
+  releaseLeasesOf(holder: string): Promise<string[]>;
+  getLease(name: string): Promise<Lease | undefined>;
+  /** Leases that have not expired, by name. */
+  listLeases(): Promise<Lease[]>;
+
+  /** Resolves when the store can serve (readiness); rejects when its database is unreachable. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+// ── what both stores share ────────────────────────────────────────────────────────────────────
+
+/** Whether meta's database setting names PostgreSQL (anything else is a SQLite file). */
+export const isPostgresUrl = (database: string) => /^postgres(ql)?:\/\//i.test(database);
+
+export const DEFAULT_EXPIRY_MS = 30_000;
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+
+/** A node row as both stores keep it. */
+export interface NodeRow {
+  id: string;
+  grp: string;
+  url: string;
+  vcpus: number;
+  started_at: number;
+  last_heartbeat: number;
+}
+
+/** The SHOW BACKENDS row of a node, as seen at `now`. */
+export function toBackend(r: NodeRow, now: number, expiryMs: number, heartbeatIntervalMs: number): Backend {
+  return {
+    id: r.id,
+    group: r.grp,
+    url: r.url,
+    cpuCores: r.vcpus,
+    alive: r.last_heartbeat >= now - expiryMs,
+    lastStartTime: new Date(r.started_at).toISOString(),
+    lastHeartbeat: new Date(r.last_heartbeat).toISOString(),
+    heartbeatFailures: Math.max(0, Math.floor((now - r.last_heartbeat) / heartbeatIntervalMs) - 1),
+  };
+}
+
+/** A segment row as both stores keep it. */
+export interface SegmentDbRow {
   id: string;
   tbl: string;
   min_ts: number;
@@ -108,7 +194,7 @@ interface SegmentDbRow {
   replaced_by: string | null;
 }
 
-const toSegment = (r: SegmentDbRow): SegmentRow => ({
+export const toSegment = (r: SegmentDbRow): SegmentRow => ({
   id: r.id,
   table: r.tbl,
   minTs: r.min_ts,
@@ -122,224 +208,43 @@ const toSegment = (r: SegmentDbRow): SegmentRow => ({
   replacedBy: r.replaced_by,
 });
 
-export class MetaStore {
-  private readonly db: Database.Database;
-  private readonly now: () => number;
-  readonly expiryMs: number;
-  private readonly heartbeatIntervalMs: number;
-
-  constructor(options: MetaStoreOptions) {
-    this.db = new Database(options.file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('foreign_keys = ON');
-    this.db.exec(SCHEMA);
-    this.now = options.now ?? Date.now;
-    this.expiryMs = options.expiryMs ?? 30_000;
-    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 5_000;
-  }
-
-  close(): void {
-    this.db.close();
-  }
-
-  // ── nodes ──────────────────────────────────────────────────────────────────────────────────
-
-  /** Registers a node, or re-registers it after a restart (same id, new start time). */
-  registerNode(node: NodeRegistration): void {
-    this.db
-      .prepare(
-        `INSERT INTO nodes (id, grp, url, vcpus, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET grp = excluded.grp, url = excluded.url, vcpus = excluded.vcpus,
-           started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat`,
-      )
-      .run(node.id, node.group, node.url, node.vcpus, node.startedAt, this.now());
-  }
-
-  /** Removes a node that is leaving on purpose (drain, scale-down), so readers stop routing to it at once. */
-  deregisterNode(id: string): boolean {
-    return this.db.prepare('DELETE FROM nodes WHERE id = ?').run(id).changes === 1;
-  }
-
-  /** Records a heartbeat and the node's current vCPUs; false when the node is unknown. */
-  heartbeat(id: string, vcpus: number): boolean {
-    return this.db.prepare('UPDATE nodes SET last_heartbeat = ?, vcpus = ? WHERE id = ?').run(this.now(), vcpus, id).changes === 1;
-  }
-
-  /** The live nodes of a group, weighted by vCPU: what every reader places segments over. */
-  members(group: string): Member[] {
-    return this.db
-      .prepare('SELECT id, url, vcpus AS weight FROM nodes WHERE grp = ? AND last_heartbeat >= ? ORDER BY id')
-      .all(group, this.now() - this.expiryMs) as Member[];
-  }
-
-  /** Every registered node, alive or not, in the spirit of SHOW BACKENDS. */
-  backends(group?: string): Backend[] {
-    const rows = this.db
-      .prepare(`SELECT * FROM nodes ${group === undefined ? '' : 'WHERE grp = ?'} ORDER BY grp, id`)
-      .all(...(group === undefined ? [] : [group])) as {
-      id: string;
-      grp: string;
-      url: string;
-      vcpus: number;
-      started_at: number;
-      last_heartbeat: number;
-    }[];
-    const now = this.now();
-    return rows.map((r) => ({
-      id: r.id,
-      group: r.grp,
-      url: r.url,
-      cpuCores: r.vcpus,
-      alive: r.last_heartbeat >= now - this.expiryMs,
-      lastStartTime: new Date(r.started_at).toISOString(),
-      lastHeartbeat: new Date(r.last_heartbeat).toISOString(),
-      heartbeatFailures: Math.max(0, Math.floor((now - r.last_heartbeat) / this.heartbeatIntervalMs) - 1),
-    }));
-  }
-
-  // ── tables and segments ────────────────────────────────────────────────────────────────────
-
-  /** Creates a table on first use; later calls must agree on its timestamp column. */
-  ensureTable(table: TableInfo): TableInfo {
-    const existing = this.getTable(table.name);
-    if (existing) {
-      if (existing.timestampColumn !== table.timestampColumn) {
-        throw conflict('table_mismatch', `table "${table.name}" keeps its timestamps in "${existing.timestampColumn}", not "${table.timestampColumn}"`);
-      }
-      return existing;
-    }
-    this.db.prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)').run(table.name, table.timestampColumn, JSON.stringify(table.columns));
-    return table;
-  }
-
-  getTable(name: string): TableInfo | undefined {
-    const row = this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as { name: string; timestamp_column: string; columns: string } | undefined;
-    return row && { name: row.name, timestampColumn: row.timestamp_column, columns: JSON.parse(row.columns) as ColumnSpec[] };
-  }
-
-  listTables(): TableInfo[] {
-    return (this.db.prepare('SELECT name FROM tables ORDER BY name').all() as { name: string }[]).map((r) => this.getTable(r.name)!);
-  }
-
-  /** Commits one new segment. Committing the same segment again is a no-op; a different one under the same id is a conflict. */
-  commitSegment(segment: Segment): SegmentRow {
-    return this.db.transaction(() => this.insertSegment(segment))();
-  }
-
-  /**
-   * Atomically retires `retire` and commits `add` in their place (a merge's swap). Exactly one of
-   * two racing swaps over the same inputs wins; repeating a swap that already happened is a no-op.
-   */
-  swapSegments(retire: string[], add: Segment): SegmentRow {
-    return this.db.transaction(() => {
-      const existing = this.getSegment(add.id);
-      if (existing && retire.every((id) => this.getSegment(id)?.replacedBy === add.id)) return existing;
-      for (const id of retire) {
-        const input = this.getSegment(id);
-        if (!input) throw notFound('segment_not_found', `segment "${id}" is not in the manifest`);
-        if (input.table !== add.table) throw conflict('table_mismatch', `segment "${id}" belongs to table "${input.table}", not "${add.table}"`);
-        if (input.state !== 'active') {
-          throw conflict('segment_retired', `segment "${id}" was already retired${input.replacedBy ? ` by "${input.replacedBy}"` : ''}`);
-        }
-      }
-      const row = this.insertSegment(add);
-      const retireStmt = this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ?, replaced_by = ? WHERE id = ?`);
-      for (const id of retire) retireStmt.run(this.now(), add.id, id);
-      return row;
-    })();
-  }
-
-  /** Retires segments without a replacement (data expiry). Unknown ids are an error; retired ones stay as they were. */
-  retireSegments(ids: string[]): void {
-    this.db.transaction(() => {
-      for (const id of ids) {
-        if (!this.getSegment(id)) throw notFound('segment_not_found', `segment "${id}" is not in the manifest`);
-        this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ? WHERE id = ? AND state = 'active'`).run(this.now(), id);
-      }
-    })();
-  }
-
-  getSegment(id: string): SegmentRow | undefined {
-    const row = this.db.prepare('SELECT * FROM segments WHERE id = ?').get(id) as SegmentDbRow | undefined;
-    return row && toSegment(row);
-  }
-
-  /** Active segments of a table whose time range overlaps [from, to] (epoch ms, either end open). */
-  listSegments(table: string, range: { from?: number; to?: number } = {}): SegmentRow[] {
-    const rows = this.db
-      .prepare(`SELECT * FROM segments WHERE tbl = ? AND state = 'active' AND max_ts >= ? AND min_ts <= ? ORDER BY max_ts DESC, id`)
-      .all(table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER) as SegmentDbRow[];
-    return rows.map(toSegment);
-  }
-
-  /** Retired segments whose retirement is older than `before` (epoch ms): what the janitor may delete. */
-  listRetired(before: number): SegmentRow[] {
-    const rows = this.db.prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`).all(before) as SegmentDbRow[];
-    return rows.map(toSegment);
-  }
-
-  /** Forgets a retired segment whose object is gone. An active segment is never forgotten. */
-  forgetSegment(id: string): void {
-    const segment = this.getSegment(id);
-    if (!segment) return;
-    if (segment.state === 'active') throw conflict('segment_active', `segment "${id}" is active: only retired segments can be forgotten`);
-    this.db.prepare(`DELETE FROM segments WHERE id = ? AND state = 'retired'`).run(id);
-  }
-
-  /** Which of these ids the manifest knows, in any state. */
-  knownSegments(ids: string[]): string[] {
-    const stmt = this.db.prepare('SELECT 1 FROM segments WHERE id = ?');
-    return ids.filter((id) => stmt.get(id) !== undefined);
-  }
-
-  private insertSegment(segment: Segment): SegmentRow {
-    if (!this.getTable(segment.table)) throw notFound('table_not_found', `table "${segment.table}" does not exist`);
-    const existing = this.getSegment(segment.id);
-    if (existing) {
-      const same = (['table', 'minTs', 'maxTs', 'rows', 'bytes', 'level'] as const).every((k) => existing[k] === segment[k]);
-      if (same) return existing;
-      throw conflict('segment_exists', `segment "${segment.id}" is already committed with different contents`);
-    }
-    this.db
-      .prepare(`INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`)
-      .run(segment.id, segment.table, segment.minTs, segment.maxTs, segment.rows, segment.bytes, segment.level, this.now());
-    return this.getSegment(segment.id)!;
-  }
-
-  // ── leases ─────────────────────────────────────────────────────────────────────────────────
-
-  /** Takes or renews a lease; granted when it is free, expired, or already the holder's. */
-  acquireLease(name: string, holder: string, ttlMs: number): { granted: boolean; lease: Lease } {
-    return this.db.transaction(() => {
-      const now = this.now();
-      const current = this.getLease(name);
-      if (current && current.holder !== holder && current.expiresAt > now) return { granted: false, lease: current };
-      this.db
-        .prepare('INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at')
-        .run(name, holder, now + ttlMs);
-      return { granted: true, lease: this.getLease(name)! };
-    })();
-  }
-
-  /** Releases a lease if `holder` holds it; true when something was released. */
-  releaseLease(name: string, holder: string): boolean {
-    return this.db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?').run(name, holder).changes === 1;
-  }
-
-  /** Releases every lease held by `holder` (a compute group parking at zero); returns their names. */
-  releaseLeasesOf(holder: string): string[] {
-    const names = (this.db.prepare('SELECT name FROM leases WHERE holder = ?').all(holder) as { name: string }[]).map((r) => r.name);
-    this.db.prepare('DELETE FROM leases WHERE holder = ?').run(holder);
-    return names;
-  }
-
-  getLease(name: string): Lease | undefined {
-    const row = this.db.prepare('SELECT name, holder, expires_at AS expiresAt FROM leases WHERE name = ?').get(name) as Lease | undefined;
-    return row;
-  }
-
-  /** Leases that have not expired. */
-  listLeases(): Lease[] {
-    return this.db.prepare('SELECT name, holder, expires_at AS expiresAt FROM leases WHERE expires_at > ? ORDER BY name').all(this.now()) as Lease[];
-  }
+/** The answer to committing `segment` when `existing` already has its id: itself if the same, else a conflict. */
+export function sameSegmentOrConflict(existing: SegmentRow, segment: Segment): SegmentRow {
+  const same = (['table', 'minTs', 'maxTs', 'rows', 'bytes', 'level'] as const).every((k) => existing[k] === segment[k]);
+  if (same) return existing;
+  throw conflict('segment_exists', `segment "${segment.id}" is already committed with different contents`);
 }
+
+/** The answer to ensureTable when `existing` already has the table's name. */
+export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {
+  if (existing.timestampColumn !== table.timestampColumn) {
+    throw conflict('table_mismatch', `table "${table.name}" keeps its timestamps in "${existing.timestampColumn}", not "${table.timestampColumn}"`);
+  }
+  return existing;
+}
+
+/**
+ * The checks of a swap, run inside its transaction once the lease and the inputs are locked:
+ * true when this very swap already happened (repeat: no-op), an error when it must not commit.
+ */
+export function checkSwap(retire: string[], add: Segment, inputs: Map<string, SegmentRow>, merged: SegmentRow | undefined, fence: Fence | undefined, lease: Lease | undefined): boolean {
+  if (merged && retire.every((id) => inputs.get(id)?.replacedBy === add.id)) return true;
+  if (fence && (lease === undefined || lease.token !== fence.token)) {
+    const now = lease ? `it is now held by "${lease.holder}" under token ${lease.token}` : 'it is not held';
+    throw conflict('lease_lost', `lease "${fence.lease}" no longer carries token ${fence.token} (${now}): the swap is fenced off`);
+  }
+  for (const id of retire) {
+    const input = inputs.get(id);
+    if (!input) throw notFound('segment_not_found', `segment "${id}" is not in the manifest`);
+    if (input.table !== add.table) throw conflict('table_mismatch', `segment "${id}" belongs to table "${input.table}", not "${add.table}"`);
+    if (input.state !== 'active') {
+      throw conflict('segment_retired', `segment "${id}" was already retired${input.replacedBy ? ` by "${input.replacedBy}"` : ''}`);
+    }
+  }
+  if (merged) sameSegmentOrConflict(merged, add);
+  return false;
+}
+
+export const tableNotFound = (name: string) => notFound('table_not_found', `table "${name}" does not exist`);
+export const segmentNotFound = (id: string) => notFound('segment_not_found', `segment "${id}" is not in the manifest`);
+export const segmentActive = (id: string) => conflict('segment_active', `segment "${id}" is active: only retired segments can be forgotten`);

@@ -4,6 +4,9 @@ import { fileURLToPath } from 'node:url';
 
 export const BERTH_BIN = fileURLToPath(new URL('../../bin/berth.js', import.meta.url));
 
+/** `berth up` options that put every server on a free port. */
+export const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
+
 export interface CliResult {
   code: number;
   stdout: string;

@@ -13,7 +13,7 @@ import { createS3Client, S3RVER_CREDENTIALS } from '../../services/common/s3-cli
 import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
-import { MetaStore } from '../../services/meta/store.js';
+import { SqliteMetaStore } from '../../services/meta/sqlite-store.js';
 import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../../services/query-node/node.js';
 import type { IngestResult } from '../../services/coordinator/ingest.js';
 import type { QueryResult } from '../../services/coordinator/query-service.js';
@@ -48,6 +48,8 @@ export interface ClusterOptions {
   cacheBytes?: number;
   /** How long meta keeps a silent node among the members. @default 30000 */
   expiryMs?: number;
+  /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
+  metaUrls?: string[];
   /** Coordinator settings for the heavy pool. */
   coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds'>;
 }
@@ -56,9 +58,9 @@ export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_00
 
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
-  const store = new MetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
-  const metaApp = buildMetaApp({ store, token: TOKEN, logger: false });
-  const metaUrl = await metaApp.listen({ host: '127.0.0.1', port: 0 });
+  const store = options.metaUrls ? undefined : new SqliteMetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
+  const metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
+  const metaUrl = options.metaUrls?.join(',') ?? (await metaApp!.listen({ host: '127.0.0.1', port: 0 }));
   const meta = new MetaClient(metaUrl, TOKEN);
   const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
   // A bucket of its own: test files run side by side, and a janitor sweeping objects its meta does
@@ -123,8 +125,8 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     close: async () => {
       await coordinator.close();
       await Promise.all(cluster.nodes.map((n) => n.close().catch(() => {})));
-      await metaApp.close();
-      store.close();
+      await metaApp?.close();
+      await store?.close();
       await rm(dir, { recursive: true, force: true });
     },
   };

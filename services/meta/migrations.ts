@@ -1,0 +1,83 @@
+/**
+ * Versioned schema migrations of meta's stores, one list for both dialects so that a version means
+ * the same schema in SQLite and in PostgreSQL. A store applies the versions its database lacks, in
+ * order, inside one transaction under a lock (several meta replicas may start at once), records each
+ * in `schema_migrations`, and refuses a database that a newer Berth has already migrated.
+ *
+ * Migrations are append-only: never edit one that has shipped, add the next version. A dozen lines
+ * of runner per store are simpler than a migration framework that would still need a storage
+ * adapter and a lock for each dialect.
+ */
+
+export interface Migration {
+  version: number;
+  name: string;
+  sqlite: string;
+  postgres: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'registry, manifest and leases',
+    // IF NOT EXISTS: SQLite files made before migrations existed already hold exactly this schema.
+    sqlite: `
+      CREATE TABLE IF NOT EXISTS nodes (
+        id TEXT PRIMARY KEY, grp TEXT NOT NULL, url TEXT NOT NULL, vcpus REAL NOT NULL,
+        started_at INTEGER NOT NULL, last_heartbeat INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS tables (
+        name TEXT PRIMARY KEY, timestamp_column TEXT NOT NULL, columns TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS segments (
+        id TEXT PRIMARY KEY, tbl TEXT NOT NULL REFERENCES tables(name), min_ts INTEGER NOT NULL,
+        max_ts INTEGER NOT NULL, rows INTEGER NOT NULL, bytes INTEGER NOT NULL, level INTEGER NOT NULL,
+        state TEXT NOT NULL, created_at INTEGER NOT NULL, retired_at INTEGER, replaced_by TEXT);
+      CREATE INDEX IF NOT EXISTS segments_by_table ON segments (tbl, state, min_ts, max_ts);
+      CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);`,
+    // Text compares byte-wise (COLLATE "C"), as in SQLite, whatever the database's locale: ids
+    // sort the same in both stores. No index on last_heartbeat: heartbeats update it 200 times a
+    // second at 1,000 nodes, and an unindexed column keeps those updates HOT (no index writes).
+    postgres: `
+      CREATE TABLE nodes (
+        id TEXT COLLATE "C" PRIMARY KEY, grp TEXT COLLATE "C" NOT NULL, url TEXT NOT NULL,
+        vcpus DOUBLE PRECISION NOT NULL, started_at BIGINT NOT NULL, last_heartbeat BIGINT NOT NULL);
+      CREATE TABLE tables (
+        name TEXT COLLATE "C" PRIMARY KEY, timestamp_column TEXT NOT NULL, columns JSONB NOT NULL);
+      CREATE TABLE segments (
+        id TEXT COLLATE "C" PRIMARY KEY, tbl TEXT COLLATE "C" NOT NULL REFERENCES tables(name),
+        min_ts BIGINT NOT NULL, max_ts BIGINT NOT NULL, rows BIGINT NOT NULL, bytes BIGINT NOT NULL,
+        level INTEGER NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL, retired_at BIGINT,
+        replaced_by TEXT COLLATE "C");
+      CREATE INDEX segments_by_table ON segments (tbl, state, min_ts, max_ts);
+      CREATE TABLE leases (
+        name TEXT COLLATE "C" PRIMARY KEY, holder TEXT COLLATE "C" NOT NULL, expires_at BIGINT NOT NULL);`,
+  },
+  {
+    version: 2,
+    name: 'fencing tokens on leases',
+    sqlite: `
+      ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+      INSERT INTO counters (name, value) VALUES ('lease_token', 0);`,
+    postgres: `
+      ALTER TABLE leases ADD COLUMN token BIGINT NOT NULL DEFAULT 0;
+      CREATE SEQUENCE lease_tokens;`,
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
+
+/** The migrations a database at `applied` still needs; refuses one that is ahead of this code. */
+export function pendingMigrations(applied: number[]): Migration[] {
+  const latest = Math.max(0, ...applied);
+  if (latest > SCHEMA_VERSION) {
+    throw new Error(`meta's database is at schema version ${latest}, newer than this Berth knows (${SCHEMA_VERSION}): run a Berth at least as new`);
+  }
+  const done = new Set(applied);
+  return MIGRATIONS.filter((m) => !done.has(m.version));
+}
+
+export const SCHEMA_MIGRATIONS_TABLE = {
+  sqlite: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
+  postgres: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
+};

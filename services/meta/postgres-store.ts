@@ -1,0 +1,301 @@
+/**
+ * Meta's store in PostgreSQL: what lets meta run as any number of stateless replicas. Guarantees
+ * hold across replicas through the database alone:
+ * - a lease is taken in one `INSERT … ON CONFLICT DO UPDATE … WHERE` statement, which locks the
+ *   lease row and decides on its latest committed version, so two replicas never grant it twice;
+ * - a swap locks the fencing lease's row and then its inputs' rows (`FOR UPDATE`, in id order, so
+ *   two swaps never deadlock) before it checks and writes, so of two racing swaps exactly one
+ *   commits and a fenced swap sees any newer grant;
+ * - time is the database's clock (unless a test injects one), so replicas whose clocks drift
+ *   still agree on which nodes are alive and which leases have expired.
+ * Transactions that PostgreSQL aborts as deadlocked or unserializable are run again.
+ */
+import pg from 'pg';
+import { HttpError } from '../common/errors.js';
+import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
+import {
+  checkSwap,
+  DEFAULT_EXPIRY_MS,
+  DEFAULT_HEARTBEAT_INTERVAL_MS,
+  sameSegmentOrConflict,
+  sameTableOrConflict,
+  segmentActive,
+  segmentNotFound,
+  tableNotFound,
+  toBackend,
+  toSegment,
+  type Backend,
+  type Fence,
+  type Lease,
+  type Member,
+  type MetaStore,
+  type MetaStoreOptions,
+  type NodeRegistration,
+  type NodeRow,
+  type Segment,
+  type SegmentDbRow,
+  type SegmentRow,
+  type TableInfo,
+} from './store.js';
+
+export interface PostgresMetaStoreOptions extends MetaStoreOptions {
+  /** `postgres://user:password@host:port/database`, as the `pg` client reads it. */
+  connectionString: string;
+  /** Connections per meta replica. @default 10 */
+  maxConnections?: number;
+  /** Called when an idle pooled connection fails (the database restarted); the pool replaces it. */
+  onIdleError?: (error: Error) => void;
+}
+
+// BIGINT columns hold epoch ms, row and byte counts: all below 2^53, so plain numbers.
+const types: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/** The database's clock in epoch ms, unless the parameter carries an injected one. */
+const now = (param: string) => `COALESCE(${param}::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`;
+const LEASE_COLUMNS = 'name, holder, expires_at AS "expiresAt", token';
+/** One key for every Berth meta on a database: migrations run one replica at a time. */
+const MIGRATION_LOCK = 0x6265_7274; // 'bert'
+const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock detected
+
+export class PostgresMetaStore implements MetaStore {
+  readonly expiryMs: number;
+  private readonly heartbeatIntervalMs: number;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly options: PostgresMetaStoreOptions,
+  ) {
+    this.expiryMs = options.expiryMs ?? DEFAULT_EXPIRY_MS;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+  }
+
+  /** Connects, applies the migrations the database lacks, and returns the store. */
+  static async open(options: PostgresMetaStoreOptions): Promise<PostgresMetaStore> {
+    const pool = new pg.Pool({ connectionString: options.connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000, types, application_name: 'berth-meta' });
+    pool.on('error', (error) => options.onIdleError?.(error));
+    const store = new PostgresMetaStore(pool, options);
+    try {
+      await store.migrate();
+    } catch (error) {
+      await pool.end();
+      throw new Error(`meta could not open its PostgreSQL database: ${(error as Error).message}`, { cause: error });
+    }
+    return store;
+  }
+
+  private async migrate(): Promise<void> {
+    await this.transaction(async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await c.query(SCHEMA_MIGRATIONS_TABLE.postgres);
+      const applied = (await c.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version);
+      for (const migration of pendingMigrations(applied)) {
+        await c.query(migration.postgres);
+        await c.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.name, Date.now()]);
+      }
+    });
+  }
+
+  /** The injected clock's reading, or null for the database's own (see `now`). */
+  private clock(): number | null {
+    return this.options.now?.() ?? null;
+  }
+
+  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], client: pg.ClientBase | pg.Pool = this.pool): Promise<pg.QueryResult<R>> {
+    // Named: each connection prepares a statement once and then only binds values.
+    return await client.query<R>({ name, text, values });
+  }
+
+  /** Runs `work` in one transaction, again when PostgreSQL aborts it as deadlocked or unserializable. */
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const result = await work(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => (broken = true));
+        const code = (error as { code?: string }).code;
+        if (!(error instanceof HttpError) && code !== undefined && RETRYABLE.has(code) && attempt < 5) continue;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  // ── nodes ──────────────────────────────────────────────────────────────────────────────────
+
+  async registerNode(node: NodeRegistration): Promise<void> {
+    await this.query(
+      'register',
+      `INSERT INTO nodes (id, grp, url, vcpus, started_at, last_heartbeat) VALUES ($1, $2, $3, $4, $5, ${now('$6')})
+       ON CONFLICT (id) DO UPDATE SET grp = excluded.grp, url = excluded.url, vcpus = excluded.vcpus,
+         started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat`,
+      [node.id, node.group, node.url, node.vcpus, node.startedAt, this.clock()],
+    );
+  }
+
+  async deregisterNode(id: string): Promise<boolean> {
+    return (await this.query('deregister', 'DELETE FROM nodes WHERE id = $1', [id])).rowCount === 1;
+  }
+
+  async heartbeat(id: string, vcpus: number): Promise<boolean> {
+    return (await this.query('heartbeat', `UPDATE nodes SET last_heartbeat = ${now('$1')}, vcpus = $2 WHERE id = $3`, [this.clock(), vcpus, id])).rowCount === 1;
+  }
+
+  async members(group: string): Promise<Member[]> {
+    const sql = `SELECT id, url, vcpus AS weight FROM nodes WHERE grp = $1 AND last_heartbeat >= ${now('$2')} - $3 ORDER BY id`;
+    return (await this.query<Member>('members', sql, [group, this.clock(), this.expiryMs])).rows;
+  }
+
+  async backends(group?: string): Promise<Backend[]> {
+    const sql = `SELECT *, ${now('$1')} AS now FROM nodes WHERE $2::text IS NULL OR grp = $2 ORDER BY grp, id`;
+    const rows = (await this.query<NodeRow & { now: number }>('backends', sql, [this.clock(), group ?? null])).rows;
+    return rows.map((r) => toBackend(r, r.now, this.expiryMs, this.heartbeatIntervalMs));
+  }
+
+  // ── tables and segments ────────────────────────────────────────────────────────────────────
+
+  async ensureTable(table: TableInfo): Promise<TableInfo> {
+    const inserted = await this.query(
+      'ensure-table',
+      'INSERT INTO tables (name, timestamp_column, columns) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING',
+      [table.name, table.timestampColumn, JSON.stringify(table.columns)],
+    );
+    return inserted.rowCount === 1 ? table : sameTableOrConflict((await this.getTable(table.name))!, table);
+  }
+
+  async getTable(name: string): Promise<TableInfo | undefined> {
+    const rows = (await this.query<TableInfo>('get-table', 'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1', [name])).rows;
+    return rows[0];
+  }
+
+  async listTables(): Promise<TableInfo[]> {
+    return (await this.query<TableInfo>('list-tables', 'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables ORDER BY name', [])).rows;
+  }
+
+  async commitSegment(segment: Segment): Promise<SegmentRow> {
+    return await this.insertSegment(segment, this.pool);
+  }
+
+  async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
+    return await this.transaction(async (c) => {
+      // Lock order, the same in every swap: the lease, then the inputs by id.
+      const lease = fence && (await this.query<Lease>('lock-lease', `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1 FOR UPDATE`, [fence.lease], c)).rows[0];
+      const locked = (await this.query<SegmentDbRow>('lock-inputs', 'SELECT * FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE', [retire], c)).rows;
+      const inputs = new Map(locked.map((r) => [r.id, toSegment(r)]));
+      const merged = await this.readSegment(add.id, c);
+      if (checkSwap(retire, add, inputs, merged, fence, lease)) return merged!;
+      const row = merged ?? (await this.insertSegment(add, c));
+      await this.query('retire-inputs', `UPDATE segments SET state = 'retired', retired_at = ${now('$1')}, replaced_by = $2 WHERE id = ANY($3)`, [this.clock(), add.id, retire], c);
+      return row;
+    });
+  }
+
+  async retireSegments(ids: string[]): Promise<void> {
+    await this.transaction(async (c) => {
+      const known = new Set((await this.query<{ id: string }>('lock-retire', 'SELECT id FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE', [ids], c)).rows.map((r) => r.id));
+      const missing = ids.find((id) => !known.has(id));
+      if (missing !== undefined) throw segmentNotFound(missing);
+      await this.query('retire', `UPDATE segments SET state = 'retired', retired_at = ${now('$1')} WHERE id = ANY($2) AND state = 'active'`, [this.clock(), ids], c);
+    });
+  }
+
+  async getSegment(id: string): Promise<SegmentRow | undefined> {
+    return await this.readSegment(id, this.pool);
+  }
+
+  async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
+    const sql = `SELECT * FROM segments WHERE tbl = $1 AND state = 'active' AND max_ts >= $2 AND min_ts <= $3 ORDER BY max_ts DESC, id`;
+    const rows = (await this.query<SegmentDbRow>('list-segments', sql, [table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER])).rows;
+    return rows.map(toSegment);
+  }
+
+  async listRetired(before: number): Promise<SegmentRow[]> {
+    const rows = (await this.query<SegmentDbRow>('list-retired', `SELECT * FROM segments WHERE state = 'retired' AND retired_at < $1 ORDER BY retired_at, id`, [before])).rows;
+    return rows.map(toSegment);
+  }
+
+  async forgetSegment(id: string): Promise<void> {
+    const deleted = await this.query('forget', `DELETE FROM segments WHERE id = $1 AND state = 'retired'`, [id]);
+    if (deleted.rowCount === 0 && (await this.getSegment(id))?.state === 'active') throw segmentActive(id);
+  }
+
+  async knownSegments(ids: string[]): Promise<string[]> {
+    const known = new Set((await this.query<{ id: string }>('known', 'SELECT id FROM segments WHERE id = ANY($1)', [ids])).rows.map((r) => r.id));
+    return ids.filter((id) => known.has(id));
+  }
+
+  private async readSegment(id: string, client: pg.ClientBase | pg.Pool): Promise<SegmentRow | undefined> {
+    const row = (await this.query<SegmentDbRow>('get-segment', 'SELECT * FROM segments WHERE id = $1', [id], client)).rows[0];
+    return row && toSegment(row);
+  }
+
+  private async insertSegment(segment: Segment, client: pg.ClientBase | pg.Pool): Promise<SegmentRow> {
+    const inserted = await this.query<SegmentDbRow>(
+      'insert-segment',
+      `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
+       SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')} FROM tables WHERE name = $2
+       ON CONFLICT (id) DO NOTHING RETURNING *`,
+      [segment.id, segment.table, segment.minTs, segment.maxTs, segment.rows, segment.bytes, segment.level, this.clock()],
+      client,
+    );
+    if (inserted.rows[0]) return toSegment(inserted.rows[0]);
+    const existing = await this.readSegment(segment.id, client);
+    if (existing) return sameSegmentOrConflict(existing, segment);
+    throw tableNotFound(segment.table);
+  }
+
+  // ── leases ─────────────────────────────────────────────────────────────────────────────────
+
+  async acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }> {
+    for (;;) {
+      // Granted when free, expired or already the holder's; a new token only when it changes hands.
+      const granted = await this.query<Lease>(
+        'acquire-lease',
+        `WITH clock AS (SELECT ${now('$4')} AS now)
+         INSERT INTO leases AS l (name, holder, expires_at, token)
+         SELECT $1, $2, clock.now + $3, nextval('lease_tokens') FROM clock
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+           token = CASE WHEN l.holder = excluded.holder THEN l.token ELSE excluded.token END
+         WHERE l.holder = excluded.holder OR l.expires_at <= (SELECT now FROM clock)
+         RETURNING ${LEASE_COLUMNS}`,
+        [name, holder, ttlMs, this.clock()],
+      );
+      if (granted.rows[0]) return { granted: true, lease: granted.rows[0] };
+      const current = await this.getLease(name);
+      if (current) return { granted: false, lease: current };
+      // Released between the two statements: ask again.
+    }
+  }
+
+  async releaseLease(name: string, holder: string): Promise<boolean> {
+    return (await this.query('release-lease', 'DELETE FROM leases WHERE name = $1 AND holder = $2', [name, holder])).rowCount === 1;
+  }
+
+  async releaseLeasesOf(holder: string): Promise<string[]> {
+    return (await this.query<{ name: string }>('release-holder', 'DELETE FROM leases WHERE holder = $1 RETURNING name', [holder])).rows.map((r) => r.name).sort();
+  }
+
+  async getLease(name: string): Promise<Lease | undefined> {
+    return (await this.query<Lease>('get-lease', `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1`, [name])).rows[0];
+  }
+
+  async listLeases(): Promise<Lease[]> {
+    return (await this.query<Lease>('list-leases', `SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ${now('$1')} ORDER BY name`, [this.clock()])).rows;
+  }
+}

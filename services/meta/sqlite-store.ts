@@ -1,0 +1,244 @@
+/**
+ * Meta's store in one SQLite file: the embedded default, for one meta process. Every multi-row
+ * change is one `BEGIN IMMEDIATE` transaction (the write lock is taken up front), so a crash never
+ * leaves half a swap and even a second process on the same file could not interleave with it.
+ */
+import Database from 'better-sqlite3';
+import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
+import {
+  checkSwap,
+  DEFAULT_EXPIRY_MS,
+  DEFAULT_HEARTBEAT_INTERVAL_MS,
+  sameSegmentOrConflict,
+  sameTableOrConflict,
+  segmentActive,
+  segmentNotFound,
+  tableNotFound,
+  toBackend,
+  toSegment,
+  type Backend,
+  type ColumnSpec,
+  type Fence,
+  type Lease,
+  type Member,
+  type MetaStore,
+  type MetaStoreOptions,
+  type NodeRegistration,
+  type NodeRow,
+  type Segment,
+  type SegmentDbRow,
+  type SegmentRow,
+  type TableInfo,
+} from './store.js';
+
+export interface SqliteMetaStoreOptions extends MetaStoreOptions {
+  /** SQLite file, or ':memory:'. */
+  file: string;
+}
+
+const LEASE_COLUMNS = 'name, holder, expires_at AS expiresAt, token';
+
+export class SqliteMetaStore implements MetaStore {
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  readonly expiryMs: number;
+  private readonly heartbeatIntervalMs: number;
+
+  constructor(options: SqliteMetaStoreOptions) {
+    this.db = new Database(options.file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('foreign_keys = ON');
+    this.migrate();
+    this.now = options.now ?? Date.now;
+    this.expiryMs = options.expiryMs ?? DEFAULT_EXPIRY_MS;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+  }
+
+  private migrate(): void {
+    this.write(() => {
+      this.db.exec(SCHEMA_MIGRATIONS_TABLE.sqlite);
+      const applied = (this.db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version);
+      for (const migration of pendingMigrations(applied)) {
+        this.db.exec(migration.sqlite);
+        this.db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(migration.version, migration.name, Date.now());
+      }
+    });
+  }
+
+  /** Runs `work` as one write transaction. */
+  private write<T>(work: () => T): T {
+    return this.db.transaction(work).immediate();
+  }
+
+  async ping(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+
+  // ── nodes ──────────────────────────────────────────────────────────────────────────────────
+
+  async registerNode(node: NodeRegistration): Promise<void> {
+    this.db
+      .prepare(
+        `INSERT INTO nodes (id, grp, url, vcpus, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET grp = excluded.grp, url = excluded.url, vcpus = excluded.vcpus,
+           started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat`,
+      )
+      .run(node.id, node.group, node.url, node.vcpus, node.startedAt, this.now());
+  }
+
+  async deregisterNode(id: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM nodes WHERE id = ?').run(id).changes === 1;
+  }
+
+  async heartbeat(id: string, vcpus: number): Promise<boolean> {
+    return this.db.prepare('UPDATE nodes SET last_heartbeat = ?, vcpus = ? WHERE id = ?').run(this.now(), vcpus, id).changes === 1;
+  }
+
+  async members(group: string): Promise<Member[]> {
+    return this.db
+      .prepare('SELECT id, url, vcpus AS weight FROM nodes WHERE grp = ? AND last_heartbeat >= ? ORDER BY id')
+      .all(group, this.now() - this.expiryMs) as Member[];
+  }
+
+  async backends(group?: string): Promise<Backend[]> {
+    const rows = this.db
+      .prepare(`SELECT * FROM nodes ${group === undefined ? '' : 'WHERE grp = ?'} ORDER BY grp, id`)
+      .all(...(group === undefined ? [] : [group])) as NodeRow[];
+    const now = this.now();
+    return rows.map((r) => toBackend(r, now, this.expiryMs, this.heartbeatIntervalMs));
+  }
+
+  // ── tables and segments ────────────────────────────────────────────────────────────────────
+
+  async ensureTable(table: TableInfo): Promise<TableInfo> {
+    return this.write(() => {
+      const existing = this.readTable(table.name);
+      if (existing) return sameTableOrConflict(existing, table);
+      this.db.prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)').run(table.name, table.timestampColumn, JSON.stringify(table.columns));
+      return table;
+    });
+  }
+
+  async getTable(name: string): Promise<TableInfo | undefined> {
+    return this.readTable(name);
+  }
+
+  async listTables(): Promise<TableInfo[]> {
+    return (this.db.prepare('SELECT name FROM tables ORDER BY name').all() as { name: string }[]).map((r) => this.readTable(r.name)!);
+  }
+
+  async commitSegment(segment: Segment): Promise<SegmentRow> {
+    return this.write(() => this.insertSegment(segment));
+  }
+
+  async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
+    return this.write(() => {
+      const inputs = new Map(retire.map((id) => [id, this.readSegment(id)] as const).filter((e): e is [string, SegmentRow] => e[1] !== undefined));
+      const merged = this.readSegment(add.id);
+      if (checkSwap(retire, add, inputs, merged, fence, fence && this.readLease(fence.lease))) return merged!;
+      const row = merged ?? this.insertSegment(add);
+      const retireStmt = this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ?, replaced_by = ? WHERE id = ?`);
+      for (const id of retire) retireStmt.run(this.now(), add.id, id);
+      return row;
+    });
+  }
+
+  async retireSegments(ids: string[]): Promise<void> {
+    this.write(() => {
+      const stmt = this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ? WHERE id = ? AND state = 'active'`);
+      for (const id of ids) {
+        if (!this.readSegment(id)) throw segmentNotFound(id);
+        stmt.run(this.now(), id);
+      }
+    });
+  }
+
+  async getSegment(id: string): Promise<SegmentRow | undefined> {
+    return this.readSegment(id);
+  }
+
+  async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
+    const rows = this.db
+      .prepare(`SELECT * FROM segments WHERE tbl = ? AND state = 'active' AND max_ts >= ? AND min_ts <= ? ORDER BY max_ts DESC, id`)
+      .all(table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER) as SegmentDbRow[];
+    return rows.map(toSegment);
+  }
+
+  async listRetired(before: number): Promise<SegmentRow[]> {
+    const rows = this.db.prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`).all(before) as SegmentDbRow[];
+    return rows.map(toSegment);
+  }
+
+  async forgetSegment(id: string): Promise<void> {
+    this.write(() => {
+      const segment = this.readSegment(id);
+      if (segment?.state === 'active') throw segmentActive(id);
+      this.db.prepare(`DELETE FROM segments WHERE id = ? AND state = 'retired'`).run(id);
+    });
+  }
+
+  async knownSegments(ids: string[]): Promise<string[]> {
+    const stmt = this.db.prepare('SELECT 1 FROM segments WHERE id = ?');
+    return ids.filter((id) => stmt.get(id) !== undefined);
+  }
+
+  private readTable(name: string): TableInfo | undefined {
+    const row = this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as { name: string; timestamp_column: string; columns: string } | undefined;
+    return row && { name: row.name, timestampColumn: row.timestamp_column, columns: JSON.parse(row.columns) as ColumnSpec[] };
+  }
+
+  private readSegment(id: string): SegmentRow | undefined {
+    const row = this.db.prepare('SELECT * FROM segments WHERE id = ?').get(id) as SegmentDbRow | undefined;
+    return row && toSegment(row);
+  }
+
+  private insertSegment(segment: Segment): SegmentRow {
+    if (!this.readTable(segment.table)) throw tableNotFound(segment.table);
+    const existing = this.readSegment(segment.id);
+    if (existing) return sameSegmentOrConflict(existing, segment);
+    this.db
+      .prepare(`INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`)
+      .run(segment.id, segment.table, segment.minTs, segment.maxTs, segment.rows, segment.bytes, segment.level, this.now());
+    return this.readSegment(segment.id)!;
+  }
+
+  // ── leases ─────────────────────────────────────────────────────────────────────────────────
+
+  async acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }> {
+    return this.write(() => {
+      const now = this.now();
+      const current = this.readLease(name);
+      if (current && current.holder !== holder && current.expiresAt > now) return { granted: false, lease: current };
+      // A new token whenever the lease changes hands; a holder renewing keeps its own.
+      const token = current?.holder === holder ? current.token : (this.db.prepare(`UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value`).get() as { value: number }).value;
+      this.db
+        .prepare('INSERT INTO leases (name, holder, expires_at, token) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, token = excluded.token')
+        .run(name, holder, now + ttlMs, token);
+      return { granted: true, lease: this.readLease(name)! };
+    });
+  }
+
+  async releaseLease(name: string, holder: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?').run(name, holder).changes === 1;
+  }
+
+  async releaseLeasesOf(holder: string): Promise<string[]> {
+    return (this.db.prepare('DELETE FROM leases WHERE holder = ? RETURNING name').all(holder) as { name: string }[]).map((r) => r.name).sort();
+  }
+
+  async getLease(name: string): Promise<Lease | undefined> {
+    return this.readLease(name);
+  }
+
+  async listLeases(): Promise<Lease[]> {
+    return this.db.prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ? ORDER BY name`).all(this.now()) as Lease[];
+  }
+
+  private readLease(name: string): Lease | undefined {
+    return this.db.prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE name = ?`).get(name) as Lease | undefined;
+  }
+}

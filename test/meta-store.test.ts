@@ -1,0 +1,365 @@
+/**
+ * The store contract (services/meta/store.ts), held against both stores: SQLite in a temp file and
+ * PostgreSQL on the run's real cluster, each test on a database of its own. Concurrency tests open
+ * two stores on one database, as two meta replicas do.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { HttpError } from '../services/common/errors.js';
+import { SCHEMA_VERSION } from '../services/meta/migrations.js';
+import { openMetaStore } from '../services/meta/open-store.js';
+import type { MetaStore, MetaStoreOptions, Segment } from '../services/meta/store.js';
+import { createTestDatabase } from './helpers/postgres.js';
+
+const table = { name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
+const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({ id, table: 'events', minTs: 0, maxTs: 1000, rows: 10, bytes: 100, level: 0, ...extra });
+const node = (id: string, group = 'serving', vcpus = 4) => ({ id, group, url: `http://127.0.0.1:1/${id}`, vcpus, startedAt: 1 });
+
+/** Runs SQL on a store's database behind its back (to look at or damage what the store keeps). */
+type RawSql = (sql: string) => Promise<unknown[]>;
+
+interface Implementation {
+  name: string;
+  /** A new, empty database: its location and a way to run raw SQL on it. */
+  fresh(): Promise<{ database: string; raw: RawSql; cleanup(): Promise<void> }>;
+}
+
+const implementations: Implementation[] = [
+  {
+    name: 'SQLite',
+    fresh: async () => {
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-meta-'));
+      const database = path.join(dir, 'meta.sqlite');
+      const raw: RawSql = async (sql) => {
+        const db = new Database(database);
+        try {
+          const statement = db.prepare(sql);
+          return statement.reader ? statement.all() : (statement.run(), []);
+        } finally {
+          db.close();
+        }
+      };
+      return { database, raw, cleanup: () => rm(dir, { recursive: true, force: true }) };
+    },
+  },
+  {
+    name: 'PostgreSQL',
+    fresh: async () => {
+      const database = await createTestDatabase();
+      const raw: RawSql = async (sql) => {
+        const client = new pg.Client({ connectionString: database });
+        await client.connect();
+        try {
+          return (await client.query(sql)).rows;
+        } finally {
+          await client.end();
+        }
+      };
+      return { database, raw, cleanup: async () => {} };
+    },
+  },
+];
+
+describe.each(implementations)('meta store contract on $name', (impl) => {
+  let database: string;
+  let raw: RawSql;
+  let cleanup: () => Promise<void>;
+  let clock: number;
+  let store: MetaStore;
+  const opened: MetaStore[] = [];
+  const open = async (extra: MetaStoreOptions = {}) => {
+    const s = await openMetaStore({ database, now: () => clock, ...extra });
+    opened.push(s);
+    return s;
+  };
+
+  beforeEach(async () => {
+    ({ database, raw, cleanup } = await impl.fresh());
+    clock = 1_000_000;
+    store = await open();
+    await store.ensureTable(table);
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((s) => s.close().catch(() => {})));
+    await cleanup();
+  });
+
+  describe('nodes', () => {
+    it('drops a node from its group’s members after 30 s of silence, and shows it dead in the backends view', async () => {
+      await store.registerNode(node('n1'));
+      await store.registerNode(node('n2', 'serving', 2));
+      await store.registerNode(node('h1', 'heavy', 8));
+      clock += 25_000;
+      expect(await store.heartbeat('n1', 6)).toBe(true);
+      clock += 10_000;
+      expect(await store.members('serving')).toEqual([{ id: 'n1', url: 'http://127.0.0.1:1/n1', weight: 6 }]);
+      const n2 = (await store.backends('serving')).find((b) => b.id === 'n2')!;
+      expect(n2).toEqual({
+        id: 'n2',
+        group: 'serving',
+        url: 'http://127.0.0.1:1/n2',
+        cpuCores: 2,
+        alive: false,
+        lastStartTime: new Date(1).toISOString(),
+        lastHeartbeat: new Date(1_000_000).toISOString(),
+        heartbeatFailures: 6,
+      });
+      expect((await store.backends()).map((b) => [b.group, b.id, b.alive])).toEqual([
+        ['heavy', 'h1', false],
+        ['serving', 'n1', true],
+        ['serving', 'n2', false],
+      ]);
+    });
+
+    it('drops a node that leaves on purpose at once, and refuses heartbeats from nodes it does not know', async () => {
+      await store.registerNode(node('n1'));
+      expect(await store.deregisterNode('n1')).toBe(true);
+      expect(await store.members('serving')).toEqual([]);
+      expect(await store.deregisterNode('n1')).toBe(false);
+      expect(await store.heartbeat('n1', 4)).toBe(false);
+    });
+
+    it('takes a restarted node’s new start time, address and weight on re-registration', async () => {
+      await store.registerNode(node('n1'));
+      clock += 60_000;
+      await store.registerNode({ ...node('n1', 'serving', 3), url: 'http://127.0.0.1:2', startedAt: clock });
+      expect(await store.members('serving')).toEqual([{ id: 'n1', url: 'http://127.0.0.1:2', weight: 3 }]);
+      expect((await store.backends())[0]).toMatchObject({ lastStartTime: new Date(clock).toISOString(), alive: true, heartbeatFailures: 0 });
+    });
+
+    it('keeps time by the database’s clock when none is injected', async () => {
+      const real = await open({ now: undefined });
+      await real.registerNode(node('n1'));
+      expect((await real.members('serving')).map((m) => m.id)).toEqual(['n1']);
+      const [backend] = await real.backends();
+      expect(Math.abs(Date.parse(backend!.lastHeartbeat) - Date.now())).toBeLessThan(60_000);
+    });
+  });
+
+  describe('tables and segments', () => {
+    it('creates a table once and refuses another timestamp column for it', async () => {
+      expect(await store.ensureTable({ ...table, columns: [{ name: 'other', type: 'INT' }] })).toEqual(table);
+      await expect(store.ensureTable({ ...table, timestampColumn: 'time' })).rejects.toThrow(/keeps its timestamps in "ts"/);
+      await store.ensureTable({ name: 'logs', timestampColumn: 'at', columns: [{ name: 'at', type: 'TIMESTAMP' }, { name: 'msg', type: 'VARCHAR' }] });
+      expect((await store.listTables()).map((t) => t.name)).toEqual(['events', 'logs']);
+      expect(await store.getTable('logs')).toEqual({ name: 'logs', timestampColumn: 'at', columns: [{ name: 'at', type: 'TIMESTAMP' }, { name: 'msg', type: 'VARCHAR' }] });
+      expect(await store.getTable('nope')).toBeUndefined();
+    });
+
+    it('lists active segments whose time range overlaps the asked range, newest first', async () => {
+      await store.commitSegment(segment('early', { minTs: 0, maxTs: 99 }));
+      await store.commitSegment(segment('late', { minTs: 200, maxTs: 299 }));
+      await store.commitSegment(segment('gone', { minTs: 100, maxTs: 199 }));
+      await store.retireSegments(['gone']);
+      expect((await store.listSegments('events', { from: 100, to: 250 })).map((s) => s.id)).toEqual(['late']);
+      expect((await store.listSegments('events', { to: 99 })).map((s) => s.id)).toEqual(['early']);
+      expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['late', 'early']);
+      expect(await store.listSegments('nope')).toEqual([]);
+    });
+
+    it('commits a segment once: the same commit again is a no-op, a different one under its id a conflict, an unknown table a 404', async () => {
+      const first = await store.commitSegment(segment('s1'));
+      expect(first).toEqual({ ...segment('s1'), state: 'active', createdAt: clock, retiredAt: null, replacedBy: null });
+      clock += 1;
+      expect(await store.commitSegment(segment('s1'))).toEqual(first);
+      expect(await store.listSegments('events')).toHaveLength(1);
+      await expect(store.commitSegment(segment('s1', { rows: 11 }))).rejects.toThrow(/already committed with different contents/);
+      await expect(store.commitSegment(segment('s2', { table: 'nope' }))).rejects.toMatchObject({ statusCode: 404, code: 'table_not_found' });
+    });
+
+    it('swaps inputs for a merged segment atomically, once, and lets only one of two racing swaps win', async () => {
+      for (const id of ['a', 'b', 'c']) await store.commitSegment(segment(id));
+      await store.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
+      expect((await store.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'm1']);
+      expect(await store.getSegment('a')).toMatchObject({ state: 'retired', replacedBy: 'm1', retiredAt: clock });
+      // Repeating the same swap (a retried activity) changes nothing.
+      await store.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
+      expect((await store.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'm1']);
+      // A second merge over an input already merged loses, and leaves nothing behind.
+      await expect(store.swapSegments(['b', 'c'], segment('m2', { level: 1 }))).rejects.toThrow(/already retired by "m1"/);
+      expect(await store.getSegment('m2')).toBeUndefined();
+      expect((await store.getSegment('c'))?.state).toBe('active');
+      await expect(store.swapSegments(['c', 'ghost'], segment('m3'))).rejects.toMatchObject({ statusCode: 404 });
+      expect((await store.getSegment('c'))?.state).toBe('active');
+    });
+
+    it('retires, lists and forgets retired segments, never an active one', async () => {
+      for (const id of ['a', 'b']) await store.commitSegment(segment(id));
+      await expect(store.retireSegments(['a', 'ghost'])).rejects.toMatchObject({ statusCode: 404 });
+      expect((await store.getSegment('a'))?.state).toBe('active');
+      await store.retireSegments(['a']);
+      clock += 1_000;
+      await store.retireSegments(['a']); // already retired: stays as it was
+      expect((await store.getSegment('a'))?.retiredAt).toBe(clock - 1_000);
+      expect((await store.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
+      expect(await store.listRetired(clock - 1_000)).toEqual([]);
+      await expect(store.forgetSegment('b')).rejects.toMatchObject({ statusCode: 409, code: 'segment_active' });
+      await store.forgetSegment('a');
+      await store.forgetSegment('a');
+      expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b']);
+    });
+  });
+
+  describe('leases', () => {
+    it('grants a lease to one holder at a time until it expires or is released', async () => {
+      expect((await store.acquireLease('merge:events:p1', 'w1', 10_000)).granted).toBe(true);
+      expect(await store.acquireLease('merge:events:p1', 'w2', 10_000)).toMatchObject({ granted: false, lease: { holder: 'w1', expiresAt: clock + 10_000 } });
+      expect((await store.acquireLease('merge:events:p1', 'w1', 10_000)).granted).toBe(true);
+      clock += 10_001;
+      expect((await store.acquireLease('merge:events:p1', 'w2', 10_000)).granted).toBe(true);
+      expect(await store.releaseLease('merge:events:p1', 'w1')).toBe(false);
+      expect(await store.releaseLease('merge:events:p1', 'w2')).toBe(true);
+      await store.acquireLease('compaction:y', 'heavy', 60_000);
+      await store.acquireLease('compaction:x', 'heavy', 60_000);
+      await store.acquireLease('other', 'someone', 60_000);
+      expect(await store.releaseLeasesOf('heavy')).toEqual(['compaction:x', 'compaction:y']);
+      expect((await store.listLeases()).map((l) => l.name)).toEqual(['other']);
+      clock += 60_000;
+      expect(await store.listLeases()).toEqual([]);
+    });
+
+    it('gives a new, larger fencing token whenever a lease changes hands, and keeps it while its holder renews', async () => {
+      const first = (await store.acquireLease('L', 'w1', 1_000)).lease.token;
+      expect((await store.acquireLease('L', 'w1', 1_000)).lease.token).toBe(first);
+      clock += 5_000; // expired, but nobody took it: renewing keeps the token
+      expect((await store.acquireLease('L', 'w1', 1_000)).lease.token).toBe(first);
+      clock += 5_000;
+      const second = (await store.acquireLease('L', 'w2', 1_000)).lease.token;
+      expect(second).toBeGreaterThan(first);
+      await store.releaseLease('L', 'w2');
+      const third = (await store.acquireLease('L', 'w2', 1_000)).lease.token;
+      expect(third).toBeGreaterThan(second);
+      expect((await store.acquireLease('other', 'w1', 1_000)).lease.token).toBeGreaterThan(third);
+    });
+
+    it('commits a fenced swap only while the lease still carries its token', async () => {
+      for (const id of ['a', 'b', 'c', 'd']) await store.commitSegment(segment(id));
+      const stale = (await store.acquireLease('merge:events', 'w1', 1_000)).lease.token;
+      clock += 2_000; // w1 stalls past its lease; w2 takes over
+      const current = (await store.acquireLease('merge:events', 'w2', 60_000)).lease.token;
+      const lost = store.swapSegments(['a', 'b'], segment('m-w1'), { lease: 'merge:events', token: stale });
+      await expect(lost).rejects.toMatchObject({ statusCode: 409, code: 'lease_lost' });
+      await expect(lost).rejects.toThrow(/held by "w2"/);
+      expect(await store.getSegment('m-w1')).toBeUndefined();
+      expect((await store.getSegment('a'))?.state).toBe('active');
+
+      await store.swapSegments(['a', 'b'], segment('m-w2'), { lease: 'merge:events', token: current });
+      expect((await store.getSegment('a'))?.replacedBy).toBe('m-w2');
+      // Its retry after the lease is released is still the same no-op.
+      await store.releaseLease('merge:events', 'w2');
+      await store.swapSegments(['a', 'b'], segment('m-w2'), { lease: 'merge:events', token: current });
+      // A fenced swap without its lease commits nothing.
+      await expect(store.swapSegments(['c', 'd'], segment('m3'), { lease: 'merge:events', token: current })).rejects.toThrow(/is not held/);
+      expect((await store.getSegment('c'))?.state).toBe('active');
+    });
+  });
+
+  describe('across replicas', () => {
+    it('keeps nodes, tables, segments and leases when the store is opened again', async () => {
+      await store.registerNode(node('n1'));
+      await store.commitSegment(segment('s1'));
+      const { lease } = await store.acquireLease('merge:events:2026-11-30', 'worker-1', 60_000);
+      await store.close();
+      store = await open();
+      expect((await store.members('serving')).map((m) => m.id)).toEqual(['n1']);
+      expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['s1']);
+      expect(await store.getLease('merge:events:2026-11-30')).toEqual(lease);
+    });
+
+    it('lets exactly one of many concurrent swaps over overlapping inputs win, from two replicas', async () => {
+      const other = await open();
+      const inputs = Array.from({ length: 12 }, (_, i) => `s${String(i).padStart(2, '0')}`);
+      for (const id of inputs) await store.commitSegment(segment(id));
+      // Merge i takes inputs i and i+1; each is sent twice, once to each replica (a retried activity).
+      const attempts = inputs.slice(0, -1).flatMap((id, i) => {
+        const retire = [id, inputs[i + 1]!];
+        const add = segment(`m${i}`, { level: 1 });
+        return [store.swapSegments(retire, add), other.swapSegments(retire, add)].map((p) =>
+          p.then(
+            () => ({ i, won: true }),
+            (error: HttpError) => {
+              expect(error.statusCode).toBe(409);
+              return { i, won: false };
+            },
+          ),
+        );
+      });
+      const results = await Promise.all(attempts);
+      const winners = [...new Set(results.filter((r) => r.won).map((r) => r.i))];
+      // Both copies of a merge agree, and no two winners share an input.
+      for (const i of winners) expect(results.filter((r) => r.i === i).every((r) => r.won)).toBe(true);
+      for (const i of winners) expect(winners).not.toContain(i + 1);
+      expect(winners.length).toBeGreaterThan(0);
+      const active = (await other.listSegments('events')).map((s) => s.id).sort();
+      const retired = new Set(winners.flatMap((i) => [inputs[i]!, inputs[i + 1]!]));
+      expect(active).toEqual([...inputs.filter((id) => !retired.has(id)), ...winners.map((i) => `m${i}`)].sort());
+      for (const id of retired) expect((await store.getSegment(id))?.replacedBy).toMatch(/^m\d+$/);
+    });
+
+    it('grants a contended lease to exactly one of many holders asking two replicas at once', async () => {
+      const other = await open();
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? store : other).acquireLease('contended', `w${i}`, 60_000)));
+      const granted = answers.filter((a) => a.granted);
+      expect(granted).toHaveLength(1);
+      const winner = granted[0]!.lease;
+      for (const a of answers) expect(a.lease).toEqual(winner);
+      expect(await other.getLease('contended')).toEqual(winner);
+    });
+  });
+
+  describe('migrations', () => {
+    it('records every schema version once, even when two replicas start on an empty database at once', async () => {
+      const fresh = await impl.fresh();
+      try {
+        const both = await Promise.all([openMetaStore({ database: fresh.database }), openMetaStore({ database: fresh.database })]);
+        await both[0].ensureTable(table);
+        expect(await both[1].getTable('events')).toEqual(table);
+        await Promise.all(both.map((s) => s.close()));
+        const versions = (await fresh.raw('SELECT version FROM schema_migrations ORDER BY version')) as { version: number }[];
+        expect(versions.map((v) => v.version)).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1));
+      } finally {
+        await fresh.cleanup();
+      }
+    });
+
+    it('refuses a database that a newer Berth has migrated, and says so', async () => {
+      await raw(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${SCHEMA_VERSION + 1}, 'from the future', 0)`);
+      await expect(open()).rejects.toThrow(new RegExp(`schema version ${SCHEMA_VERSION + 1}, newer than this Berth knows`));
+    });
+  });
+});
+
+describe('SQLite store migrations', () => {
+  it('adopts a meta file made before schema versions existed, keeping its rows and giving its leases a token', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-meta-'));
+    const file = path.join(dir, 'meta.sqlite');
+    try {
+      // The schema meta kept before versioned migrations, with a few rows in it.
+      const old = new Database(file);
+      old.exec(`
+        CREATE TABLE nodes (id TEXT PRIMARY KEY, grp TEXT NOT NULL, url TEXT NOT NULL, vcpus REAL NOT NULL, started_at INTEGER NOT NULL, last_heartbeat INTEGER NOT NULL);
+        CREATE TABLE tables (name TEXT PRIMARY KEY, timestamp_column TEXT NOT NULL, columns TEXT NOT NULL);
+        CREATE TABLE segments (id TEXT PRIMARY KEY, tbl TEXT NOT NULL REFERENCES tables(name), min_ts INTEGER NOT NULL, max_ts INTEGER NOT NULL, rows INTEGER NOT NULL, bytes INTEGER NOT NULL, level INTEGER NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL, retired_at INTEGER, replaced_by TEXT);
+        CREATE INDEX segments_by_table ON segments (tbl, state, min_ts, max_ts);
+        CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);
+        INSERT INTO tables VALUES ('events', 'ts', '[{"name":"ts","type":"TIMESTAMP"}]');
+        INSERT INTO segments VALUES ('s1', 'events', 0, 1000, 10, 100, 0, 'active', 5, NULL, NULL);
+        INSERT INTO leases VALUES ('merge:events', 'w1', 9000000000000);`);
+      old.close();
+      const store = await openMetaStore({ database: file });
+      try {
+        expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['s1']);
+        expect(await store.getLease('merge:events')).toEqual({ name: 'merge:events', holder: 'w1', expiresAt: 9_000_000_000_000, token: 0 });
+        expect((await store.acquireLease('fresh', 'w2', 1_000)).lease.token).toBeGreaterThan(0);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
