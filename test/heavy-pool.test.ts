@@ -238,6 +238,8 @@ describe('the heavy pool on Kubernetes', () => {
       await expect.poll(async () => (await poolStatus({ client, group: missing })).lastFailure?.message ?? '', { timeout: 30_000 }).toMatch(
         new RegExp(`compute group "${missing}" is not in dorisdisaggregatedclusters/analytics`),
       );
+      // The failure is recorded before the way back to zero is tried (and refused too): then it parks.
+      await expect.poll(async () => (await poolStatus({ client, group: missing })).phase, { timeout: 30_000 }).toBe('parked');
       expect(await poolStatus({ client, group: missing })).toMatchObject({ phase: 'parked', target: 0, serveReady: false });
       expect((await read()).metadata.generation).toBe(before.metadata.generation);
       await client.workflow.getHandle(poolWorkflowId(missing)).terminate('test over');
