@@ -8,6 +8,7 @@ import { placementCommand } from './commands/placement.js';
 import { poolCommand } from './commands/pool.js';
 import { preflightCommand } from './commands/preflight.js';
 import { queryCommand } from './commands/query.js';
+import { servingCommand } from './commands/serving.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
 
@@ -21,6 +22,7 @@ const program = new Command('berth')
   .addCommand(poolCommand())
   .addCommand(preflightCommand())
   .addCommand(costCommand())
+  .addCommand(servingCommand())
   .addCommand(placementCommand());
 
 try {

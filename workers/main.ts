@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { envNumber, envString } from '../services/common/env.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
+import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
 import { MetaClient } from '../services/meta/client.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { ensureJanitorSchedule, ensureMergeSchedule, type ScheduleConfig } from './schedules.js';
@@ -39,7 +40,8 @@ const berthWorker = await createBerthWorker({
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
-  heavyPool: heavyPool && { platform: heavyPool.platform },
+  heavyPool: heavyPool && process.env.BERTH_HEAVY_GROUP ? { platform: heavyPool.platform } : undefined,
+  servingScaler: heavyPool && servingScalerConfigFromEnv() ? { platform: heavyPool.platform } : undefined,
 });
 
 // New tables get their merge schedule within one sync interval.

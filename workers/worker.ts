@@ -5,7 +5,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities, createPreflightActivities } from '../activities/index.js';
+import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities, createPreflightActivities, createServingScalerActivities } from '../activities/index.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
@@ -30,6 +30,8 @@ export interface BerthWorkerConfig {
   servingGroup?: string;
   /** The heavy pool's platform driver; no heavy pool without it. */
   heavyPool?: { platform: ComputePlatform };
+  /** The platform driver that scales the serving group (opt-in); no serving autoscaler without it. */
+  servingScaler?: { platform: ComputePlatform };
 }
 
 export interface BerthWorker {
@@ -60,6 +62,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
             ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
           }
         : {}),
+      ...(config.servingScaler ? createServingScalerActivities({ platform: config.servingScaler.platform, meta }) : {}),
     },
   });
   return {

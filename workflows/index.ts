@@ -4,3 +4,4 @@ export { segmentMergeWorkflow, tableMergeWorkflow } from './segment-merge.js';
 export { heavyPoolWorkflow } from './heavy-pool.js';
 export { poolReconcilerWorkflow } from './pool-reconciler.js';
 export { preflightWorkflow } from './preflight.js';
+export { servingScalerWorkflow } from './serving-scaler.js';

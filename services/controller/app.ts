@@ -7,16 +7,19 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
-import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig } from '../../workflows/api.js';
+import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { requireToken } from '../common/auth.js';
 import { badRequest, HttpError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { launchPool, poolStatus, poolUsage, runPreflight } from './pool-client.js';
+import { servingScalerStatus } from './serving-scaler-client.js';
 
 export interface ControllerAppOptions {
   client: Client;
   /** The pools this controller knows, by group. */
   pools: PoolConfig[];
+  /** The serving autoscaler, when it is on (opt-in). */
+  servingScaler?: ServingScalerConfig;
   /** Launching a pool starts paid capacity: it needs the cluster's token. */
   token: string;
   /** @default 'berth' */
@@ -83,6 +86,14 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   app.get('/v1/pools/:group/usage', { schema: { params: Group } }, async (request) => {
     const config = known(request.params.group);
     return await poolUsage({ client: options.client, group: config.group });
+  });
+
+  app.get('/v1/serving/:group/autoscaler', { schema: { params: Group } }, async (request) => {
+    const config = options.servingScaler;
+    if (!config || config.group !== request.params.group) {
+      throw notFound('unknown_group', `no serving autoscaler for "${request.params.group}": ${config ? `this controller's scales "${config.group}"` : 'it is off (BERTH_SERVING_AUTOSCALE=1 turns it on)'}`);
+    }
+    return await servingScalerStatus({ client: options.client, config });
   });
 
   // Runs on a worker, whose credentials are the ones checked; findings are an answer, not an error.

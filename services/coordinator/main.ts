@@ -4,10 +4,12 @@ import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { envNumber, envString } from '../common/env.js';
 import { TASK_QUEUE } from '../../workflows/api.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
+import { servingScalerConfigFromEnv } from '../common/serving-scaler-config.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
 
 const heavyPool = poolConfigFromEnv();
+const servingScaler = servingScalerConfigFromEnv();
 const coordinator = await startCoordinator({
   workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
   metaUrl: envString('BERTH_META_URL'),
@@ -30,6 +32,12 @@ const coordinator = await startCoordinator({
     taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
     queueTimeoutMs: envNumber('BERTH_HEAVY_QUEUE_TIMEOUT_MS', 1_200_000),
     admissionPollMs: envNumber('BERTH_HEAVY_ADMISSION_POLL_MS', 250),
+  },
+  servingScaler: servingScaler && {
+    config: servingScaler,
+    temporalAddress: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'),
+    taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
   },
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),

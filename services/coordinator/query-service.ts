@@ -95,6 +95,11 @@ export class QueryService {
     return this.options.servingGroup ?? 'serving';
   }
 
+  /** This coordinator's queries on the serving group: running, and waiting for a slot. */
+  servingLoad(): { running: number; waiting: number } {
+    return { running: this.limit.activeCount, waiting: this.limit.pendingCount };
+  }
+
   /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
   async workload(): Promise<WorkloadGroupStatus[]> {
     const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];

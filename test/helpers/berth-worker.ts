@@ -20,7 +20,7 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Pick<BerthWorkerConfig, 'heavyPool'> = {}): Promise<RunningWorker> {
+export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler'> = {}): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),
     taskQueue,

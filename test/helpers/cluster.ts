@@ -51,7 +51,7 @@ export interface ClusterOptions {
   /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
   metaUrls?: string[];
   /** Coordinator settings for the heavy pool. */
-  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds'>;
+  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'servingScaler' | 'maxConcurrency' | 'group'>;
 }
 
 export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
