@@ -13,7 +13,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import pLimit from 'p-limit';
-import { quoteIdent, segmentObjectKey } from '../core/identifiers.js';
+import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
@@ -35,13 +35,12 @@ export interface MergeActivityDeps {
 }
 
 
-/** The UTC day (YYYYMMDD) a segment belongs to: that of its earliest timestamp. */
-export const partitionOf = (minTs: number) => new Date(minTs).toISOString().slice(0, 10).replaceAll('-', '');
+export { partitionOf };
 
 /** The merged segment's id: a function of its table, partition, level and inputs only. */
 export function mergedSegmentId(table: string, partition: string, level: number, inputs: string[]): string {
   const digest = createHash('sha256').update([...inputs].sort().join('\n')).digest('hex').slice(0, 20);
-  return `${table}-l${level}-${partition}-${digest}`;
+  return segmentId(table, level, partition, digest);
 }
 
 export const createMergeActivities = (deps: MergeActivityDeps) => ({

@@ -3,12 +3,18 @@
  * no identifier can carry SQL or a path: ids never contain '/', '..' or quotes.
  */
 
-/** Table names: lower-case SQL identifiers. */
-export const TABLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+/** Table names: lower-case SQL identifiers that start with a letter, so that every segment id made from one is a valid id. */
+export const TABLE_NAME = /^[a-z][a-z0-9_]{0,62}$/;
 /** Segment ids: letters, digits, '.', '_' and '-', starting with a letter or digit, no "..". */
 export const SEGMENT_ID = /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 /** Node ids and group names. */
 export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+/** The UTC day (YYYYMMDD) a segment belongs to: that of its earliest timestamp. */
+export const partitionOf = (minTs: number) => new Date(minTs).toISOString().slice(0, 10).replaceAll('-', '');
+
+/** A segment's id: its table, level, day partition (YYYYMMDD) and a digest of its content or inputs. */
+export const segmentId = (table: string, level: number, partition: string, digest: string) => `${table}-l${level}-${partition}-${digest}`;
 
 /** A double-quoted SQL identifier (only ever applied to names that passed the checks above). */
 export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;

@@ -61,19 +61,68 @@ const some = (tree: unknown, test: (node: AstNode) => boolean): boolean => {
   return found;
 };
 
-/** Table names the query reads (CTE names excluded), and any table functions it calls. */
-export function referencedTables(node: AstNode): { tables: string[]; occurrences: number; tableFunctions: string[] } {
-  const ctes = new Set<string>();
-  walk(node, (n) => {
-    for (const entry of n.cte_map?.map ?? []) ctes.add(String(entry.key).toLowerCase());
-  });
+/** What a query reads, resolved the way DuckDB scopes common table expressions. */
+export interface Relations {
+  /** Unqualified names that are not a CTE in scope: each must be a catalog table. */
+  tables: string[];
+  /** How many times those names appear. */
+  occurrences: number;
+  /** Everything else that would read something other than a catalog table: table functions, schema-qualified names, SHOW, settings. */
+  forbidden: string[];
+}
+
+/** Table references that read something besides the tables a query names (or nothing at all). */
+const ALLOWED_REFS = new Set(['BASE_TABLE', 'JOIN', 'SUBQUERY', 'EMPTY', 'EXPRESSION_LIST', 'PIVOT']);
+const TABLE_REF_TYPES = new Set([...ALLOWED_REFS, 'TABLE_FUNCTION', 'SHOW_REF', 'COLUMN_DATA', 'DELIM_GET', 'CTE', 'BOUND_TABLE_REF']);
+/** Scalar functions that read the engine's settings and variables (directories among them), not data. */
+const FORBIDDEN_FUNCTIONS = new Set(['current_setting', 'getvariable', 'getenv']);
+
+/**
+ * The relations a query reads. A CTE's name hides a table only where DuckDB would bind it to the
+ * CTE: in the query that declares it and its subqueries, and in the bodies of the CTEs declared
+ * after it (its own body too when it is recursive), never outside. Anything the same name means
+ * elsewhere must be a catalog table, so a CTE named like a file cannot smuggle a file read past
+ * the check.
+ */
+export function referencedRelations(node: AstNode): Relations {
   const tables: string[] = [];
-  const tableFunctions: string[] = [];
-  walk(node, (n) => {
-    if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string' && !ctes.has(n.table_name.toLowerCase())) tables.push(n.table_name);
-    if (n.type === 'TABLE_FUNCTION') tableFunctions.push(String(n.function?.function_name ?? 'table function'));
-  });
-  return { tables: [...new Set(tables)], occurrences: tables.length, tableFunctions };
+  const forbidden: string[] = [];
+  const visit = (tree: unknown, scope: ReadonlySet<string>): void => {
+    if (Array.isArray(tree)) {
+      for (const item of tree) visit(item, scope);
+      return;
+    }
+    if (tree === null || typeof tree !== 'object') return;
+    const n = tree as AstNode;
+    const ctes = (n.cte_map?.map ?? []) as { key: string; value: unknown }[];
+    let inner = scope;
+    if (ctes.length > 0) {
+      const visible = new Set(scope);
+      for (const cte of ctes) {
+        visit(cte.value, visible);
+        visible.add(String(cte.key).toLowerCase());
+      }
+      inner = visible;
+    }
+    if (n.type === 'RECURSIVE_CTE_NODE') {
+      visit(n.left, inner);
+      visit(n.right, new Set([...inner, String(n.cte_name).toLowerCase()]));
+      visit(n.modifiers, inner);
+      return;
+    }
+    if (typeof n.type === 'string' && TABLE_REF_TYPES.has(n.type) && !ALLOWED_REFS.has(n.type)) {
+      forbidden.push(n.type === 'TABLE_FUNCTION' ? `table function ${String(n.function?.function_name ?? '')}` : n.type);
+    }
+    if (n.class === 'FUNCTION' && FORBIDDEN_FUNCTIONS.has(String(n.function_name).toLowerCase())) forbidden.push(`function ${n.function_name}`);
+    if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string') {
+      const qualified = [n.catalog_name, n.schema_name, n.table_name].filter((part) => typeof part === 'string' && part !== '');
+      if (qualified.length > 1) forbidden.push(qualified.join('.'));
+      else if (!inner.has(n.table_name.toLowerCase())) tables.push(n.table_name);
+    }
+    for (const [key, value] of Object.entries(n)) if (key !== 'cte_map') visit(value, inner);
+  };
+  visit(node, new Set());
+  return { tables: [...new Set(tables)], occurrences: tables.length, forbidden: [...new Set(forbidden)] };
 }
 
 /** Structural equality of two expressions, ignoring positions and aliases; identifiers compare case-insensitively. */
@@ -82,6 +131,7 @@ export function sameExpression(a: unknown, b: unknown): boolean {
 }
 
 function normalise(tree: unknown): unknown {
+  if (typeof tree === 'bigint') return `${tree}n`;
   if (Array.isArray(tree)) return tree.map(normalise);
   if (tree === null || typeof tree !== 'object') return tree;
   const out: AstNode = {};
@@ -97,7 +147,7 @@ const clone = <T>(tree: T): T => structuredClone(tree);
 // ── expression builders (the shapes json_serialize_sql produces) ─────────────────────────────
 
 const columnRef = (name: string, alias = ''): AstNode => ({ class: 'COLUMN_REF', type: 'COLUMN_REF', alias, column_names: [name] });
-const integer = (value: number): AstNode => ({ class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'BIGINT', type_info: null }, is_null: false, value } });
+const integer = (value: number | bigint): AstNode => ({ class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'BIGINT', type_info: null }, is_null: false, value } });
 const call = (name: string, children: AstNode[], alias = '', isOperator = false): AstNode => ({
   class: 'FUNCTION',
   type: 'FUNCTION',
@@ -142,13 +192,13 @@ export const selectNode = (parts: AstNode): AstNode => ({
   ...parts,
 });
 
-/** CAST(expr AS DECIMAL(38,0)): Parquet has no 128-bit integer, so wide partial sums travel as decimals. */
-export const castToDecimal38 = (expr: AstNode): AstNode => ({
+/** CAST(expr AS type) for a type without parameters. */
+const castTo = (expr: AstNode, type: string): AstNode => ({
   class: 'CAST',
   type: 'OPERATOR_CAST',
   alias: expr.alias ?? '',
   child: { ...expr, alias: '' },
-  cast_type: { id: 'DECIMAL', type_info: { type: 'DECIMAL_TYPE_INFO', alias: '', extension_info: null, width: 38, scale: 0 } },
+  cast_type: { id: type, type_info: null },
   try_cast: false,
 });
 
@@ -196,7 +246,7 @@ export function timeBounds(where: AstNode | null, column: string): TimeBounds {
 
 export function planQuery(input: PlanInput): QueryPlan {
   const { node } = input;
-  const { tables, occurrences } = referencedTables(node);
+  const { tables, occurrences } = referencedRelations(node);
   const gather = (reason: string): QueryPlan => {
     const bounds = new Map<string, TimeBounds>();
     // Pruning by the top-level WHERE is only sound when it is the table's one appearance.
@@ -272,11 +322,12 @@ function planAggregate(
       return columnRef(`a${k}${suffix}`);
     };
     switch (name) {
+      // A sum of counts is a HUGEINT; a count is a BIGINT, and so is the answer.
       case 'count_star':
         partialSelect.push(call('count_star', [], `a${k}`));
-        return coalesce([call('sum', [columnRef(`a${k}`)]), integer(0)]);
+        return castTo(coalesce([call('sum', [columnRef(`a${k}`)]), integer(0)]), 'BIGINT');
       case 'count':
-        return coalesce([call('sum', [part('count')]), integer(0)]);
+        return castTo(coalesce([call('sum', [part('count')]), integer(0)]), 'BIGINT');
       case 'sum':
         return call('sum', [part('sum')]);
       case 'min':
@@ -325,7 +376,11 @@ function planSelect(input: PlanInput, table: string, bounds: TimeBounds): QueryP
   if (new Set(outputColumns.map((c) => c.toLowerCase())).size !== outputColumns.length) return undefined;
   const order = (node.modifiers as AstNode[]).find((m) => m.type === 'ORDER_MODIFIER');
   const limit = (node.modifiers as AstNode[]).find((m) => m.type === 'LIMIT_MODIFIER');
-  const constant = (n: AstNode | null | undefined) => (n == null ? 0 : n.class === 'CONSTANT' && Number.isInteger(n.value?.value) ? (n.value.value as number) : undefined);
+  const constant = (n: AstNode | null | undefined): bigint | undefined => {
+    if (n == null) return 0n;
+    const value: unknown = n.class === 'CONSTANT' ? n.value?.value : undefined;
+    return typeof value === 'bigint' || Number.isInteger(value) ? BigInt(value as number | bigint) : undefined;
+  };
 
   // ORDER BY must name output columns, so that the coordinator can order the union.
   const finalOrders: AstNode[] = [];

@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
@@ -7,6 +7,43 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
 import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
 import { eventNdjson } from './helpers/event-data.js';
+
+/** Every process below `pid`, from /proc. */
+function descendants(pid: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: number[] = [];
+  const visit = (parent: number) => {
+    for (const [child, ppid] of parents) {
+      if (ppid !== parent) continue;
+      found.push(child);
+      visit(child);
+    }
+  };
+  visit(pid);
+  return found;
+}
+const read = (pid: number, file: string) => {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+};
+const environ = (pid: number) => read(pid, 'environ');
+const cmdline = (pid: number) => read(pid, 'cmdline');
+const alive = (pid: number) => {
+  const state = read(pid, 'stat');
+  return state !== '' && !/^\d+ \(.*\) Z/.test(state);
+};
 
 async function runUntilReady(dataDir: string) {
   const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '2,1', '--cache-mb', '64', ...FREE_PORTS);
@@ -73,11 +110,24 @@ describe('berth up and the everyday commands', () => {
       const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
       expect(bad.code).not.toBe(0);
       expect(bad.stderr.trim()).toBe('berth: unknown table "nowhere"');
+
+      // A child that dies is restarted, where it listened before, and says so.
+      const node = first.endpoints.nodes[0]!;
+      const nodePid = descendants(first.up.child.pid!).find((pid) => environ(pid).includes(`BERTH_NODE_CACHE_DIR=${path.join(dataDir, 'nodes', 'node-0')}`))!;
+      process.kill(nodePid, 'SIGKILL');
+      await first.up.waitFor(/query-node-0 exited \(signal SIGKILL\); restarting it in 1 s/);
+      await first.up.waitFor(new RegExp(`query-node-0 restarted at ${node.url}`));
+      const back = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][] };
+      expect(back.rows).toEqual([[3_000]]);
     } finally {
       first.up.child.kill('SIGINT');
     }
     expect(await first.up.exited).toBe(0);
     expect(first.up.output()).toContain('stopped');
+    // Its state is for its user only.
+    expect((await stat(path.join(dataDir, 'token'))).mode & 0o077).toBe(0);
+    expect((await stat(path.join(dataDir, 'meta'))).mode & 0o077).toBe(0);
+    expect((await stat(path.join(dataDir, 'meta', 'meta.sqlite'))).mode & 0o077).toBe(0);
 
     const second = await runUntilReady(dataDir);
     try {
@@ -85,9 +135,14 @@ describe('berth up and the everyday commands', () => {
       const again = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][] };
       expect(again.rows).toEqual([[3_000]]);
     } finally {
-      second.up.child.kill('SIGINT');
+      // No child outlives `berth up`, even one killed without a chance to clean up.
+      const children = descendants(second.up.child.pid!);
+      expect(children.length).toBeGreaterThanOrEqual(7);
+      second.up.child.kill('SIGKILL');
+      await second.up.exited;
+      for (let waited = 0; children.some(alive) && waited < 30_000; waited += 200) await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(children.filter(alive).map((pid) => `${pid}: ${cmdline(pid)}`)).toEqual([]);
     }
-    expect(await second.up.exited).toBe(0);
   });
 
   it('says where to start a cluster when none runs on the data dir', async () => {

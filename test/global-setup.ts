@@ -3,7 +3,7 @@
  * cluster for the whole test run, on free loopback ports; test files read their addresses with
  * `inject(...)`.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -14,6 +14,7 @@ import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
 import { allPayloadsOver } from './helpers/history.js';
 import { resolveKubeBinaries, startKubeControlPlane } from './helpers/kube-control-plane.js';
+import { killRecordedGroups } from './helpers/process-groups.js';
 
 export const TEST_BUCKET = 'berth-test';
 
@@ -27,6 +28,8 @@ declare module 'vitest' {
     kubeAuditLog: string;
     /** The test cluster's superuser URL; each test makes its own database (test/helpers/postgres.ts). */
     postgresUrl: string;
+    /** Where test helpers record the process groups they start (helpers/process-groups.ts). */
+    processGroupDir: string;
   }
 }
 
@@ -82,8 +85,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('kubeAdminToken', kube.adminToken);
   project.provide('kubeAuditLog', kube.auditLog);
   project.provide('postgresUrl', postgres.url);
+  const processGroupDir = path.join(dir, 'process-groups');
+  await mkdir(processGroupDir);
+  project.provide('processGroupDir', processGroupDir);
   return async () => {
     try {
+      const left = await killRecordedGroups(processGroupDir);
+      if (left > 0) log(`ended ${left} process group(s) that tests left running`);
       await assertSmallHistories(temporal.address, log);
     } finally {
       await Promise.all([temporal.stop(), s3.stop(), kube.stop(), postgres.stop()]);

@@ -55,6 +55,20 @@ describe('meta HTTP API', () => {
     expect(await store.listSegments('events')).toEqual([]);
   });
 
+  it('caps a node’s declared vCPUs (1,024 by default): an absurd weight would take every segment', async () => {
+    const register = (vcpus: number, id = 'n1') => app.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id, group: 'serving', url: 'http://x', vcpus, startedAt: 1 } });
+    const greedy = await register(100_000);
+    expect(greedy.statusCode).toBe(400);
+    expect(greedy.json().message).toMatch(/vcpus.*1024/);
+    expect(store.backends()).toEqual([]);
+    expect((await register(1_024)).statusCode).toBe(200);
+    expect((await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 1_025 } })).statusCode).toBe(400);
+    expect(store.members('serving')).toEqual([{ id: 'n1', url: 'http://x', weight: 1_024 }]);
+    const strict = buildMetaApp({ store, token: TOKEN, logger: false, maxVcpus: 64 });
+    expect((await strict.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id: 'n2', group: 'serving', url: 'http://y', vcpus: 65, startedAt: 1 } })).statusCode).toBe(400);
+    await strict.close();
+  });
+
   it('answers 413 to an oversize body and keeps serving', async () => {
     const huge = await app.inject({ method: 'POST', url: '/v1/segments/retire', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify({ ids: Array(200_000).fill('segment-id-xx') }) });
     expect(huge.statusCode).toBe(413);

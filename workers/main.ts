@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { envNumber, envString } from '../services/common/env.js';
+import { startService } from '../services/common/startup.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
 import { MetaClient } from '../services/meta/client.js';
@@ -18,7 +19,7 @@ import { createBerthWorker } from './worker.js';
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
 const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
 const metaUrl = envString('BERTH_META_URL');
-const token = envString('BERTH_TOKEN');
+const { token } = startService();
 const taskQueue = envString('BERTH_TASK_QUEUE', TASK_QUEUE);
 const schedules: ScheduleConfig = {
   mergeEveryMs: envNumber('BERTH_MERGE_EVERY_MS', 300_000),

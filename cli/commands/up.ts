@@ -60,6 +60,8 @@ export function upCommand(): Command {
       if ((options.exit || options.json) && !options.demo) throw new UsageError('--exit and --json go with --demo');
       if (options.metaDatabase !== undefined && !isPostgresUrl(options.metaDatabase)) throw new UsageError(`--meta-database takes a postgres://… URL, not "${options.metaDatabase}"`);
       const say = (line: string) => (options.json ? console.error : console.log)(`berth up: ${line}`);
+      // State, logs and the token are for this user only: files 0600, directories 0700.
+      process.umask(0o077);
       const dataDir = path.resolve(options.dataDir);
       const cluster = await startEmbeddedCluster({
         dataDir,
@@ -107,12 +109,16 @@ export function upCommand(): Command {
         }
       }
       say(`Ctrl-C stops everything; the Temporal Web UI is at ${cluster.endpoints.temporalUi}`);
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve);
-        process.once('SIGTERM', resolve);
-      });
-      say('stopping');
+      const gaveUp = await Promise.race([
+        new Promise<undefined>((resolve) => {
+          for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => resolve(undefined));
+        }),
+        cluster.failed.catch((error: Error) => error),
+      ]);
+      if (gaveUp) say(`${gaveUp.message}: stopping everything`);
+      else say('stopping');
       await cluster.stop();
       say('stopped');
+      if (gaveUp) process.exitCode = 1;
     });
 }

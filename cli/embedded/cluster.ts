@@ -55,6 +55,8 @@ export interface EmbeddedClusterOptions {
 
 export interface EmbeddedCluster {
   endpoints: Endpoints;
+  /** Rejects when a service kept dying and was given up on: `berth up` then stops everything. */
+  failed: Promise<never>;
   stop(): Promise<void>;
 }
 
@@ -80,6 +82,9 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
   await mkdir(path.join(dataDir, 's3'), { recursive: true });
   const token = await loadOrCreateToken(dataDir);
   const started: { stop(): Promise<void> }[] = [];
+  let giveUp: (error: Error) => void = () => {};
+  const failed = new Promise<never>((_, reject) => (giveUp = reject));
+  failed.catch(() => {});
   const stop = async () => {
     for (const part of started.reverse()) await part.stop().catch(() => {});
   };
@@ -114,8 +119,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_S3_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
       BERTH_S3_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
     };
-    const service = async (name: string, script: string, env: Record<string, string>): Promise<ServiceProcess> => {
-      const proc = await startServiceProcess(name, script, { ...common, ...env }, path.join(dataDir, 'logs', `${name}.log`));
+    const service = async (name: string, script: string, env: Record<string, string>, portVariable?: string): Promise<ServiceProcess> => {
+      const proc = await startServiceProcess(name, script, { ...common, ...env }, path.join(dataDir, 'logs', `${name}.log`), { portVariable, log, giveUp });
       started.push(proc);
       log(`${name} ${proc.url}`);
       return proc;
@@ -127,7 +132,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_META_PORT: String(options.metaPort),
       // Set even when empty: a BERTH_META_DATABASE in the caller's environment must not move berth up off SQLite.
       BERTH_META_DATABASE: options.metaDatabase ?? '',
-    });
+    }, 'BERTH_META_PORT');
     const nodes = await Promise.all(
       options.vcpus.map((vcpus, i) =>
         service(`query-node-${i}`, SERVICE_SCRIPTS['query-node'], {
@@ -136,7 +141,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
           BERTH_NODE_HOST: bind,
           BERTH_NODE_VCPUS: String(vcpus),
           BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
-        }),
+        }, 'BERTH_NODE_PORT'),
       ),
     );
     const coordinator = await service('coordinator', SERVICE_SCRIPTS.coordinator, {
@@ -147,7 +152,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
       ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
       ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
-    });
+    }, 'BERTH_COORDINATOR_PORT');
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
       BERTH_WORKER_DIR: path.join(dataDir, 'worker'),
@@ -160,7 +165,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     const controller = await service('controller', SERVICE_SCRIPTS.controller, {
       BERTH_CONTROLLER_HOST: bind,
       BERTH_CONTROLLER_PORT: String(options.controllerPort),
-    });
+    }, 'BERTH_CONTROLLER_PORT');
     await awaitMembers(new MetaClient(meta.url, token), nodes.map((n) => String(n.announced.id)));
 
     const endpoints: Endpoints = {
@@ -175,7 +180,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       nodes: nodes.map((n, i) => ({ id: String(n.announced.id), url: n.url, vcpus: options.vcpus[i]! })),
     };
     await writeFile(endpointsFile(dataDir), `${JSON.stringify(endpoints, null, 2)}\n`);
-    return { endpoints, stop };
+    return { endpoints, failed, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -3,11 +3,11 @@
  * With a CLI on this machine it runs as our own child process, its output kept off our stdout (so
  * `berth up --demo --json` prints only JSON); otherwise the Temporal SDK downloads and runs it.
  */
-import { spawn } from 'node:child_process';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment, type EphemeralServerExecutable } from '@temporalio/testing';
 import { SEARCH_ATTRIBUTES } from '../../workflows/api.js';
 import { freePort } from './free-port.js';
+import { spawnTethered } from './tether.js';
 
 export interface TemporalDevServerOptions {
   executable: EphemeralServerExecutable;
@@ -74,7 +74,8 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     ...searchAttributes.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
     ...(options.extraArgs ?? []),
   ];
-  const child = spawn(options.executable.path, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // On a tether: the dev server ends with the process that started it, even one killed with -9.
+  const child = spawnTethered(options.executable.path, args, { stdout: 'ignore', stderr: 'pipe' });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -92,7 +93,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       }
     } catch (error) {
       if (Date.now() > deadline) {
-        child.kill('SIGKILL');
+        child.kill('SIGTERM');
         throw new Error(`temporal server start-dev did not answer on ${address} within ${options.startTimeoutMs ?? 60_000} ms: ${stderr.trim()}`, { cause: error });
       }
       await new Promise((resolve) => setTimeout(resolve, 200));

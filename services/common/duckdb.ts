@@ -3,7 +3,10 @@
  * (no read_csv('/etc/passwd'), no ATTACH, no extension downloads), so SQL that reaches it can
  * only read segments and write scan results where the service expects them.
  */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { badRequest, type HttpError } from './errors.js';
 
 export interface SandboxedDuckDBOptions {
   /** Directories the engine may read and write (segment cache, scratch). */
@@ -12,7 +15,7 @@ export interface SandboxedDuckDBOptions {
   tempDirectory: string;
   /** @default DuckDB's default (all cores) */
   threads?: number;
-  /** e.g. '2GB'. @default DuckDB's default (80 % of RAM) */
+  /** e.g. '2GB'. @default defaultMemoryLimit() */
   memoryLimit?: string;
 }
 
@@ -26,7 +29,7 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     await connection.run(`SET allowed_directories = [${dirs}]`);
     await connection.run(`SET temp_directory = ${sqlString(options.tempDirectory)}`);
     if (options.threads) await connection.run(`SET threads = ${Math.max(1, Math.floor(options.threads))}`);
-    if (options.memoryLimit) await connection.run(`SET memory_limit = ${sqlString(options.memoryLimit)}`);
+    await connection.run(`SET memory_limit = ${sqlString(options.memoryLimit ?? defaultMemoryLimit())}`);
     await connection.run('SET autoinstall_known_extensions = false');
     await connection.run('SET autoload_known_extensions = false');
     await connection.run('SET enable_external_access = false');
@@ -48,3 +51,39 @@ export async function withConnection<T>(instance: DuckDBInstance, work: (c: Duck
 }
 
 export { sqlString };
+
+/** The memory this process may count on: its cgroup's limit (v2, then v1) when it has one, else the machine's. */
+export function availableMemoryBytes(): number {
+  for (const file of ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']) {
+    try {
+      const limit = Number(readFileSync(file, 'utf8').trim());
+      if (Number.isFinite(limit) && limit > 0 && limit < os.totalmem()) return limit;
+    } catch {
+      // no such controller here
+    }
+  }
+  return os.totalmem();
+}
+
+/**
+ * DuckDB's memory limit when none is configured: a quarter of the memory available, not DuckDB's
+ * own 80 %, since a machine or pod runs other processes (and `berth up` several DuckDBs) beside it.
+ * Past the limit DuckDB spills to its temp directory or fails the query, never the process.
+ */
+export const defaultMemoryLimit = (): string => `${Math.max(64, Math.floor(availableMemoryBytes() / 4 / 1024 ** 2))}MiB`;
+
+/** DuckDB's errors that the query itself causes, so that every node would fail it the same way. */
+const QUERY_ERROR = /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid Input|Invalid type|Mismatch Type|Not implemented|Out of Range|Parser|Permission|Syntax|Type) Error: /;
+
+/**
+ * A DuckDB error the query caused, as a 400 with DuckDB's message (without the directories this
+ * service keeps its files in); undefined for anything else (I/O, memory, interruption), which is
+ * the service's trouble and not the query's.
+ */
+export function queryError(error: unknown, hide: readonly string[] = []): HttpError | undefined {
+  const message = error instanceof Error ? error.message : '';
+  if (!QUERY_ERROR.test(message)) return undefined;
+  let text = message.split('\n\nLINE ')[0]!.trim();
+  for (const dir of hide) text = text.replaceAll(dir, '<dir>');
+  return badRequest('query_failed', text);
+}

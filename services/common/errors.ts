@@ -18,6 +18,9 @@ export class HttpError extends Error {
 export const badRequest = (code: string, message: string) => new HttpError(400, code, message);
 export const notFound = (code: string, message: string) => new HttpError(404, code, message);
 export const conflict = (code: string, message: string) => new HttpError(409, code, message);
+/** A result past the configured cap (BERTH_MAX_RESULT_BYTES): a 413 that says how to shrink it. */
+export const resultTooLarge = (limit: number) =>
+  new HttpError(413, 'result_too_large', `the result is larger than the limit of ${limit} bytes (BERTH_MAX_RESULT_BYTES): aggregate, filter or add a LIMIT`);
 
 /** 4xx errors and Berth's own HttpErrors say what was wrong; other failures are logged in full and answered without internals. */
 export function installErrorHandler(app: FastifyInstance): void {

@@ -5,7 +5,6 @@ import { NODE_ID, SEGMENT_ID, TABLE_NAME } from '../../core/identifiers.js';
 export const TableName = Type.String({ pattern: TABLE_NAME.source });
 export const SegmentId = Type.String({ pattern: SEGMENT_ID.source });
 export const NodeId = Type.String({ pattern: NODE_ID.source });
-export const Vcpus = Type.Number({ exclusiveMinimum: 0, maximum: 100_000 });
 
 export const SegmentSchema = Type.Object(
   {

@@ -4,9 +4,11 @@ import { envNumber, envString } from '../common/env.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
 import { servingScalerConfigFromEnv } from '../common/serving-scaler-config.js';
 import { serve } from '../common/serve.js';
+import { startService } from '../common/startup.js';
 import { TASK_QUEUE } from '../../workflows/api.js';
 import { buildControllerApp } from './app.js';
 
+startService();
 const pool = poolConfigFromEnv();
 const connection = await Connection.connect({ address: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233') });
 const client = new Client({ connection, namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default') });

@@ -52,7 +52,12 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_request, reply) => {
     const members = view.members?.length ?? 0;
-    return reply.code(members > 0 ? 200 : 503).send({ ready: members > 0, members });
+    const metaDown = await meta.ping().then(
+      () => undefined,
+      (error: Error) => error.message,
+    );
+    const ready = members > 0 && !metaDown;
+    return reply.code(ready ? 200 : 503).send({ ready, members, ...(metaDown ? { reason: metaDown } : {}) });
   });
   app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
@@ -60,7 +65,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     '/v1/query',
     { schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }) } },
     async (request, reply) => {
-      // A heavy query waiting for the pool leaves the line when its client goes away.
+      // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.
       const gone = new AbortController();
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) gone.abort();
@@ -84,11 +89,17 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         querystring: Type.Object({ timestampColumn: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,62}$' })) }),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const arrived = performance.now();
-      const result = await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
-      ingestToQueryable.observe((performance.now() - arrived) / 1000);
-      return result;
+      try {
+        const result = await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+        ingestToQueryable.observe((performance.now() - arrived) / 1000);
+        return result;
+      } catch (error) {
+        // A batch refused mid-stream leaves the rest of its body unread on the connection: close it.
+        reply.header('connection', 'close');
+        throw error;
+      }
     },
   );
 

@@ -15,6 +15,7 @@ import { Ingestor } from './ingest.js';
 import { Planner } from './planner.js';
 import { QueryService, type HeavyPool } from './query-service.js';
 import { Scatter } from './scatter.js';
+import { SegmentWriter } from './segment-writer.js';
 import { ServingLoadReporter } from './serving-load.js';
 import { SqlEngine } from './sql-engine.js';
 
@@ -67,8 +68,16 @@ export interface CoordinatorConfig {
   host?: string;
   /** @default 0 (any free port) */
   port?: number;
-  /** @default 120000 */
+  /** How long one node may take before its work goes to the next; kept below the deadline. @default 120000 */
   scanTimeoutMs?: number;
+  /** How long a query may take in all. @default 300000 */
+  queryDeadlineMs?: number;
+  /** Largest query result, as JSON (and as Parquet from each node). @default 256 MiB */
+  maxResultBytes?: number;
+  /** DuckDB's memory limit for each of the coordinator's two engines, e.g. '2GB'. @default defaultMemoryLimit() */
+  memoryLimit?: string;
+  /** Deepest nesting an ingested row may have. @default 64 */
+  maxIngestDepth?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
   /** Answered queries the query log keeps for compute concentration. @default 10000 */
@@ -85,12 +94,17 @@ export interface RunningCoordinator {
 }
 
 export async function startCoordinator(config: CoordinatorConfig): Promise<RunningCoordinator> {
-  const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'));
+  const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'), { memoryLimit: config.memoryLimit });
+  const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });
   const meta = new MetaClient(config.metaUrl, config.token);
   const servingGroup = config.group ?? 'serving';
   const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs });
   const views = [view];
-  const scatterOver = (v: MemberView, seedNodes: string[]) => new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs: config.scanTimeoutMs });
+  const deadlineMs = config.queryDeadlineMs ?? 300_000;
+  const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
+  // A node's timeout past the deadline would never fire: the deadline governs then.
+  const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? 120_000, deadlineMs);
+  const scatterOver = (v: MemberView, seedNodes: string[]) => new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs, maxResultBytes });
   const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
 
   let heavyPool: HeavyPool | undefined;
@@ -138,6 +152,8 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     heavyPool,
     maxConcurrency: config.maxConcurrency,
     verdictThresholds: config.verdictThresholds,
+    deadlineMs,
+    maxResultBytes,
   });
   let servingLoad: ServingLoadReporter | undefined;
   if (config.servingScaler) {
@@ -152,7 +168,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     });
   }
 
-  const ingestor = new Ingestor({ engine, meta, view, s3, bucket: config.bucket, token: config.token });
+  const ingestor = new Ingestor({ writer, meta, view, s3, bucket: config.bucket, token: config.token, maxDepth: config.maxIngestDepth });
   const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, queryLogSize: config.queryLogSize, logger: config.logger });
   const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
   for (const v of views) v.start();
@@ -168,6 +184,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       await app.close();
       await temporal?.close();
       engine.close();
+      writer.close();
       s3.destroy();
     },
   };

@@ -9,12 +9,13 @@ import { readFile, rm } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { segmentObjectKey } from '../../core/identifiers.js';
+import { partitionOf, segmentId, segmentObjectKey } from '../../core/identifiers.js';
 import { badRequest } from '../common/errors.js';
 import type { MemberView } from '../common/member-view.js';
 import type { MetaClient, SegmentRow } from '../meta/client.js';
 import { pushToNode } from '../query-node/client.js';
-import type { SqlEngine } from './sql-engine.js';
+import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
+import type { SegmentWriter } from './segment-writer.js';
 
 export interface IngestResult {
   segment: SegmentRow;
@@ -23,7 +24,9 @@ export interface IngestResult {
 }
 
 export interface IngestOptions {
-  engine: SqlEngine;
+  writer: SegmentWriter;
+  /** Deepest nesting a row may have. @default DEFAULT_MAX_DEPTH */
+  maxDepth?: number;
   meta: MetaClient;
   view: MemberView;
   s3: S3Client;
@@ -36,29 +39,28 @@ export class Ingestor {
 
   /** `timestampColumn` names the new table's timestamp column (default "ts"); an existing table keeps its own. */
   async ingest(table: string, body: Readable, timestampColumn?: string): Promise<IngestResult> {
-    const { engine, meta, s3, bucket } = this.options;
-    const input = engine.scratchFile('.ndjson');
-    const output = engine.scratchFile('.parquet');
+    const { writer, meta, s3, bucket } = this.options;
+    const input = writer.scratchFile('.ndjson');
+    const output = writer.scratchFile('.parquet');
     try {
       const hash = createHash('sha256').update(table);
       body.on('data', (chunk: Buffer) => hash.update(chunk));
-      await pipeline(body, createWriteStream(input));
+      await pipeline(body, nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH), createWriteStream(input, { mode: 0o600 }));
 
       const known = await meta.findTable(table);
       if (known && timestampColumn && known.timestampColumn !== timestampColumn) {
         throw badRequest('table_mismatch', `table "${table}" keeps its timestamps in "${known.timestampColumn}", not "${timestampColumn}"`);
       }
       const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
-      let file = await engine.ndjsonToSegment(input, output, tsColumn, known?.columns);
+      let file = await writer.ndjsonToSegment(input, output, tsColumn, known?.columns);
       if (!known) {
         const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
         // Another first batch won the race with its own schema: conform to it.
-        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns)) file = await engine.ndjsonToSegment(input, output, tsColumn, registered.columns);
+        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns)) file = await writer.ndjsonToSegment(input, output, tsColumn, registered.columns);
       }
 
       const bytes = await readFile(output);
-      const day = new Date(file.minTs).toISOString().slice(0, 10).replaceAll('-', '');
-      const id = `${table}-l0-${day}-${hash.digest('hex').slice(0, 20)}`;
+      const id = segmentId(table, 0, partitionOf(file.minTs), hash.digest('hex').slice(0, 20));
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey(table, id), Body: bytes }));
       const push = await this.push(table, id, bytes);
       const segment = await meta.commitSegment({ id, table, minTs: file.minTs, maxTs: file.maxTs, rows: file.rows, bytes: bytes.length, level: 0 });

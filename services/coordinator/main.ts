@@ -1,6 +1,7 @@
 /** Runs the coordinator. Configuration comes from the environment (see README). */
 import path from 'node:path';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
+import { startService } from '../common/startup.js';
 import { envNumber, envString } from '../common/env.js';
 import { TASK_QUEUE } from '../../workflows/api.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
@@ -8,12 +9,14 @@ import { servingScalerConfigFromEnv } from '../common/serving-scaler-config.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
 
+const { token } = startService();
+
 const heavyPool = poolConfigFromEnv();
 const servingScaler = servingScalerConfigFromEnv();
 const coordinator = await startCoordinator({
   workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
   metaUrl: envString('BERTH_META_URL'),
-  token: envString('BERTH_TOKEN'),
+  token,
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   group: envString('BERTH_SERVING_GROUP', 'serving'),
@@ -33,6 +36,11 @@ const coordinator = await startCoordinator({
     queueTimeoutMs: envNumber('BERTH_HEAVY_QUEUE_TIMEOUT_MS', 1_200_000),
     admissionPollMs: envNumber('BERTH_HEAVY_ADMISSION_POLL_MS', 250),
   },
+  scanTimeoutMs: envNumber('BERTH_SCAN_TIMEOUT_MS', 120_000),
+  queryDeadlineMs: envNumber('BERTH_QUERY_DEADLINE_MS', 300_000),
+  maxResultBytes: envNumber('BERTH_MAX_RESULT_BYTES', 256 * 1024 ** 2),
+  memoryLimit: process.env.BERTH_DUCKDB_MEMORY_LIMIT || undefined,
+  maxIngestDepth: envNumber('BERTH_INGEST_MAX_DEPTH', 64),
   servingScaler: servingScaler && {
     config: servingScaler,
     temporalAddress: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233'),

@@ -7,6 +7,7 @@ import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
 import type { MetaClient, SegmentRow, TableInfo } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
+import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
 import type { ExecutablePlan, Planner, Route } from './planner.js';
 import type { JsonResult } from './result-json.js';
@@ -74,6 +75,10 @@ export interface QueryServiceOptions {
   maxConcurrency?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
+  /** How long a query may take in all, waiting included; then it is stopped on every node. @default 300000 */
+  deadlineMs?: number;
+  /** Largest result, as JSON. @default 256 MiB */
+  maxResultBytes?: number;
 }
 
 interface Prepared {
@@ -86,9 +91,50 @@ interface Prepared {
 
 export class QueryService {
   private readonly limit;
+  /** Queries that read no segment run on the coordinator alone: a hung node's queries never hold them up. */
+  private readonly localLimit;
 
   constructor(private readonly options: QueryServiceOptions) {
     this.limit = pLimit(options.maxConcurrency ?? 16);
+    this.localLimit = pLimit(options.maxConcurrency ?? 16);
+  }
+
+  /** The query's own signal: aborted when the caller's is, or at the deadline, with the reason as an HTTP error. */
+  private deadline(caller?: AbortSignal): { signal: AbortSignal; done(): void } {
+    const deadlineMs = this.options.deadlineMs ?? 300_000;
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new HttpError(504, 'deadline_exceeded', `the query ran past its deadline of ${deadlineMs} ms (BERTH_QUERY_DEADLINE_MS)`)), deadlineMs);
+    const left = () => controller.abort(new HttpError(499, 'client_gone', 'the client went away'));
+    caller?.addEventListener('abort', left, { once: true });
+    if (caller?.aborted) left();
+    return {
+      signal: controller.signal,
+      done: () => {
+        clearTimeout(timer);
+        caller?.removeEventListener('abort', left);
+      },
+    };
+  }
+
+  /** Runs `work` in one of `limit`'s slots, unless the signal aborts while it waits for one. */
+  private async inSlot<T>(limit: typeof this.limit, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+    let aborted: () => void = () => {};
+    const abortedWhileWaiting = new Promise<never>((_, reject) => {
+      aborted = () => reject(signal.reason);
+      signal.addEventListener('abort', aborted, { once: true });
+    });
+    abortedWhileWaiting.catch(() => {});
+    try {
+      return await Promise.race([
+        limit(async () => {
+          signal.throwIfAborted();
+          return await work();
+        }),
+        abortedWhileWaiting,
+      ]);
+    } finally {
+      signal.removeEventListener('abort', aborted);
+    }
   }
 
   private get servingGroup(): string {
@@ -117,27 +163,42 @@ export class QueryService {
   }
 
   /** Answers a query: on the serving group when light; admitted by the heavy pool and run on its backends when heavy. */
-  async query(sql: string, signal?: AbortSignal): Promise<QueryResult> {
+  async query(sql: string, caller?: AbortSignal): Promise<QueryResult> {
     const started = performance.now();
+    const deadline = this.deadline(caller);
+    try {
+      return await this.answer(sql, started, deadline.signal);
+    } finally {
+      deadline.done();
+    }
+  }
+
+  private async answer(sql: string, started: number, signal: AbortSignal): Promise<QueryResult> {
     const prepared = await this.prepare(sql);
     const pool = this.options.heavyPool;
     if (prepared.verdict.class === 'heavy' && pool) {
       const admission = await pool.admission.admit(signal);
       try {
-        const result = await this.execute(prepared, pool.group, started, new Set(admission.backends));
+        const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends));
         return { ...result, stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } } };
       } finally {
         admission.release();
       }
     }
-    return await this.limit(() => this.execute(prepared, this.servingGroup, started));
+    const scansSegments = prepared.chosen.some((t) => t.segments.length > 0);
+    return await this.inSlot(scansSegments ? this.limit : this.localLimit, signal, () => this.execute(prepared, this.servingGroup, started, signal));
   }
 
   /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
   async queryOnGroup(sql: string, group: string): Promise<QueryResult> {
     const started = performance.now();
     await this.options.scatters.get(group)?.refreshMembers();
-    return await this.execute(await this.prepare(sql), group, started);
+    const deadline = this.deadline();
+    try {
+      return await this.execute(await this.prepare(sql), group, started, deadline.signal);
+    } finally {
+      deadline.done();
+    }
   }
 
   private async prepare(sql: string): Promise<Prepared> {
@@ -156,8 +217,8 @@ export class QueryService {
     return { plan, chosen, total, scanBytes, verdict: routingVerdict({ route: plan.route, scanBytes }, this.options.verdictThresholds) };
   }
 
-  /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here. */
-  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, only?: ReadonlySet<string>): Promise<QueryResult> {
+  /** Runs a prepared plan on a group's backends (only on `only` when given) and finishes it here; `signal` stops it everywhere. */
+  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -170,14 +231,16 @@ export class QueryService {
     let placement: QueryStats['placement'] = 'local';
     if (scanned === 0) {
       // Nothing to read: the node SQL over empty tables gives the right empty (or zero-count) partial.
-      partials = [await engine.runToParquet(plan.nodeSql, plan.tables.map((t) => ({ ...t, files: [] })))];
+      partials = [await engine.runToParquet(plan.nodeSql, plan.tables.map((t) => ({ ...t, files: [] })), { signal, maxBytes: this.options.maxResultBytes })];
     } else {
       const outcome =
-        plan.route === 'gather' ? await scatter.toOneNode(plan.nodeSql, chosen, only) : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, only);
+        plan.route === 'gather'
+          ? await scatter.toOneNode(plan.nodeSql, chosen, only, signal)
+          : await scatter.toOwners(plan.nodeSql, chosen[0]!.table, chosen[0]!.segments, only, signal);
       ({ partials, scans, fallbacks } = outcome);
       placement = outcome.placement;
     }
-    const result = await engine.finish(plan.finalSql, partials);
+    const result = await engine.finish(plan.finalSql, partials, plan.exchange, { signal, maxBytes: this.options.maxResultBytes });
     const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
     const nodes: Record<string, number> = {};
     for (const s of scans) nodes[s.node] = (nodes[s.node] ?? 0) + s.segments;

@@ -1,8 +1,13 @@
 /**
- * Query results as JSON a client can use: integers as numbers while they are exact (larger ones as
- * strings), decimals as numbers, everything else as DuckDB's own JSON form.
+ * Query results as JSON a client can use, and never a value that is not the one DuckDB computed:
+ * integers and decimals are JSON numbers while a double holds them exactly (integers up to 2^53,
+ * decimals up to 15 significant digits); larger ones are strings with every digit, since a JSON
+ * reader (JavaScript's included) would round the number. `types` names each column's DuckDB type,
+ * so a client knows which strings are numbers. Non-finite doubles are the strings "Infinity",
+ * "-Infinity" and "NaN"; everything else is DuckDB's own JSON form.
  */
-import { DuckDBTypeId, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
+import { DuckDBTypeId, JsonDuckDBValueConverter, type DuckDBResult, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
+import { resultTooLarge } from '../common/errors.js';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
@@ -34,8 +39,34 @@ function converter(type: DuckDBType): (value: JsonValue) => JsonValue {
       return Number.isSafeInteger(n) ? n : String(value);
     };
   }
-  if (type.typeId === DuckDBTypeId.DECIMAL) return (value) => (value === null ? null : Number(value));
+  if (type.typeId === DuckDBTypeId.DECIMAL) return (value) => (value === null || typeof value === 'number' ? value : exactNumber(String(value)));
   return (value) => value;
+}
+
+/** Significant digits a double always gives back unchanged. */
+const DOUBLE_DIGITS = 15;
+
+/** A decimal's text as a number when a double keeps it exactly, else the text itself. */
+function exactNumber(text: string): number | string {
+  const significant = text.replace(/^-/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
+  return significant.length <= DOUBLE_DIGITS ? Number(text) : text;
+}
+
+/** Reads a streamed result chunk by chunk, and stops once its JSON passes `maxBytes`, before the rest is ever converted. */
+export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity): Promise<JsonResult> {
+  const types = result.columnTypes();
+  const convert = types.map(converter);
+  const rows: JsonValue[][] = [];
+  let bytes = 0;
+  for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+    for (const row of chunk.convertRows(JsonDuckDBValueConverter) as JsonValue[][]) {
+      const json = row.map((value, i) => convert[i]!(value));
+      bytes += JSON.stringify(json).length + 1;
+      if (bytes > maxBytes) throw resultTooLarge(maxBytes);
+      rows.push(json);
+    }
+  }
+  return { columns: result.columnNames(), types: types.map(String), rows };
 }
 
 export function toJsonResult(reader: DuckDBResultReader): JsonResult {

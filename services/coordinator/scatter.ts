@@ -1,8 +1,11 @@
 /**
  * Sends a plan's work to the query nodes and brings back their results. Segments go to their
- * owners; work aimed at a node that fails goes to the next node in each segment's ranking (a cache
- * miss, never an error); before the coordinator has a member list it spreads work round-robin
- * over its seed nodes.
+ * owners; work aimed at a node that does not answer (a transport error, a 5xx, or no answer within
+ * the node timeout) goes to the next node in each segment's ranking (a cache miss, never an
+ * error), and that node is passed over for a while, so that one hung node stalls only the queries
+ * already waiting on it. A node's 4xx is the query's own fault (DuckDB's error, a result too
+ * large): it is the answer, after one node. Before the coordinator has a member list it spreads
+ * work round-robin over its seed nodes.
  */
 import { Placement } from '../../core/ownership.js';
 import { HttpError } from '../common/errors.js';
@@ -16,8 +19,14 @@ export interface ScatterOptions {
   /** Query node URLs to use before any member list has arrived. */
   seedNodes: string[];
   token: string;
-  /** @default 120000 */
+  /** How long one node may take before its work goes to the next. @default 120000 */
   scanTimeoutMs?: number;
+  /** How long a node that failed to answer is passed over. @default 30000 */
+  suspectMs?: number;
+  /** Largest result a node may send back. @default unlimited */
+  maxResultBytes?: number;
+  /** @default Date.now */
+  now?: () => number;
 }
 
 /** One node's share of the work, as sent. */
@@ -50,36 +59,61 @@ interface Members {
 
 export class Scatter {
   private roundRobin = 0;
+  /** Nodes that failed to answer, and until when they are passed over. */
+  private readonly suspects = new Map<string, number>();
 
   constructor(private readonly options: ScatterOptions) {}
 
-  /** Runs `sql` on the owners of `segments` (one table), each over its own share; only on `only` when given. */
-  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], only?: ReadonlySet<string>): Promise<ScatterOutcome> {
+  /** Runs `sql` on the owners of `segments` (one table), each over its own share; only on `only` when given; `signal` abandons it all. */
+  async toOwners(sql: string, table: TableInfo, segments: SegmentRow[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
     const members = this.members(only);
-    return await this.run(members, segments.map((s) => s.id), (failed, ids) => this.assign(members, ids, failed), (target, ids) =>
-      scanOnNode(target.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: ids }] }, this.options.token, this.timeout),
+    return await this.run(
+      members,
+      segments.map((s) => s.id),
+      (failed, ids) => this.assign(members, ids, failed),
+      (target, ids, until) => scanOnNode(target.url, { sql, tables: [{ name: table.name, columns: table.columns, segments: ids }], ...this.cap }, this.options.token, until),
+      signal,
     );
   }
 
   /** Runs `sql` whole on one node holding all the segments of every table: the one that owns most of them. */
-  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], only?: ReadonlySet<string>): Promise<ScatterOutcome> {
+  async toOneNode(sql: string, tables: { table: TableInfo; segments: SegmentRow[] }[], only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
     const all = tables.flatMap((t) => t.segments.map((s) => s.id));
     const members = this.members(only);
     return await this.run(
       members,
       ['*'],
       (failed) => {
-        const target = this.gatherTarget(members, all, failed);
+        const target = this.gatherTarget(members, all, this.avoided(failed)) ?? this.gatherTarget(members, all, failed);
         return target ? new Map([[target.id, { target, ids: ['*'] }]]) : new Map();
       },
-      (target) =>
+      (target, _ids, until) =>
         scanOnNode(
           target.url,
-          { sql, tables: tables.map((t) => ({ name: t.table.name, columns: t.table.columns, segments: t.segments.map((s) => s.id) })) },
+          { sql, tables: tables.map((t) => ({ name: t.table.name, columns: t.table.columns, segments: t.segments.map((s) => s.id) })), ...this.cap },
           this.options.token,
-          this.timeout,
+          until,
         ),
+      signal,
     );
+  }
+
+  private get cap(): { maxResultBytes?: number } {
+    return this.options.maxResultBytes ? { maxResultBytes: this.options.maxResultBytes } : {};
+  }
+
+  private now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
+  /** The failed nodes plus those still suspected. */
+  private avoided(failed: ReadonlySet<string>): Set<string> {
+    const avoid = new Set(failed);
+    for (const [id, until] of this.suspects) {
+      if (until > this.now()) avoid.add(id);
+      else this.suspects.delete(id);
+    }
+    return avoid;
   }
 
   /** Reads the member list now, for work that must not wait for the next poll (a pool just made ready). */
@@ -110,36 +144,50 @@ export class Scatter {
     members: Members,
     ids: string[],
     assign: (failed: Set<string>, ids: string[]) => Map<string, { target: Target; ids: string[] }>,
-    send: (target: Target, ids: string[]) => Promise<{ body: Buffer; stats: ScanStats }>,
+    send: (target: Target, ids: string[], until: AbortSignal) => Promise<{ body: Buffer; stats: ScanStats }>,
+    signal?: AbortSignal,
   ): Promise<ScatterOutcome> {
     const placement = members.placement ? 'owner' : 'round-robin';
     const failed = new Set<string>();
     const partials: Buffer[] = [];
     const scans: ScanStats[] = [];
     let fallbacks = 0;
+    // One node's answer that fails the query ends every other node's work on it too.
+    const stop = new AbortController();
+    const query = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
     let pending = assign(failed, ids);
     if (pending.size === 0) throw new HttpError(503, 'no_backend', 'no live query node is known: start query nodes, or wait for them to register');
-    while (pending.size > 0) {
-      const retry: string[] = [];
-      await Promise.all(
-        [...pending.values()].map(async ({ target, ids: share }) => {
-          try {
-            const { body, stats } = await send(target, share);
-            partials.push(body);
-            scans.push(stats);
-          } catch (error) {
-            if (error instanceof ServiceCallError && error.status >= 400 && error.status < 500) {
-              throw new HttpError(error.status === 401 ? 502 : 400, 'scan_failed', error.body?.message ?? error.message);
+    try {
+      while (pending.size > 0) {
+        const retry: string[] = [];
+        await Promise.all(
+          [...pending.values()].map(async ({ target, ids: share }) => {
+            try {
+              const { body, stats } = await send(target, share, AbortSignal.any([query, AbortSignal.timeout(this.timeout)]));
+              this.suspects.delete(target.id);
+              partials.push(body);
+              scans.push(stats);
+            } catch (error) {
+              query.throwIfAborted();
+              if (error instanceof ServiceCallError && error.status >= 400 && error.status < 500) {
+                const status = error.status === 401 ? 502 : error.status === 413 ? 413 : 400;
+                throw new HttpError(status, error.body?.error ?? 'scan_failed', error.body?.message ?? error.message);
+              }
+              // No answer, or not one about the query: its work goes to the next node.
+              failed.add(target.id);
+              this.suspects.set(target.id, this.now() + (this.options.suspectMs ?? 30_000));
+              retry.push(...share);
             }
-            failed.add(target.id);
-            retry.push(...share);
-          }
-        }),
-      );
-      if (retry.length === 0) break;
-      fallbacks += retry.filter((id) => id !== '*').length || 1;
-      pending = assign(failed, retry);
-      if (pending.size === 0) throw new HttpError(503, 'no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
+          }),
+        );
+        if (retry.length === 0) break;
+        fallbacks += retry.filter((id) => id !== '*').length || 1;
+        pending = assign(failed, retry);
+        if (pending.size === 0) throw new HttpError(503, 'no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
+      }
+    } catch (error) {
+      stop.abort(error);
+      throw error;
     }
     return { partials, scans, fallbacks, placement };
   }
@@ -162,8 +210,11 @@ export class Scatter {
       }
       return groups;
     }
+    const avoid = this.avoided(failed);
     for (const id of ids) {
-      const owner = failed.size === 0 ? placement.owner(id) : placement.rank(id).find((n) => !failed.has(n.id));
+      const ranked = avoid.size === 0 ? [placement.owner(id)] : placement.rank(id);
+      // Suspected nodes only when every other node has failed.
+      const owner = ranked.find((n) => n && !avoid.has(n.id)) ?? ranked.find((n) => n && !failed.has(n.id));
       const member = owner && view.member(owner.id);
       if (member) add({ id: member.id, url: member.url }, id);
     }

@@ -1,7 +1,8 @@
 /**
- * The coordinator's own DuckDB: parses SQL into DuckDB's parse tree and back, binds queries against
- * table schemas (without data) to check them and learn their output columns, and finishes
- * scattered queries over the partial results the nodes return.
+ * The coordinator's own DuckDB for queries: parses SQL into DuckDB's parse tree and back, binds
+ * queries against table schemas (without data) to check them and learn their output columns, and
+ * finishes scattered queries over the partial results the nodes return. Ingest has a DuckDB of its
+ * own (segment-writer.ts): nothing a query runs can reach a batch in flight.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -9,11 +10,13 @@ import path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
 import { PARTIALS_TABLE, selectNode, type AstNode } from '../../core/query-plan.js';
-import { openSandboxedDuckDB, sqlString, withConnection } from '../common/duckdb.js';
-import { badRequest, HttpError } from '../common/errors.js';
+import { openSandboxedDuckDB, queryError, sqlString, withConnection } from '../common/duckdb.js';
+import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
+import type { ExchangeColumn } from './planner.js';
 import { bindTables, Scanner, type TableFiles } from '../query-node/scanner.js';
-import { toJsonResult, type JsonResult } from './result-json.js';
+import { readParseTree, writeParseTree } from './parse-tree-json.js';
+import { readJsonResult, type JsonResult } from './result-json.js';
 
 export interface SegmentFile {
   rows: number;
@@ -21,6 +24,13 @@ export interface SegmentFile {
   minTs: number;
   maxTs: number;
   columns: ColumnSpec[];
+}
+
+export interface RunOptions {
+  /** Interrupts DuckDB mid-query. */
+  signal?: AbortSignal;
+  /** Largest result: past it, a 413. */
+  maxBytes?: number;
 }
 
 export interface BoundColumn {
@@ -39,10 +49,11 @@ export class SqlEngine {
     this.scanner = new Scanner(duckdb, scratchDir);
   }
 
-  static async open(scratchDir: string, threads?: number): Promise<SqlEngine> {
+  /** `scratchDir` holds partial results only: the engine runs users' SQL, so it can read nothing else. */
+  static async open(scratchDir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
     await rm(scratchDir, { recursive: true, force: true });
-    await mkdir(path.join(scratchDir, 'spill'), { recursive: true });
-    const duckdb = await openSandboxedDuckDB({ allowedDirectories: [scratchDir], tempDirectory: path.join(scratchDir, 'spill'), threads });
+    await mkdir(path.join(scratchDir, 'spill'), { recursive: true, mode: 0o700 });
+    const duckdb = await openSandboxedDuckDB({ allowedDirectories: [scratchDir], tempDirectory: path.join(scratchDir, 'spill'), ...options });
     const names = await withConnection(duckdb, async (c) =>
       (await c.runAndReadAll(`SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`)).getRows().map((r) => String(r[0])),
     );
@@ -53,20 +64,19 @@ export class SqlEngine {
     this.duckdb.closeSync();
   }
 
-  /** The statement's parse tree; a syntax error, or anything but one query, is a 400. */
+  /** The statement's parse tree, every literal exact; a syntax error, or anything but one query, is a 400. */
   async parse(sql: string): Promise<AstNode> {
+    if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
     const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(sql)})`);
-    const parsed = JSON.parse(json) as { error: boolean; error_message?: string; statements?: { node: AstNode }[] };
+    const parsed = readParseTree(json) as { error: boolean; error_message?: string; statements?: { node: AstNode }[] };
     if (parsed.error) throw badRequest('invalid_sql', parsed.error_message ?? 'the SQL could not be parsed');
     if (parsed.statements?.length !== 1) throw badRequest('invalid_sql', 'send exactly one SELECT statement');
     return parsed.statements[0]!.node;
   }
 
-  /** SQL text for a parse tree. */
+  /** SQL text for a parse tree, literals written digit for digit. */
   async deparse(node: AstNode): Promise<string> {
-    // Positions are optional, and the parser's "unknown" (2^64 - 1) does not survive a JS number.
-    const json = JSON.stringify({ error: false, statements: [{ node }] }, (key, value: unknown) => (key === 'query_location' ? undefined : value));
-    return await this.scalar(`SELECT json_deserialize_sql(${sqlString(json)})`);
+    return await this.scalar(`SELECT json_deserialize_sql(${sqlString(writeParseTree({ error: false, statements: [{ node }] }))})`);
   }
 
   /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
@@ -89,12 +99,15 @@ export class SqlEngine {
   }
 
   /** Runs `sql` over tables bound to local Parquet files (or empty), returning Parquet bytes: a node's scan, done here. */
-  runToParquet(sql: string, tables: TableFiles[]): Promise<Buffer> {
-    return this.scanner.run(sql, tables);
+  runToParquet(sql: string, tables: TableFiles[], options: RunOptions = {}): Promise<Buffer> {
+    return this.scanner.run(sql, tables, options);
   }
 
-  /** Runs the final query over the partial results, each a Parquet body from a node. */
-  async finish(finalSql: string, partials: Buffer[]): Promise<JsonResult> {
+  /**
+   * Runs the final query over the partial results, each a Parquet body from a node with the columns
+   * `exchange` describes. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413.
+   */
+  async finish(finalSql: string, partials: Buffer[], exchange: ExchangeColumn[], options: RunOptions = {}): Promise<JsonResult> {
     const dir = path.join(this.scratchDir, `q-${randomUUID()}`);
     await mkdir(dir);
     try {
@@ -106,48 +119,22 @@ export class SqlEngine {
         }),
       );
       return await withConnection(this.duckdb, async (c) => {
-        await c.run(`CREATE TEMP VIEW ${quoteIdent(PARTIALS_TABLE)} AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
-        return toJsonResult(await c.runAndReadAll(finalSql));
+        const columns = exchange.map((col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`);
+        await c.run(`CREATE TEMP VIEW ${quoteIdent(PARTIALS_TABLE)} AS SELECT ${columns.join(', ')} FROM read_parquet([${files.map(sqlString).join(', ')}])`);
+        const interrupt = () => c.interrupt();
+        options.signal?.addEventListener('abort', interrupt, { once: true });
+        try {
+          return await readJsonResult(await c.stream(finalSql), options.maxBytes);
+        } catch (error) {
+          options.signal?.throwIfAborted();
+          throw queryError(error, [this.scratchDir]) ?? error;
+        } finally {
+          options.signal?.removeEventListener('abort', interrupt);
+        }
       });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  }
-
-  /** A scratch file path inside the engine's directory. */
-  scratchFile(suffix: string): string {
-    return path.join(this.scratchDir, `${randomUUID()}${suffix}`);
-  }
-
-  /**
-   * Reads newline-delimited JSON into one sorted Parquet segment. With `columns` the rows must fit
-   * that schema; without, the schema is inferred (the table's first batch). The timestamp column
-   * becomes TIMESTAMP and may not be NULL. Bad rows are a 400 that quotes DuckDB.
-   */
-  async ndjsonToSegment(input: string, output: string, timestampColumn: string, columns?: ColumnSpec[]): Promise<SegmentFile> {
-    const ts = quoteIdent(timestampColumn);
-    return await withConnection(this.duckdb, async (c) => {
-      const source = columns
-        ? `read_json(${sqlString(input)}, format = 'newline_delimited', columns = {${columns.map((col) => `${sqlString(col.name)}: ${sqlString(col.type)}`).join(', ')}})`
-        : `read_json(${sqlString(input)}, format = 'newline_delimited')`;
-      try {
-        await c.run(`CREATE TEMP TABLE raw_rows AS SELECT * FROM ${source}`);
-        const described = (await c.runAndReadAll('DESCRIBE raw_rows')).getRows().map((r) => String(r[0]));
-        if (!described.includes(timestampColumn)) throw badRequest('missing_timestamp', `rows have no "${timestampColumn}" column (the table's timestamp column)`);
-        await c.run(`CREATE TEMP TABLE segment_rows AS SELECT * REPLACE (CAST(${ts} AS TIMESTAMP) AS ${ts}) FROM raw_rows`);
-      } catch (error) {
-        if (error instanceof HttpError) throw error;
-        throw badRequest('invalid_rows', `the rows could not be read: ${(error as Error).message.split('\n')[0]}`);
-      }
-      const [rows, nulls, minTs, maxTs] = (
-        await c.runAndReadAll(`SELECT count(*), count(*) - count(${ts}), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM segment_rows`)
-      ).getRows()[0]!.map((v) => (v === null ? null : Number(v)));
-      if (!rows) throw badRequest('no_rows', 'the body holds no rows');
-      if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
-      await c.run(`COPY (SELECT * FROM segment_rows ORDER BY ${ts}) TO ${sqlString(output)} (FORMAT parquet)`);
-      const schema = (await c.runAndReadAll('DESCRIBE segment_rows')).getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
-      return { rows: rows!, minTs: minTs!, maxTs: maxTs!, columns: schema };
-    });
   }
 
   private async scalar(sql: string): Promise<string> {

@@ -9,13 +9,15 @@ import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
-import { NodeId, SegmentId, SegmentSchema, TableName, Vcpus } from '../common/schemas.js';
+import { NodeId, SegmentId, SegmentSchema, TableName } from '../common/schemas.js';
 import type { MetaStore } from './store.js';
 
 export interface MetaAppOptions {
   store: MetaStore;
   /** Bearer token required on every mutating endpoint. */
   token: string;
+  /** Most vCPUs a node may declare: a node's weight is its share of the data, so an absurd claim would take it all. @default 1024 */
+  maxVcpus?: number;
   /** @default true */
   logger?: boolean;
 }
@@ -28,10 +30,13 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
   installErrorHandler(app);
   const { store } = options;
   const auth = { onRequest: requireToken(options.token) };
+  const Vcpus = Type.Number({ exclusiveMinimum: 0, maximum: options.maxVcpus ?? 1024 });
+  // Heartbeats and member polls arrive every few seconds from every node: log them only when they fail.
+  const quiet = { logLevel: 'warn' as const };
 
-  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/healthz', quiet, async () => ({ ok: true }));
   // Ready while the store answers: a replica that lost its database leaves the load balancer's rotation.
-  app.get('/readyz', async () => {
+  app.get('/readyz', quiet, async () => {
     await store.ping();
     return { ok: true };
   });
@@ -56,7 +61,7 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
 
   app.post(
     '/v1/nodes/:id/heartbeat',
-    { ...auth, schema: { params: Type.Object({ id: NodeId }), body: Type.Object({ vcpus: Vcpus }, { additionalProperties: false }) } },
+    { ...auth, ...quiet, schema: { params: Type.Object({ id: NodeId }), body: Type.Object({ vcpus: Vcpus }, { additionalProperties: false }) } },
     async (request) => {
       if (!(await store.heartbeat(request.params.id, request.body.vcpus))) {
         throw notFound('unknown_node', `node "${request.params.id}" is not registered; register again`);
@@ -67,7 +72,7 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
 
   app.delete('/v1/nodes/:id', { ...auth, schema: { params: Type.Object({ id: NodeId }) } }, async (request) => ({ removed: await store.deregisterNode(request.params.id) }));
 
-  app.get('/v1/groups/:group/members', { schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
+  app.get('/v1/groups/:group/members', { ...quiet, schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
     group: request.params.group,
     members: await store.members(request.params.group),
   }));

@@ -4,7 +4,9 @@
  * call that gets no answer, or a 5xx, is made again on the next replica. Every meta operation is
  * idempotent (see store.ts), so repeating a call that may already have landed changes nothing. A
  * 4xx is an answer and is never retried. The replica that answered last is asked first next time.
+ * When no replica answers, the error is a 503 that says so and why, which services pass on as it is.
  */
+import { HttpError } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
 import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
 
@@ -48,7 +50,12 @@ export class MetaClient {
         failure = error;
       }
     }
-    throw failure;
+    throw new HttpError(503, 'meta_unavailable', `the meta service is unavailable: ${(failure as Error).message}`);
+  }
+
+  /** Resolves when meta answers its readiness probe. */
+  ping(timeoutMs = 2_000): Promise<void> {
+    return this.call('/readyz', { timeoutMs });
   }
 
   registerNode(node: { id: string; group: string; url: string; vcpus: number; startedAt: number }): Promise<void> {

@@ -61,6 +61,8 @@ const ScanRequest = Type.Object(
       }),
       { minItems: 1, maxItems: 16 },
     ),
+    /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
+    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -71,6 +73,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   const { cache, scanner, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
   const metrics = nodeMetrics(cache, options.warmer);
+  const scans = new Counter({ name: 'berth_scans_total', help: 'Scans run, by outcome', labelNames: ['outcome'], registers: [metrics.registry] });
 
   // Pushed segments stream straight to disk instead of being buffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
@@ -94,6 +97,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
 
   app.post('/v1/scan', { ...auth, schema: { body: ScanRequest } }, async (request, reply) => {
     const started = performance.now();
+    // The coordinator hangs up when its client leaves or its deadline passes: stop DuckDB then.
+    const hangUp = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) hangUp.abort(new Error('the coordinator hung up'));
+    });
     const limit = pLimit(options.fetchConcurrency ?? 8);
     const held: HeldSegment[] = [];
     // Cache affinity: a read of a segment this node owns, or one that fell to it (a failover, a gather).
@@ -115,7 +123,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
-      const body = await scanner.run(request.body.sql, tables);
+      const body = await scanner.run(request.body.sql, tables, { signal: hangUp.signal, maxBytes: request.body.maxResultBytes }).catch((error: unknown) => {
+        scans.inc({ outcome: 'failed' });
+        throw error;
+      });
+      scans.inc({ outcome: 'answered' });
       const stats: ScanStats = {
         node: nodeId,
         segments: held.length,

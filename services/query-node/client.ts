@@ -10,14 +10,17 @@ export type { ScanStats };
 export interface ScanRequest {
   sql: string;
   tables: { name: string; columns: { name: string; type: string }[]; segments: string[] }[];
+  maxResultBytes?: number;
 }
 
-export async function scanOnNode(nodeUrl: string, request: ScanRequest, token: string, timeoutMs: number): Promise<{ body: Buffer; stats: ScanStats }> {
+/** Runs a scan on a node; a timeout (ms) or an abort signal abandons it, and the node then interrupts DuckDB. */
+export async function scanOnNode(nodeUrl: string, request: ScanRequest, token: string, until: number | AbortSignal): Promise<{ body: Buffer; stats: ScanStats }> {
+  const signal = typeof until === 'number' ? AbortSignal.timeout(until) : until;
   const response = await fetch(`${nodeUrl}/v1/scan`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...bearer(token) },
     body: JSON.stringify(request),
-    signal: AbortSignal.timeout(timeoutMs),
+    signal,
   });
   if (!response.ok || response.headers.get('content-type') !== PARQUET_TYPE) {
     const text = await response.text();

@@ -1,8 +1,11 @@
 /** Runs one query node. Configuration comes from the environment (see README). */
 import path from 'node:path';
+import { startService } from '../common/startup.js';
 import { envNumber, envOptionalNumber, envString } from '../common/env.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startQueryNode } from './node.js';
+
+const { token } = startService();
 
 const node = await startQueryNode({
   cacheDir: envString('BERTH_NODE_CACHE_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'node')),
@@ -15,7 +18,7 @@ const node = await startQueryNode({
     process.env.BERTH_NODE_ADVERTISE_URL ||
     (process.env.BERTH_NODE_ADVERTISE_HOST ? `http://${process.env.BERTH_NODE_ADVERTISE_HOST}:${envNumber('BERTH_NODE_PORT', 0)}` : undefined),
   metaUrl: envString('BERTH_META_URL'),
-  token: envString('BERTH_TOKEN'),
+  token,
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   vcpus: envOptionalNumber('BERTH_NODE_VCPUS'),

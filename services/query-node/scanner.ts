@@ -3,11 +3,12 @@
  * bytes, which keep every column type exact on the way to the coordinator.
  */
 import { randomUUID } from 'node:crypto';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { sqlString, withConnection } from '../common/duckdb.js';
+import { queryError, sqlString, withConnection } from '../common/duckdb.js';
+import { resultTooLarge } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 
 export interface TableFiles {
@@ -36,13 +37,29 @@ export class Scanner {
     private readonly scratchDir: string,
   ) {}
 
-  async run(sql: string, tables: TableFiles[]): Promise<Buffer> {
+  /**
+   * Runs `sql` and returns its result as Parquet. `signal` interrupts DuckDB mid-query (the client
+   * left, or its deadline passed); a result past `maxBytes` is a 413 and is never read into memory.
+   */
+  async run(sql: string, tables: TableFiles[], options: { signal?: AbortSignal; maxBytes?: number } = {}): Promise<Buffer> {
+    const { signal, maxBytes = Infinity } = options;
     const out = path.join(this.scratchDir, `scan-${randomUUID()}.parquet`);
     try {
       await withConnection(this.duckdb, async (connection) => {
-        await bindTables(connection, tables);
-        await connection.run(`COPY (${sql}) TO ${sqlString(out)} (FORMAT parquet)`);
+        signal?.throwIfAborted();
+        const interrupt = () => connection.interrupt();
+        signal?.addEventListener('abort', interrupt, { once: true });
+        try {
+          await bindTables(connection, tables);
+          await connection.run(`COPY (${sql}) TO ${sqlString(out)} (FORMAT parquet)`);
+        } catch (error) {
+          signal?.throwIfAborted();
+          throw queryError(error, [this.scratchDir, ...tables.flatMap((t) => t.files.map((f) => path.dirname(f)))]) ?? error;
+        } finally {
+          signal?.removeEventListener('abort', interrupt);
+        }
       });
+      if ((await stat(out)).size > maxBytes) throw resultTooLarge(maxBytes);
       return await readFile(out);
     } finally {
       await rm(out, { force: true });

@@ -1,6 +1,7 @@
 /** Runs the built `berth` command as a user would (the test script builds it first). */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { spawnOwned } from './process-groups.js';
 
 export const BERTH_BIN = fileURLToPath(new URL('../../bin/berth.js', import.meta.url));
 
@@ -22,9 +23,9 @@ export function berth(...args: string[]): Promise<CliResult> {
   });
 }
 
-/** Starts a long-running `berth ...args`; `waitFor` resolves once its stdout has printed a match. */
+/** Starts a long-running `berth ...args` in a process group the run's teardown owns; `waitFor` resolves once its stdout has printed a match. */
 export function startBerth(...args: string[]): { child: ChildProcess; output: () => string; waitFor(pattern: RegExp): Promise<void>; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [BERTH_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawnOwned(process.execPath, [BERTH_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const listeners = new Set<() => void>();
   const append = (chunk: Buffer) => {

@@ -1,12 +1,13 @@
 /** A Berth worker for tests: real activities against a test cluster, on a task queue of its own. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import { createBerthWorker, type BerthWorker, type BerthWorkerConfig } from '../../workers/worker.js';
-import { TOKEN, type TestCluster } from './cluster.js';
+import { serviceEnv, TOKEN, type TestCluster } from './cluster.js';
+import { spawnOwned } from './process-groups.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
@@ -52,17 +53,12 @@ export async function temporalClient(): Promise<Client> {
  * cluster, so that a test can kill it for real. Schedules are off; `env` adds or overrides.
  */
 export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<unknown> } {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))], {
+  const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))], {
     env: {
       ...process.env,
       BERTH_TEMPORAL_ADDRESS: inject('temporalAddress'),
       BERTH_TASK_QUEUE: taskQueue,
-      BERTH_META_URL: cluster.metaUrl,
-      BERTH_TOKEN: TOKEN,
-      BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-      BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-      BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-      BERTH_S3_BUCKET: cluster.bucket,
+      ...serviceEnv(cluster),
       BERTH_WORKER_DIR: `${cluster.dir}/worker-process-${randomUUID()}`,
       BERTH_SCHEDULE_SYNC_MS: '0',
       ...env,

@@ -3,10 +3,13 @@
  * own free port and talking over HTTP, with a bucket of its own on the run's shared S3 API and short
  * poll intervals.
  */
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { createS3Client, S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
@@ -18,8 +21,10 @@ import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../
 import type { IngestResult } from '../../services/coordinator/ingest.js';
 import type { QueryResult } from '../../services/coordinator/query-service.js';
 import { eventNdjson } from './event-data.js';
+import { signalGroup, spawnOwned } from './process-groups.js';
 
-export const TOKEN = 'cluster-test-token';
+/** Long enough for the services' own check (32 bytes), as any real token must be. */
+export const TOKEN = 'cluster-test-token-at-least-32-bytes-long';
 
 export interface TestCluster {
   dir: string;
@@ -36,9 +41,13 @@ export interface TestCluster {
   /** Ingests `batches` consecutive batches of the event data set into `table`: one segment each. */
   ingestEvents(table: string, batches: number, rowsPerBatch: number): Promise<void>;
   /** POSTs SQL to the coordinator. */
-  query(sql: string): Promise<{ status: number; body: QueryResult & { message?: string } }>;
+  query(sql: string): Promise<{ status: number; body: QueryResult & { error?: string; message?: string } }>;
   /** Waits until the coordinator's member view lists exactly these node ids. */
   awaitMembers(ids: string[]): Promise<void>;
+  /** Stops meta (its state stays), as an outage would. */
+  stopMeta(): Promise<void>;
+  /** Starts meta again on the same address, over the same state. */
+  startMeta(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -50,8 +59,8 @@ export interface ClusterOptions {
   expiryMs?: number;
   /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
   metaUrls?: string[];
-  /** Coordinator settings for the heavy pool. */
-  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'servingScaler' | 'maxConcurrency' | 'group'>;
+  /** Coordinator settings: the heavy pool, the verdict, the limits, the serving group and its autoscaler. */
+  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'group'>;
 }
 
 export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
@@ -59,7 +68,7 @@ export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_00
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
   const store = options.metaUrls ? undefined : new SqliteMetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
-  const metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
+  let metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
   const metaUrl = options.metaUrls?.join(',') ?? (await metaApp!.listen({ host: '127.0.0.1', port: 0 }));
   const meta = new MetaClient(metaUrl, TOKEN);
   const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
@@ -112,7 +121,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     },
     query: async (sql) => {
       const response = await fetch(`${coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-      return { status: response.status, body: (await response.json()) as QueryResult & { message?: string } };
+      return { status: response.status, body: (await response.json()) as QueryResult & { error?: string; message?: string } };
     },
     awaitMembers: async (ids) => {
       const want = [...ids].sort().join(',');
@@ -121,6 +130,14 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
         if ((coordinator.view.members ?? []).map((m) => m.id).sort().join(',') === want) return;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
+    },
+    // The in-process meta only (not with metaUrls).
+    stopMeta: async () => {
+      await metaApp!.close();
+    },
+    startMeta: async () => {
+      metaApp = buildMetaApp({ store: store!, token: TOKEN, logger: false });
+      await metaApp.listen({ host: '127.0.0.1', port: Number(new URL(metaUrl).port) });
     },
     close: async () => {
       await coordinator.close();
@@ -133,4 +150,54 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   for (const vcpus of options.vcpus) await addNode({ vcpus });
   await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
   return cluster;
+}
+
+/** What a service process needs to join a test cluster: meta, the token, the bucket. */
+export const serviceEnv = (cluster: TestCluster): Record<string, string> => ({
+  BERTH_META_URL: cluster.metaUrl,
+  BERTH_TOKEN: TOKEN,
+  BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+  BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+  BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+  BERTH_S3_BUCKET: cluster.bucket,
+});
+
+/** A query node running as a process of its own (so that a test can stop or kill it for real). */
+export interface NodeProcess {
+  id: string;
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts the built query node (`dist/services/query-node/main.js`) against a test cluster. */
+export async function spawnNodeProcess(cluster: TestCluster, env: Record<string, string> = {}): Promise<NodeProcess> {
+  const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))], {
+    env: {
+      ...process.env,
+      ...serviceEnv(cluster),
+      BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
+      BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
+      BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
+      BERTH_WARM_INTERVAL_MS: String(FAST.warmIntervalMs),
+      BERTH_DUCKDB_THREADS: '1',
+      BERTH_LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const announced = await new Promise<{ id: string; url: string }>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { id: string; url: string }));
+    void exited.then(() => reject(new Error('the query node process exited before it announced itself')));
+  });
+  return {
+    ...announced,
+    child,
+    stop: async () => {
+      signalGroup(child, 'SIGCONT');
+      signalGroup(child, 'SIGKILL');
+      await exited;
+    },
+  };
 }

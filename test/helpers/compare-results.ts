@@ -1,8 +1,13 @@
-/** Compares two JSON query results as a user would: same columns, same rows (in order where the query orders them). */
+/**
+ * Compares two JSON query results as a user would: same columns with the same types, same rows (in
+ * order where the query orders them). Only floating-point values get a tolerance: every other
+ * value, big integers and decimals included, must be identical.
+ */
 import { expect } from 'vitest';
 import type { JsonResult, JsonValue } from '../../services/coordinator/result-json.js';
 
 const RELATIVE_TOLERANCE = 1e-9;
+const FLOATING = /^(DOUBLE|FLOAT)$/;
 
 /** Floating-point sums depend on summation order, in DuckDB itself too: compare doubles to 1e-9. */
 function close(a: JsonValue, b: JsonValue): boolean {
@@ -11,16 +16,25 @@ function close(a: JsonValue, b: JsonValue): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+const same = (a: JsonValue, b: JsonValue, type: string | undefined) => (type !== undefined && FLOATING.test(type) ? close(a, b) : JSON.stringify(a) === JSON.stringify(b));
+
 const rowKey = (row: JsonValue[]) => JSON.stringify(row.map((v) => (typeof v === 'number' ? Number(v.toPrecision(8)) : v)));
 
-export function expectSameResult(actual: Pick<JsonResult, 'columns' | 'rows'>, expected: Pick<JsonResult, 'columns' | 'rows'>, ordered: boolean, label: string): void {
-  expect(actual.columns, `${label}: columns`).toEqual(expected.columns);
-  expect(actual.rows.length, `${label}: row count`).toBe(expected.rows.length);
+type Comparable = Pick<JsonResult, 'columns' | 'rows'> & Partial<Pick<JsonResult, 'types'>>;
+
+/** The first difference between two results, or undefined when they are the same. */
+export function resultDifference(actual: Comparable, expected: Comparable, ordered: boolean): string | undefined {
+  if (JSON.stringify(actual.columns) !== JSON.stringify(expected.columns)) return `columns ${JSON.stringify(actual.columns)} != ${JSON.stringify(expected.columns)}`;
+  if (expected.types && JSON.stringify(actual.types) !== JSON.stringify(expected.types)) return `types ${JSON.stringify(actual.types)} != ${JSON.stringify(expected.types)}`;
+  if (actual.rows.length !== expected.rows.length) return `${actual.rows.length} rows != ${expected.rows.length}`;
   const sort = (rows: JsonValue[][]) => (ordered ? rows : [...rows].sort((x, y) => rowKey(x).localeCompare(rowKey(y))));
   const [a, e] = [sort(actual.rows), sort(expected.rows)];
   for (let i = 0; i < a.length; i++) {
-    if (!close(a[i]!, e[i]!)) {
-      expect(a[i], `${label}: row ${i}`).toEqual(e[i]);
-    }
+    if (!a[i]!.every((v, c) => same(v, e[i]![c]!, expected.types?.[c]))) return `row ${i}: ${JSON.stringify(a[i])} != ${JSON.stringify(e[i])}`;
   }
+  return undefined;
+}
+
+export function expectSameResult(actual: Comparable, expected: Comparable, ordered: boolean, label: string): void {
+  expect(resultDifference(actual, expected, ordered), label).toBeUndefined();
 }

@@ -1,0 +1,43 @@
+/**
+ * What every service's main does first. Files it creates are private to its user (umask 077:
+ * 0600 files, 0700 directories: segments, the manifest, logs and tokens are data or secrets).
+ * It refuses to start with a token anyone could guess. And when `berth up` started it, it exits
+ * once `berth up` is gone, however that went, so that no service outlives its supervisor.
+ */
+import { envString } from './env.js';
+
+/** The shortest token a service accepts, in bytes. */
+export const MIN_TOKEN_BYTES = 32;
+
+/** Thrown when the configured token is missing, a sample value, or too short to resist guessing. */
+export class WeakTokenError extends Error {
+  override name = 'WeakTokenError';
+}
+
+/** The token, if it is one a service may run with. */
+export function checkToken(token: string, variable = 'BERTH_TOKEN'): string {
+  if (/^change-?me$/i.test(token.trim())) throw new WeakTokenError(`${variable} is the sample value "${token}": set a random token (e.g. openssl rand -hex 32)`);
+  if (Buffer.byteLength(token) < MIN_TOKEN_BYTES) throw new WeakTokenError(`${variable} must be at least ${MIN_TOKEN_BYTES} bytes (e.g. openssl rand -hex 32); it is ${Buffer.byteLength(token)}`);
+  return token;
+}
+
+/** Set by `berth up` on its children: their stdin is a pipe from it, which closes when it ends. */
+export const SUPERVISED_ENV = 'BERTH_SUPERVISED';
+
+/** Applies the process-wide settings and returns the service's checked token. */
+export function startService(): { token: string } {
+  process.umask(0o077);
+  if (process.env[SUPERVISED_ENV] === '1') {
+    process.stdin.on('data', () => {});
+    process.stdin.once('end', () => process.exit(0));
+    process.stdin.once('error', () => process.exit(0));
+    // Watching the pipe must not keep a service alive that is shutting down on its own.
+    (process.stdin as { unref?: () => void }).unref?.();
+  }
+  try {
+    return { token: checkToken(envString('BERTH_TOKEN')) };
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(78); // EX_CONFIG
+  }
+}

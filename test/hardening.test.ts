@@ -1,0 +1,175 @@
+/**
+ * The serving path against an attacker and a careless user: SQL that tries to read past the
+ * catalog, queries that fail at run time, rows that do not fit, names that break ids, and rows
+ * nested to crash the JSON reader. Each is answered with a 4xx that says what was wrong, and the
+ * count and sums of the data already ingested never change.
+ */
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createS3Client } from '../services/common/s3-client.js';
+import { SegmentWriter } from '../services/coordinator/segment-writer.js';
+import { SqlEngine } from '../services/coordinator/sql-engine.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
+
+describe('hardening of the serving path', () => {
+  let cluster: TestCluster;
+  let baseline: unknown;
+  /** Count and sums over everything ingested: no bad input may change them. */
+  const totals = async () => (await cluster.query('SELECT count(*), sum(bytes), sum(status), sum(latency_ms) FROM events')).body.rows;
+  const expectDataUnchanged = async () => expect(await totals()).toEqual(baseline);
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [2, 2] });
+    await cluster.ingestEvents('events', 4, 500);
+    baseline = await totals();
+    expect(baseline).toEqual([[2_000, expect.anything(), expect.anything(), expect.anything()]]);
+  });
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  describe('SQL reads only the catalog’s tables', () => {
+    it('refuses a CTE named like a file, declared in a subquery and read outside it, before anything runs', async () => {
+      const node = cluster.nodes[0]!;
+      const segment = node.cache.ids()[0]!;
+      const file = path.join(node.cacheDir, 'segments', `${segment}.parquet`);
+      const { status, body } = await cluster.query(`SELECT * FROM (WITH "${file}" AS (SELECT 1 AS x) SELECT x FROM "${file}") AS inner_query, "${file}" LIMIT 1`);
+      expect(status).toBe(400);
+      expect(body.message).toBe(`unknown table "${file}"`);
+      await expectDataUnchanged();
+    });
+
+    it('still lets a CTE hide a table inside its own scope', async () => {
+      const { status, body } = await cluster.query("WITH events AS (SELECT * FROM events WHERE level = 'error') SELECT count(*) = count_if(level = 'error') FROM events");
+      expect(status, body.message).toBe(200);
+      expect(body.rows).toEqual([[true]]);
+    });
+
+    it.each([
+      ['a pg_catalog view', 'SELECT * FROM pg_catalog.pg_tables', /not allowed: pg_catalog\.pg_tables/],
+      ['a catalog view by its bare name', 'SELECT * FROM pg_tables', /unknown table "pg_tables"/],
+      ['information_schema', 'SELECT * FROM information_schema.tables', /not allowed: information_schema\.tables/],
+      ['a table function', 'SELECT * FROM duckdb_settings()', /not allowed: table function duckdb_settings/],
+      ['a file path', "SELECT * FROM '/etc/passwd'", /unknown table "\/etc\/passwd"/],
+      ['a setting that names directories', "SELECT current_setting('temp_directory')", /not allowed: function current_setting/],
+      ['a NUL in the SQL', 'SELECT 1 \u0000', /NUL/],
+    ])('refuses %s with a 400 that names it', async (_label, sql, message) => {
+      const { status, body } = await cluster.query(sql);
+      expect(status).toBe(400);
+      expect(body.message).toMatch(message);
+    });
+
+    it('keeps ingest batches out of every directory a query’s DuckDB can read', async () => {
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-layout-'));
+      // The coordinator's layout: the query engine's scratch and the ingest writer's, side by side.
+      const engine = await SqlEngine.open(path.join(dir, 'scratch'));
+      const writer = await SegmentWriter.open(path.join(dir, 'ingest'));
+      try {
+        const batch = writer.scratchFile('.ndjson');
+        await writeFile(batch, '{"ts": "2026-11-01 00:00:00", "secret": "another client\'s row"}\n');
+        await expect(engine.runToParquet(`SELECT * FROM read_json('${batch}')`, [])).rejects.toThrow(/Permission Error/);
+      } finally {
+        engine.close();
+        writer.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('query errors', () => {
+    const scansRun = async () => {
+      let total = 0;
+      for (const node of cluster.nodes) {
+        const metrics = await (await fetch(`${node.url}/metrics`)).text();
+        for (const match of metrics.matchAll(/^berth_scans_total\{[^}]*\} (\d+)$/gm)) total += Number(match[1]);
+      }
+      return total;
+    };
+
+    it('answers a DuckDB error at run time with a 400 that quotes DuckDB, after one node', async () => {
+      const before = await scansRun();
+      const { status, body } = await cluster.query('SELECT count(DISTINCT CAST(service AS INTEGER)) FROM events');
+      expect(status).toBe(400);
+      expect(body.message).toMatch(/^Conversion Error: Could not convert string '\w+' to INT32/);
+      expect(await scansRun()).toBe(before + 1);
+      await expectDataUnchanged();
+    });
+
+    it('answers a gathered query that ends in a comment', async () => {
+      const { status, body } = await cluster.query('SELECT count(DISTINCT user_id) AS users FROM events -- how many users');
+      expect(status, body.message).toBe(200);
+      expect(body.stats.route).toBe('gather');
+    });
+  });
+
+  describe('ingest', () => {
+    const row = (fields: Record<string, unknown>) => JSON.stringify({ ts: '2026-11-01 00:00:00', service: 'api', level: 'info', status: 200, latency_ms: 1.5, bytes: 10, user_id: 'u1', region: 'eu', ...fields });
+
+    it.each([1_000, 100_000])('refuses a row nested %i deep in under a second, and stays up', async (depth) => {
+      const started = performance.now();
+      const { status, body } = await cluster.ingest('events', `${row({})}\n{"ts": "2026-11-01 00:00:00", "deep": ${'['.repeat(depth)}${']'.repeat(depth)}}\n`);
+      expect(status).toBe(400);
+      expect(body.message).toBe('line 2: nested deeper than 64 levels (BERTH_INGEST_MAX_DEPTH)');
+      expect(performance.now() - started).toBeLessThan(1_000);
+      await expectDataUnchanged();
+    });
+
+    it.each([
+      ['a fraction into an integer column', { status: 2.7 }, 'line 3: field "status": expected BIGINT, got 2.7'],
+      ['a number as a string', { status: '201' }, 'line 3: field "status": expected BIGINT, got "201"'],
+      ['a field the table does not have', { colour: 'red' }, 'line 3: field "colour" is not a column of the table'],
+      ['a number into a VARCHAR column', { service: 42 }, 'line 3: field "service": expected VARCHAR (as a JSON string), got 42'],
+      ['an integer past 2^63', { bytes: '__BIG__' }, 'line 3: field "bytes": 9223372036854775808 is out of BIGINT\'s range'],
+      ['a field named __proto__', { ['__proto__']: 1 }, 'line 3: a field may not be named __proto__'],
+    ])('refuses %s with the line and the field', async (_label, fields, message) => {
+      const bad = row(fields).replace('"__BIG__"', '9223372036854775808');
+      const { status, body } = await cluster.ingest('events', `${row({})}\n${row({ bytes: 20 })}\n${bad}\n`);
+      expect(status).toBe(400);
+      expect(body.message).toContain(message);
+      await expectDataUnchanged();
+    });
+
+    it('takes rows that fit exactly, widening only what loses nothing', async () => {
+      const ok = await cluster.ingest('widened', `${JSON.stringify({ ts: '2026-11-01 00:00:00', n: 1, d: 1.5 })}\n`);
+      expect(ok.status, ok.body.message).toBe(200);
+      const widened = await cluster.ingest('widened', `${JSON.stringify({ ts: '2026-11-01 00:00:01', n: 2.0, d: 3 })}\n`);
+      expect(widened.status, widened.body.message).toBe(200);
+      const { body } = await cluster.query('SELECT sum(n), sum(d), typeof(sum(d)) FROM widened');
+      expect(body.rows).toEqual([[3, 4.5, 'DOUBLE']]);
+    });
+
+    it('refuses a table name whose segment ids would be invalid before any side effect', async () => {
+      const { status } = await cluster.ingest('_ok_name', `${row({})}\n`);
+      expect(status).toBe(400);
+      expect((await cluster.meta.listTables()).map((t) => t.name)).not.toContain('_ok_name');
+      const s3 = createS3Client(cluster.s3);
+      const objects = await s3.send(new ListObjectsV2Command({ Bucket: cluster.bucket, Prefix: 'tables/_ok_name/' }));
+      s3.destroy();
+      expect(objects.KeyCount ?? 0).toBe(0);
+      await expectDataUnchanged();
+    });
+
+    it.each([
+      ['a 201-character column name', { [`c${'x'.repeat(200)}`]: 1 }, /longer than 200 characters/],
+      ['2,001 columns', Object.fromEntries(Array.from({ length: 2_001 }, (_, i) => [`c${i}`, i])), /at most 2000 columns/],
+    ])('refuses a new table with %s as a 400', async (_label, fields, message) => {
+      const { status, body } = await cluster.ingest('wide', `${JSON.stringify({ ts: '2026-11-01 00:00:00', ...fields })}\n`);
+      expect(status).toBe(400);
+      expect(body.message).toMatch(message);
+    });
+
+    it('refuses a struct field named __proto__ in a new table with a 400', async () => {
+      const { status, body } = await cluster.ingest('protos', '{"ts": "2026-11-01 00:00:00", "s": {"__proto__": 1, "a": 2}}\n');
+      expect(status).toBe(400);
+      expect(body.message).toBe('line 1: field "s".__proto__: a field may not be named __proto__');
+    });
+
+    it('leaves no batch behind in the coordinator’s ingest directory', async () => {
+      const left = (await readdir(path.join(cluster.dir, 'coordinator', 'ingest'))).filter((f) => f !== 'spill');
+      expect(left).toEqual([]);
+    });
+  });
+});
