@@ -5,12 +5,10 @@
  * warmer, and after a node leaves, the warm-up of the share that moved to the others; the
  * coordinator's ingest-to-queryable histogram counts every batch.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Placement } from '../core/ownership.js';
 import type { Warmth } from '../services/query-node/warmer.js';
-import { berth } from './helpers/berth-cli.js';
+import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 
 /** Segments of the test table: enough that a departing node's share reaches the joined one. */
@@ -42,10 +40,7 @@ describe('cache affinity and warm-up', () => {
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2, 2] });
     await cluster.ingestEvents('events', SEGMENTS, 100);
-    dataDir = path.join(cluster.dir, 'cli');
-    await mkdir(dataDir, { recursive: true });
-    await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify({ coordinator: cluster.coordinator.url }));
-    await writeFile(path.join(dataDir, 'token'), TOKEN);
+    dataDir = await cliDataDir(cluster.dir, { coordinator: cluster.coordinator.url }, TOKEN);
   });
   afterAll(async () => {
     await cluster?.close();

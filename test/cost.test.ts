@@ -6,8 +6,6 @@
  * cent.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -19,7 +17,7 @@ import { bill, HOUR_MS, LEDGER_DAYS, nodeHoursNow, recordReplicas, usageWindow, 
 import { buildControllerApp } from '../services/controller/app.js';
 import { launchPool, poolStatus } from '../services/controller/pool-client.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
-import { berth } from './helpers/berth-cli.js';
+import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { runsOf } from './helpers/history.js';
@@ -129,10 +127,7 @@ describe('berth cost over a real pool’s launches', () => {
     running = worker.run();
     cluster = await startCluster({ vcpus: [2] });
     controller = buildControllerApp({ client, pools: [config], token: TOKEN, taskQueue, logger: false });
-    dataDir = path.join(cluster.dir, 'cli');
-    await mkdir(dataDir, { recursive: true });
-    await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify({ controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }));
-    await writeFile(path.join(dataDir, 'token'), TOKEN);
+    dataDir = await cliDataDir(cluster.dir, { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }, TOKEN);
   });
   afterAll(async () => {
     await client?.workflow.getHandle(poolWorkflowId(group)).terminate('test over').catch(() => {});

@@ -8,8 +8,6 @@
  * query with it.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { AppsV1Api, CoreV1Api, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -17,7 +15,7 @@ import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.j
 import type { PreflightReport } from '../core/preflight.js';
 import { buildControllerApp } from '../services/controller/app.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
-import { berth } from './helpers/berth-cli.js';
+import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { applyManifests, createNamespace, heavyPoolManifests, kubeConfigFor, namespaceNodeLabel, serviceAccountToken, testKube, type TestKube } from './helpers/kube.js';
@@ -80,10 +78,7 @@ describe('preflight and the scheduler’s own words, on a real control plane', (
     worker = await startWorker(cluster, taskQueue, { heavyPool: { platform } });
     controller = buildControllerApp({ client, pools: [config], token: TOKEN, taskQueue, logger: false });
     const controllerUrl = await controller.listen({ host: '127.0.0.1', port: 0 });
-    dataDir = path.join(cluster.dir, 'cli');
-    await mkdir(dataDir, { recursive: true });
-    await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify({ controller: controllerUrl, coordinator: cluster.coordinator.url }));
-    await writeFile(path.join(dataDir, 'token'), TOKEN);
+    dataDir = await cliDataDir(cluster.dir, { controller: controllerUrl, coordinator: cluster.coordinator.url }, TOKEN);
   });
   afterAll(async () => {
     await client?.workflow.getHandle(poolWorkflowId(GROUP)).terminate('test over').catch(() => {});

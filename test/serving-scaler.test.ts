@@ -5,8 +5,6 @@
  * group gives it back, and the floor holds.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
@@ -15,7 +13,7 @@ import { buildControllerApp } from '../services/controller/app.js';
 import { servingScalerStatus } from '../services/controller/serving-scaler-client.js';
 import { ServingLoadReporter } from '../services/coordinator/serving-load.js';
 import { servingScalerWorkflowId, type ServingScalerConfig } from '../workflows/api.js';
-import { berth } from './helpers/berth-cli.js';
+import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { runsOf } from './helpers/history.js';
@@ -122,10 +120,7 @@ describe('the serving group scaled by its waiting queries', () => {
     client = await temporalClient();
     worker = await startWorker(cluster, taskQueue, { servingScaler: { platform } });
     controller = buildControllerApp({ client, pools: [], servingScaler: config, token: TOKEN, taskQueue, logger: false });
-    dataDir = path.join(cluster.dir, 'cli');
-    await mkdir(dataDir, { recursive: true });
-    await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify({ controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }));
-    await writeFile(path.join(dataDir, 'token'), TOKEN);
+    dataDir = await cliDataDir(cluster.dir, { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }, TOKEN);
   });
   afterAll(async () => {
     await client?.workflow.getHandle(servingScalerWorkflowId(group)).terminate('test over').catch(() => {});
