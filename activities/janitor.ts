@@ -6,6 +6,7 @@
 import { DeleteObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { segmentObjectKey } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
+import { runLongStep } from './heartbeat.js';
 
 export interface JanitorActivityDeps {
   s3: S3Client;
@@ -22,32 +23,41 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
   return {
     /** Deletes retired segments' objects retired more than `graceMs` ago, then forgets them. */
     async deleteRetiredSegments(input: { graceMs: number }): Promise<string[]> {
-      const deleted: string[] = [];
-      for (const segment of await deps.meta.listRetired(now() - input.graceMs)) {
-        await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }));
-        await deps.meta.forgetSegment(segment.id);
-        deleted.push(segment.id);
-      }
-      return deleted;
+      return await runLongStep(async ({ signal, progress }) => {
+        const deleted: string[] = [];
+        const retired = await deps.meta.listRetired(now() - input.graceMs);
+        for (const segment of retired) {
+          await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }), { abortSignal: signal });
+          await deps.meta.forgetSegment(segment.id);
+          deleted.push(segment.id);
+          progress({ deleted: deleted.length, of: retired.length });
+        }
+        return deleted;
+      });
     },
 
     /** Deletes segment objects older than `graceMs` that the manifest does not know (uploads never committed). */
     async deleteOrphanObjects(input: { graceMs: number }): Promise<string[]> {
-      const deleted: string[] = [];
-      let token: string | undefined;
-      do {
-        const page = await deps.s3.send(new ListObjectsV2Command({ Bucket: deps.bucket, Prefix: 'tables/', ContinuationToken: token }));
-        const old = (page.Contents ?? []).filter((o) => o.Key && SEGMENT_KEY.test(o.Key) && (o.LastModified?.getTime() ?? now()) < now() - input.graceMs);
-        const ids = old.map((o) => SEGMENT_KEY.exec(o.Key!)![2]!);
-        const known = new Set(ids.length > 0 ? await deps.meta.knownSegments(ids) : []);
-        for (const object of old) {
-          if (known.has(SEGMENT_KEY.exec(object.Key!)![2]!)) continue;
-          await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: object.Key }));
-          deleted.push(object.Key!);
-        }
-        token = page.IsTruncated ? page.NextContinuationToken : undefined;
-      } while (token);
-      return deleted;
+      return await runLongStep(async ({ signal, progress }) => {
+        const deleted: string[] = [];
+        let listed = 0;
+        let token: string | undefined;
+        do {
+          const page = await deps.s3.send(new ListObjectsV2Command({ Bucket: deps.bucket, Prefix: 'tables/', ContinuationToken: token }), { abortSignal: signal });
+          listed += page.KeyCount ?? 0;
+          const old = (page.Contents ?? []).filter((o) => o.Key && SEGMENT_KEY.test(o.Key) && (o.LastModified?.getTime() ?? now()) < now() - input.graceMs);
+          const ids = old.map((o) => SEGMENT_KEY.exec(o.Key!)![2]!);
+          const known = new Set(ids.length > 0 ? await deps.meta.knownSegments(ids) : []);
+          for (const object of old) {
+            if (known.has(SEGMENT_KEY.exec(object.Key!)![2]!)) continue;
+            await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: object.Key }), { abortSignal: signal });
+            deleted.push(object.Key!);
+          }
+          progress({ listed, deleted: deleted.length });
+          token = page.IsTruncated ? page.NextContinuationToken : undefined;
+        } while (token);
+        return deleted;
+      });
     },
   };
 };

@@ -1,6 +1,8 @@
 /**
  * Activities of the merge workflows. Each is idempotent: the merged segment's id is derived from
- * its inputs, so a retried merge writes the same object, and meta's swap commits it once.
+ * its inputs, so a retried merge writes the same object, and meta's swap commits it once. The long
+ * ones (merge, push) heartbeat with their progress, keep the merge's lease alive while they run,
+ * and stop their downloads, DuckDB query, upload or push as soon as they are cancelled.
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -19,7 +21,7 @@ import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { pushToNode } from '../services/query-node/client.js';
-import { withHeartbeats } from './heartbeat.js';
+import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
 import { LOST_MERGE_RACE } from '../workflows/api.js';
 
 export interface MergeActivityDeps {
@@ -34,6 +36,13 @@ export interface MergeActivityDeps {
   group?: string;
 }
 
+
+/** A merge's lease, as the workflow holds it. */
+export interface MergeLease {
+  name: string;
+  holder: string;
+  ttlMs: number;
+}
 
 export { partitionOf };
 
@@ -73,13 +82,13 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
   },
 
   /** Downloads the inputs, merges them with DuckDB into one Parquet sorted by time, and uploads it. */
-  async mergeSegments(input: { table: string; partition: string; level: number; inputs: string[] }): Promise<Segment> {
-    return await withHeartbeats(() => merge(deps, input));
+  async mergeSegments(input: { table: string; partition: string; level: number; inputs: string[]; lease?: MergeLease }): Promise<Segment> {
+    return await runLongStep((step) => merge(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
   },
 
   /** Pushes a segment into its owner's cache. Declined or failed only means a cold first read. */
-  async pushToOwner(input: { table: string; segmentId: string }): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
-    return await withHeartbeats(() => push(deps, input));
+  async pushToOwner(input: { table: string; segmentId: string; lease?: MergeLease }): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
+    return await runLongStep((step) => push(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
   },
 
   /** Swaps the inputs for the merged segment in the manifest, atomically and once; fenced, only while the merge's lease is still its own. */
@@ -97,7 +106,15 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
 
 export type MergeActivities = ReturnType<typeof createMergeActivities>;
 
-async function merge(deps: MergeActivityDeps, input: { table: string; partition: string; level: number; inputs: string[] }): Promise<Segment> {
+/** Renewed every third of its TTL, so that two renewals can fail before it runs out. */
+const keptLease = (meta: MetaClient, lease: MergeLease): KeptLease => ({
+  name: lease.name,
+  everyMs: Math.max(100, Math.floor(lease.ttlMs / 3)),
+  renew: async () => (await meta.acquireLease(lease.name, lease.holder, lease.ttlMs)).granted,
+});
+
+async function merge(deps: MergeActivityDeps, input: { table: string; partition: string; level: number; inputs: string[] }, step: LongStep): Promise<Segment> {
+  const { signal } = step;
   const table = await deps.meta.findTable(input.table);
   if (!table) throw ApplicationFailure.nonRetryable(`table "${input.table}" does not exist`, 'UnknownTable');
   const id = mergedSegmentId(input.table, input.partition, input.level + 1, input.inputs);
@@ -105,45 +122,60 @@ async function merge(deps: MergeActivityDeps, input: { table: string; partition:
   await mkdir(dir, { recursive: true });
   try {
     const limit = pLimit(8);
+    let downloaded = 0;
+    let downloadedBytes = 0;
+    step.progress({ step: 'download', segments: 0, of: input.inputs.length });
     const files = await Promise.all(
       input.inputs.map((segment) =>
         limit(async () => {
-          const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }));
+          const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }), { abortSignal: signal });
           const file = path.join(dir, `${segment}.parquet`);
-          await pipeline(object.Body as Readable, createWriteStream(file));
+          await pipeline(object.Body as Readable, createWriteStream(file), { signal });
+          downloadedBytes += object.ContentLength ?? 0;
+          step.progress({ step: 'download', segments: ++downloaded, of: input.inputs.length, bytes: downloadedBytes });
           return file;
         }),
       ),
     );
+    step.progress({ step: 'merge', segments: files.length, bytes: downloadedBytes });
     const out = path.join(dir, `${id}.parquet`);
     // Every column in the order: the same inputs always give the same bytes.
     const order = [table.timestampColumn, ...table.columns.map((c) => c.name).filter((n) => n !== table.timestampColumn)].map(quoteIdent).join(', ');
     const ts = quoteIdent(table.timestampColumn);
-    const stats = await withConnection(deps.duckdb, async (c) => {
-      await c.run(`CREATE TEMP VIEW inputs AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
-      await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
-      const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM read_parquet(${sqlString(out)})`)).getRows()[0]!;
-      return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
-    });
+    const stats = await withConnection(
+      deps.duckdb,
+      async (c) => {
+        await c.run(`CREATE TEMP VIEW inputs AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
+        await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
+        const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM read_parquet(${sqlString(out)})`)).getRows()[0]!;
+        return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
+      },
+      signal,
+    );
     const { size } = await stat(out);
-    await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: await readFile(out) }));
+    step.progress({ step: 'upload', segment: id, bytes: size, rows: stats.rows });
+    await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: await readFile(out, { signal }) }), { abortSignal: signal });
     return { id, table: input.table, level: input.level + 1, bytes: size, ...stats };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-async function push(deps: MergeActivityDeps, input: { table: string; segmentId: string }): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
+async function push(deps: MergeActivityDeps, input: { table: string; segmentId: string }, step: LongStep): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
+  const { signal } = step;
   const members = await deps.meta.members(deps.group ?? 'serving');
   const owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(input.segmentId);
   const member = owner && members.find((m) => m.id === owner.id);
   if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
   try {
-    const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, input.segmentId) }));
+    step.progress({ step: 'read', segment: input.segmentId, owner: member.id });
+    const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, input.segmentId) }), { abortSignal: signal });
     const body = Buffer.from(await object.Body!.transformToByteArray());
-    const result = await pushToNode(member.url, input.table, input.segmentId, body, deps.token, 30_000);
+    step.progress({ step: 'push', segment: input.segmentId, owner: member.id, bytes: body.length });
+    const result = await pushToNode(member.url, input.table, input.segmentId, body, deps.token, 30_000, signal);
     return { owner: member.id, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
   } catch (error) {
+    if (signal.aborted) throw signal.reason; // stopped, not declined
     return { owner: member.id, accepted: false, reason: (error as Error).message };
   }
 }

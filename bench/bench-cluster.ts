@@ -3,9 +3,10 @@ import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { startEmbeddedCluster, tokenFile, type EmbeddedCluster, type EmbeddedClusterOptions } from '../cli/embedded/cluster.js';
+import { s3IdentitiesFile, startEmbeddedCluster, tokenFile, type EmbeddedCluster, type EmbeddedClusterOptions } from '../cli/embedded/cluster.js';
+import { readS3Credentials } from '../cli/embedded/s3-server.js';
 import { segmentObjectKey } from '../core/identifiers.js';
-import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
+import { createS3Client } from '../services/common/s3-client.js';
 import { MetaClient, type ColumnSpec } from '../services/meta/client.js';
 
 export interface BenchCluster {
@@ -43,7 +44,7 @@ export async function startBenchCluster(
     log: (line) => console.error(`cluster: ${line}`),
   });
   const meta = new MetaClient(cluster.endpoints.meta, (await readFile(tokenFile(dataDir), 'utf8')).trim());
-  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: S3RVER_CREDENTIALS });
+  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: await readS3Credentials(s3IdentitiesFile(dataDir)) });
   const duckdb = await DuckDBInstance.create(':memory:');
   return {
     cluster,

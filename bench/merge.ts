@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { TASK_QUEUE } from '../workflows/api.js';
+import { MERGE_TASK_QUEUE } from '../workflows/api.js';
 import type { segmentMergeWorkflow } from '../workflows/index.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { median } from './stats.js';
@@ -49,7 +49,7 @@ try {
     const columns = await bench.load(table, files);
     let started = performance.now();
     const result = await client.workflow.execute<typeof segmentMergeWorkflow>('segmentMergeWorkflow', {
-      taskQueue: TASK_QUEUE,
+      taskQueue: MERGE_TASK_QUEUE,
       workflowId: `bench-merge-${Date.now()}-${round}`,
       args: [{ table, partition: '20261101' }],
     });

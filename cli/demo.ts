@@ -12,7 +12,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { SingleBar } from 'cli-progress';
 import { bearer } from '../services/common/auth.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
-import { TASK_QUEUE, type PoolStatus, type TableMergeResult } from '../workflows/api.js';
+import { MERGE_TASK_QUEUE, type PoolStatus, type TableMergeResult } from '../workflows/api.js';
 import type { tableMergeWorkflow } from '../workflows/index.js';
 import type { Endpoints } from './embedded/cluster.js';
 import { count } from './format.js';
@@ -104,7 +104,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   let merged: TableMergeResult;
   try {
     const client = new Client({ connection, namespace: endpoints.temporalNamespace });
-    merged = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', { taskQueue: TASK_QUEUE, workflowId: `merge-events-demo-${Date.now()}`, args: [{ table: 'events', minInputs: 2 }] });
+    merged = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', { taskQueue: MERGE_TASK_QUEUE, workflowId: `merge-events-demo-${Date.now()}`, args: [{ table: 'events', minInputs: 2 }] });
   } finally {
     await connection.close();
   }

@@ -9,6 +9,7 @@ import { poolCommand } from './commands/pool.js';
 import { preflightCommand } from './commands/preflight.js';
 import { queryCommand } from './commands/query.js';
 import { servingCommand } from './commands/serving.js';
+import { setupCommand } from './commands/setup.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
 
@@ -23,7 +24,8 @@ const program = new Command('berth')
   .addCommand(preflightCommand())
   .addCommand(costCommand())
   .addCommand(servingCommand())
-  .addCommand(placementCommand());
+  .addCommand(placementCommand())
+  .addCommand(setupCommand());
 
 try {
   await program.parseAsync();

@@ -22,3 +22,14 @@ export function parseCount(text: string, flag: string): number {
   if (!Number.isInteger(n) || n < 0) throw new UsageError(`${flag}: "${text}" must be a whole number`);
   return n;
 }
+
+/** "--seaweed-ports master=9333,filer=8888": named ports, each name one of `names`. */
+export function parsePortMap<Name extends string>(text: string, flag: string, names: readonly Name[]): Partial<Record<Name, number>> {
+  const ports: Partial<Record<Name, number>> = {};
+  for (const pair of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [name, port] = pair.split('=');
+    if (!names.includes(name as Name) || port === undefined) throw new UsageError(`${flag}: "${pair}" must be NAME=PORT with NAME one of ${names.join(', ')}`);
+    ports[name as Name] = parsePort(port, `${flag} ${name}`);
+  }
+  return ports;
+}

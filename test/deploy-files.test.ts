@@ -112,6 +112,19 @@ describe('docker-compose.yml and deploy/k8s', () => {
     expect(new Set(cpus).size).toBeGreaterThan(1);
   });
 
+  it('runs `berth setup` once before the worker and controller start (compose) and as a Job (Kubernetes)', async () => {
+    const [compose] = await load('docker-compose.yml');
+    const services = compose!.services as Record<string, Doc>;
+    const setup = Object.entries(services).filter(([, s]) => (s.command ?? []).join(' ') === 'node dist/cli/main.js setup');
+    expect(setup).toHaveLength(1);
+    const [name, service] = setup[0]!;
+    expect(service.restart).toBe('no');
+    for (const waiting of ['worker', 'controller']) expect(services[waiting]!.depends_on[name], waiting).toEqual({ condition: 'service_completed_successfully' });
+    const job = k8s.find((d) => d.kind === 'Job')!;
+    expect(job.spec.template.spec.containers[0].command).toEqual(['node', 'dist/cli/main.js', 'setup']);
+    expect(job.spec.template.spec.restartPolicy).toBe('OnFailure');
+  });
+
   it('runs two meta replicas on PostgreSQL, its connection kept in an env file or a Secret, and gives every service both', async () => {
     const [compose] = await load('docker-compose.yml');
     const services = Object.entries(compose!.services as Record<string, Doc>);

@@ -65,12 +65,19 @@ const aggregateCase = fc
     sql: `SELECT ${key}, count(*) AS n, ${numbers.map((e, i) => `${fn}(${e}) AS a${i}`).join(', ')}, ${constant} AS k FROM events WHERE ${w} GROUP BY ${key} ORDER BY ${key} NULLS FIRST`,
     ordered: true,
   }));
-const selectCase = fc
-  .tuple(fc.array(fc.oneof(literal, fc.constantFrom(...TIMESTAMPS), rowNumber), { minLength: 1, maxLength: 3 }), where, fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 5 }))
-  .map(([values, w, limit, offset]): Case => ({
-    sql: `SELECT ts, bytes, ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w} ORDER BY ts, bytes LIMIT ${limit} OFFSET ${offset}`,
-    ordered: true,
-  }));
+/**
+ * Select-route queries. Their literals come from `projected`: casts that hold on their own. A cast
+ * that fails fails only when a row reaches the projection, and one DuckDB projects after OFFSET
+ * while the owners project the rows OFFSET will skip: whether such a query errs is a matter of
+ * evaluation order, which SQL leaves open, not of exactness.
+ */
+const selectCaseOf = (projected: fc.Arbitrary<string>) =>
+  fc
+    .tuple(fc.array(fc.oneof(projected, fc.constantFrom(...TIMESTAMPS), rowNumber), { minLength: 1, maxLength: 3 }), where, fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 5 }))
+    .map(([values, w, limit, offset]): Case => ({
+      sql: `SELECT ts, bytes, ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w} ORDER BY ts, bytes LIMIT ${limit} OFFSET ${offset}`,
+      ordered: true,
+    }));
 const gatherCase = fc.oneof(
   fc.tuple(rowNumber, literal, where).map(([e, constant, w]): Case => ({ sql: `SELECT count(DISTINCT ${e}) AS d, ${constant} AS k FROM events WHERE ${w}`, ordered: false })),
   fc.tuple(fc.array(fc.oneof(literal, fc.constantFrom(...TIMESTAMPS)), { minLength: 1, maxLength: 4 }), where).map(([values, w]): Case => ({
@@ -121,6 +128,11 @@ describe('exact answers', () => {
   });
 
   it('answers 2,000 generated queries with boundary literals exactly as one DuckDB, on all three routes', async () => {
+    const holding: string[] = [];
+    for (const value of [...INTEGER_EDGES, ...DECIMAL_EDGES, ...DOUBLE_EDGES]) {
+      for (const type of TYPES) if (!('error' in (await reference.run(`SELECT ${value}::${type}`)))) holding.push(`${value}::${type}`);
+    }
+    const selectCase = selectCaseOf(fc.oneof(anyNumber, fc.constantFrom(...holding)));
     const routes = { aggregate: 0, select: 0, gather: 0, refused: 0 };
     const differences: string[] = [];
     const check = async ({ sql, ordered }: Case): Promise<boolean> => {

@@ -1,7 +1,8 @@
 /**
- * One Temporal dev server, one S3 API, one Kubernetes control plane and one throwaway PostgreSQL
- * cluster for the whole test run, on free loopback ports; test files read their addresses with
- * `inject(...)`.
+ * One Temporal dev server, one S3 API (SeaweedFS, with credentials made for this run), one
+ * Kubernetes control plane and one throwaway PostgreSQL cluster for the whole test run, on free
+ * loopback ports; test files read their addresses with `inject(...)`. The dev server starts bare:
+ * Berth's workers register their search attributes themselves.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -22,6 +23,7 @@ declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     s3Endpoint: string;
+    s3Credentials: { accessKeyId: string; secretAccessKey: string };
     s3Bucket: string;
     kubeServer: string;
     kubeAdminToken: string;
@@ -59,7 +61,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
         extraArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=60'],
       }),
     ),
-    startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] }),
+    startS3Server({ directory: path.join(dir, 'seaweedfs'), identitiesFile: path.join(dir, 's3-identities.json'), buckets: [TEST_BUCKET], logFile: path.join(dir, 'seaweedfs.log'), log }),
     // Under CI the binaries must already be built (.ci/run builds them); a missing one fails the run.
     resolveKubeBinaries({ mustExist: process.env.CI === 'true' }).then(async (binaries) => {
       const startedAt = Date.now();
@@ -80,6 +82,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   log(`temporal ${temporal.address}, s3 ${s3.endpoint}, kube-apiserver ${kube.server}, postgres ${postgres.url}`);
   project.provide('temporalAddress', temporal.address);
   project.provide('s3Endpoint', s3.endpoint);
+  project.provide('s3Credentials', s3.credentials);
   project.provide('s3Bucket', TEST_BUCKET);
   project.provide('kubeServer', kube.server);
   project.provide('kubeAdminToken', kube.adminToken);

@@ -12,6 +12,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
 import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../services/controller/pool-client.js';
+import { registerSearchAttributes } from '../workers/search-attributes.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { payloadsOver, runsOf } from './helpers/history.js';
@@ -72,6 +73,7 @@ describe('the heavy pool workflow', () => {
   beforeAll(async () => {
     client = await temporalClient();
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    await registerSearchAttributes(connection, 'default'); // as every Berth worker does before it polls
     worker = await Worker.create({ connection, taskQueue, workflowBundle: await workflowBundle(), activities: fake.activities });
     running = worker.run();
   });
@@ -155,8 +157,10 @@ describe('the heavy pool workflow', () => {
   it('parks, with replicas at zero, when a step fails for good, and says why instead of failing the workflow', async () => {
     const group = `broken-${randomUUID().slice(0, 8)}`;
     await launchPool(pool(group), 1);
-    await expect.poll(async () => (await status(group)).lastFailure?.message ?? '', { timeout: 30_000 }).toMatch(/storage refused the canary object: access denied/);
-    expect(await status(group)).toMatchObject({ phase: 'parked', replicasPatched: 0, serveReady: false });
+    await expect.poll(async () => ((s) => s.lastFailure !== undefined && s.phase)(await status(group)), { timeout: 30_000 }).toBe('parked');
+    const parked = await status(group);
+    expect(parked).toMatchObject({ replicasPatched: 0, serveReady: false });
+    expect(parked.lastFailure?.message).toMatch(/storage refused the canary object: access denied/);
     expect(fake.state.replicas.get(group)).toBe(0);
     const description = await client.workflow.getHandle(poolWorkflowId(group)).describe();
     expect(description.status.name).toBe('RUNNING');

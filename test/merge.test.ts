@@ -13,7 +13,7 @@ import { mergedSegmentId } from '../activities/merge.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
-import { mergeScheduleId, mergeWorkflowId, type MergeResult } from '../workflows/api.js';
+import { mergeScheduleId, mergeTaskQueueFor, mergeWorkflowId, type MergeResult } from '../workflows/api.js';
 import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
@@ -36,14 +36,15 @@ describe('merge-then-push', () => {
   let cluster: TestCluster;
   let client: Client;
   let worker: RunningWorker;
-  const taskQueue = `merge-${randomUUID()}`;
+  const workerQueue = `merge-${randomUUID()}`;
+  const taskQueue = mergeTaskQueueFor(workerQueue); // merges and the janitor run on the merge queue
   const merge = (table: string, extra: Record<string, unknown> = {}, workflowId = `${mergeWorkflowId(table, PARTITION)}-${randomUUID()}`) =>
     client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId, args: [{ table, partition: PARTITION, ...extra }] });
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2, 2], expiryMs: 2_000 });
     client = await temporalClient();
-    worker = await startWorker(cluster, taskQueue);
+    worker = await startWorker(cluster, workerQueue);
   });
   afterAll(async () => {
     await worker?.stop();
@@ -120,8 +121,8 @@ describe('merge-then-push', () => {
 
   it('runs a table’s merges from its Temporal Schedule', async () => {
     await ingest(cluster, 'scheduled', 5);
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe(true);
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue })).toBe(false); // already there
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('created');
+    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('unchanged');
     const schedule = client.schedule.getHandle(mergeScheduleId('scheduled'));
     try {
       await schedule.trigger();
@@ -137,7 +138,8 @@ describe('a worker killed between upload and commit', () => {
   let client: Client;
   let worker: RunningWorker | undefined;
   let slowOwner: ReturnType<typeof createServer> | undefined;
-  const taskQueue = `merge-kill-${randomUUID()}`;
+  const workerQueue = `merge-kill-${randomUUID()}`;
+  const taskQueue = mergeTaskQueueFor(workerQueue); // merges and the janitor run on the merge queue
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [] });
@@ -173,7 +175,7 @@ describe('a worker killed between upload and commit', () => {
     const ownerUrl = `http://127.0.0.1:${(slowOwner.address() as AddressInfo).port}`;
     await cluster.meta.registerNode({ id: 'slow-owner', group: 'serving', url: ownerUrl, vcpus: 2, startedAt: Date.now() });
 
-    const { child, exited } = spawnWorkerProcess(cluster, taskQueue);
+    const { child, exited } = spawnWorkerProcess(cluster, workerQueue);
     const handle = await client.workflow.start(segmentMergeWorkflow, {
       taskQueue,
       workflowId: `kill-${randomUUID()}`,
@@ -189,7 +191,7 @@ describe('a worker killed between upload and commit', () => {
     await exited;
 
     pushes.length = 0;
-    worker = await startWorker(cluster, taskQueue);
+    worker = await startWorker(cluster, workerQueue);
     // The push step is retried on the new worker once the dead one misses its heartbeats.
     await expect.poll(() => pushes.length, { timeout: 30_000 }).toBeGreaterThan(0);
     for (const push of pushes) push.response.end(JSON.stringify({ accepted: true, owner: 'slow-owner' }));
@@ -210,12 +212,13 @@ describe('the janitor', () => {
   let cluster: TestCluster;
   let client: Client;
   let worker: RunningWorker;
-  const taskQueue = `janitor-${randomUUID()}`;
+  const workerQueue = `janitor-${randomUUID()}`;
+  const taskQueue = mergeTaskQueueFor(workerQueue); // merges and the janitor run on the merge queue
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2] });
     client = await temporalClient();
-    worker = await startWorker(cluster, taskQueue);
+    worker = await startWorker(cluster, workerQueue);
   });
   afterAll(async () => {
     await worker?.stop();

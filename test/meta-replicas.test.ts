@@ -14,7 +14,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../cli/embedded/service-process.js';
 import { MetaClient } from '../services/meta/client.js';
-import type { MergeResult } from '../workflows/api.js';
+import { mergeTaskQueueFor, type MergeResult } from '../workflows/api.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
@@ -34,6 +34,7 @@ describe('two meta replicas on PostgreSQL, one killed with SIGKILL mid-stream', 
   let worker: RunningWorker;
   let temporal: Client;
   const taskQueue = `meta-replicas-${randomUUID()}`;
+  const mergeQueue = mergeTaskQueueFor(taskQueue); // the worker runs merges on its merge queue
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'berth-meta-replicas-'));
@@ -97,7 +98,7 @@ describe('two meta replicas on PostgreSQL, one killed with SIGKILL mid-stream', 
       while (streaming) {
         for (const partition of PARTITIONS) {
           const result = await temporal.workflow.execute(segmentMergeWorkflow, {
-            taskQueue,
+            taskQueue: mergeQueue,
             workflowId: `merge-events-${partition}-${randomUUID()}`,
             args: [{ table: 'events', partition, minInputs: 2, leaseWaitMs: 30_000 }],
           });
@@ -138,7 +139,7 @@ describe('two meta replicas on PostgreSQL, one killed with SIGKILL mid-stream', 
 
     // Every acknowledged row is there exactly once, also after a final merge of each partition.
     for (const partition of PARTITIONS) {
-      const result = await temporal.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `merge-events-${partition}-final-${randomUUID()}`, args: [{ table: 'events', partition, minInputs: 2 }] });
+      const result = await temporal.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeQueue, workflowId: `merge-events-${partition}-final-${randomUUID()}`, args: [{ table: 'events', partition, minInputs: 2 }] });
       merges.push({ outcome: result.outcome, afterKill: true });
     }
     const final = await cluster.query('SELECT count(*) AS n, count(DISTINCT ts) AS d, min(ts) AS lo, max(ts) AS hi FROM events');

@@ -60,10 +60,10 @@ describe('meta HTTP API', () => {
     const greedy = await register(100_000);
     expect(greedy.statusCode).toBe(400);
     expect(greedy.json().message).toMatch(/vcpus.*1024/);
-    expect(store.backends()).toEqual([]);
+    expect(await store.backends()).toEqual([]);
     expect((await register(1_024)).statusCode).toBe(200);
     expect((await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 1_025 } })).statusCode).toBe(400);
-    expect(store.members('serving')).toEqual([{ id: 'n1', url: 'http://x', weight: 1_024 }]);
+    expect(await store.members('serving')).toEqual([{ id: 'n1', url: 'http://x', weight: 1_024 }]);
     const strict = buildMetaApp({ store, token: TOKEN, logger: false, maxVcpus: 64 });
     expect((await strict.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id: 'n2', group: 'serving', url: 'http://y', vcpus: 65, startedAt: 1 } })).statusCode).toBe(400);
     await strict.close();

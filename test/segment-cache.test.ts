@@ -4,7 +4,7 @@ import path from 'node:path';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
-import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
+import { createS3Client } from '../services/common/s3-client.js';
 import { SegmentCache } from '../services/query-node/segment-cache.js';
 
 const bucket = inject('s3Bucket');
@@ -16,7 +16,7 @@ describe('the segment cache', () => {
   const open = (budgetBytes: number) => SegmentCache.open({ dir, budgetBytes, s3, bucket });
 
   beforeAll(async () => {
-    s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS });
+    s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: inject('s3Credentials') });
     for (const id of ['c-1', 'c-2', 'c-3', 'c-4']) {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('cachetest', id), Body: Buffer.alloc(SEGMENT_BYTES, id) }));
     }

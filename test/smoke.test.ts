@@ -4,7 +4,7 @@ import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/clie
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createS3Client, S3RVER_CREDENTIALS } from '../services/common/s3-client.js';
+import { createS3Client } from '../services/common/s3-client.js';
 
 const createSmokeActivities = (s3: S3Client, bucket: string) => ({
   async storeGreeting(key: string, text: string): Promise<string> {
@@ -18,7 +18,7 @@ describe('the shared test servers', () => {
   const bucket = inject('s3Bucket');
   let s3: S3Client;
   beforeAll(() => {
-    s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS });
+    s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: inject('s3Credentials') });
   });
   afterAll(() => s3.destroy());
 

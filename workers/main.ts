@@ -1,20 +1,32 @@
 /**
- * Runs a Berth worker. Configuration comes from the environment (see README). It also keeps the
- * Temporal Schedules in place: the janitor's, and a merge schedule for every table meta knows.
+ * Runs a Berth worker. Configuration comes from the environment (see README); the workflow code is
+ * the bundle `npm run build` wrote. It also keeps the Temporal Schedules in line with the
+ * configuration: the janitor's, a merge schedule for every table meta knows (updated when the
+ * configuration changes), none for a table meta no longer lists. SIGTERM or SIGINT stops it
+ * gracefully: in-flight steps get BERTH_WORKER_SHUTDOWN_GRACE_MS to finish, then are cancelled.
  */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { envNumber, envString } from '../services/common/env.js';
+import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
 import { startService } from '../services/common/startup.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
 import { MetaClient } from '../services/meta/client.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
-import { ensureJanitorSchedule, ensureMergeSchedule, type ScheduleConfig } from './schedules.js';
-import { TASK_QUEUE } from '../workflows/api.js';
+import { syncSchedules, type ScheduleConfig } from './schedules.js';
+import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
 import { heavyPoolFromEnv } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
+import { prebuiltWorkflowBundle } from './workflow-bundle.js';
+
+// A stop asked for while the worker starts is kept and honoured once it runs: the Temporal
+// runtime's own signal handler would otherwise swallow it, and the worker would run on.
+let stopRequested = false;
+let stop = () => {
+  stopRequested = true;
+};
+process.once('SIGINT', () => stop());
+process.once('SIGTERM', () => stop());
 
 const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
 const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
@@ -27,7 +39,8 @@ const schedules: ScheduleConfig = {
   mergeMaxInputs: envNumber('BERTH_MERGE_MAX_INPUTS', 100),
   janitorEveryMs: envNumber('BERTH_JANITOR_EVERY_MS', 900_000),
   janitorGraceMs: envNumber('BERTH_JANITOR_GRACE_MS', 3_600_000),
-  taskQueue,
+  catchupWindowMs: envOptionalNumber('BERTH_SCHEDULE_CATCHUP_MS'),
+  taskQueue: mergeTaskQueueFor(taskQueue),
 };
 
 const heavyPool = await heavyPoolFromEnv();
@@ -35,7 +48,7 @@ const berthWorker = await createBerthWorker({
   temporalAddress,
   namespace,
   taskQueue,
-  workflows: { workflowsPath: fileURLToPath(new URL('../workflows/index.js', import.meta.url)) },
+  workflows: { workflowBundle: await prebuiltWorkflowBundle() },
   metaUrl,
   token,
   s3: s3ConfigFromEnv(),
@@ -43,29 +56,32 @@ const berthWorker = await createBerthWorker({
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
   heavyPool: heavyPool && process.env.BERTH_HEAVY_GROUP ? { platform: heavyPool.platform } : undefined,
   servingScaler: heavyPool && servingScalerConfigFromEnv() ? { platform: heavyPool.platform } : undefined,
+  mergeConcurrency: envNumber('BERTH_MERGE_CONCURRENCY', 2),
+  shutdownGraceMs: envNumber('BERTH_WORKER_SHUTDOWN_GRACE_MS', 20_000),
 });
 
-// New tables get their merge schedule within one sync interval.
+// New tables, changed settings and dropped tables reach the schedules within one sync interval.
 const client = new Client({ connection: await Connection.connect({ address: temporalAddress }), namespace });
 const meta = new MetaClient(metaUrl, token);
 const heavyGroup = process.env.BERTH_HEAVY_GROUP;
-const syncSchedules = async () => {
-  await ensureJanitorSchedule(client, schedules);
+const sync = async () => {
+  // The reconciler runs on the pool's queue, next to the pool it reconciles.
   if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: envNumber('BERTH_HEAVY_RECONCILE_MS', 60_000), taskQueue });
-  for (const table of await meta.listTables()) await ensureMergeSchedule(client, table.name, schedules);
+  const { created, updated, deleted } = await syncSchedules(client, (await meta.listTables()).map((t) => t.name), schedules);
+  for (const [what, ids] of Object.entries({ created, updated, deleted })) if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
 };
 const syncEveryMs = envNumber('BERTH_SCHEDULE_SYNC_MS', 30_000); // 0 turns the schedules off
 const reportSyncFailure = (error: Error) => console.error(`schedule sync failed: ${error.message}`);
-if (syncEveryMs > 0) await syncSchedules().catch(reportSyncFailure);
-const timer = syncEveryMs > 0 ? setInterval(() => void syncSchedules().catch(reportSyncFailure), syncEveryMs) : undefined;
+if (syncEveryMs > 0) await sync().catch(reportSyncFailure);
+const timer = syncEveryMs > 0 ? setInterval(() => void sync().catch(reportSyncFailure), syncEveryMs) : undefined;
 
 process.stdout.write(`${JSON.stringify({ service: 'worker', url: `temporal://${temporalAddress}/${namespace}` })}\n`);
-const stop = () => {
+stop = () => {
   clearInterval(timer);
-  berthWorker.worker.shutdown();
+  berthWorker.shutdown();
 };
-process.once('SIGINT', stop);
-process.once('SIGTERM', stop);
-await berthWorker.run();
+const running = berthWorker.run(); // the workers are running once run() is called
+if (stopRequested) stop();
+await running;
 await heavyPool?.close();
 await client.connection.close();

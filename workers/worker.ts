@@ -1,6 +1,10 @@
 /**
- * The composition root of a Berth worker: builds the real clients, the activities around them, and
- * a Temporal worker on the shared task queue.
+ * The composition root of a Berth worker: builds the real clients and the activities around them,
+ * registers Berth's search attributes, and runs two Temporal workers on one connection: pool
+ * control (the heavy pool's workflow and activities, its preflight, the serving autoscaler: all that
+ * drives the platform) on the base task queue, and merges and the janitor on their own queue with
+ * their own slots, so that a long merge never delays a launch.
+ * Shutdown is graceful: in-flight activities get a grace time to finish, then are cancelled.
  */
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -10,15 +14,16 @@ import type { ComputePlatform } from '../activities/platform/compute-platform.js
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
-import { TASK_QUEUE } from '../workflows/api.js';
+import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
+import { registerSearchAttributesOrWarn } from './search-attributes.js';
 
 export interface BerthWorkerConfig {
   temporalAddress: string;
   /** @default 'default' */
   namespace?: string;
-  /** @default 'berth' */
+  /** The base task queue: pool control polls it, merges and the janitor poll `mergeTaskQueueFor(it)`. @default 'berth' */
   taskQueue?: string;
-  /** The workflow code: a path to workflows/index, or a prebuilt bundle. */
+  /** The workflow code: a path to workflows/index, or a bundle (production: the one `npm run build` writes). */
   workflows: Pick<WorkerOptions, 'workflowsPath' | 'workflowBundle'>;
   metaUrl: string;
   token: string;
@@ -28,52 +33,92 @@ export interface BerthWorkerConfig {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   servingGroup?: string;
-  /** The heavy pool's platform driver; no heavy pool without it. */
+  /** The heavy pool's platform driver; no pool control without it. */
   heavyPool?: { platform: ComputePlatform };
   /** The platform driver that scales the serving group (opt-in); no serving autoscaler without it. */
   servingScaler?: { platform: ComputePlatform };
+  /** Merge and janitor steps that run at once (each merge holds its inputs on disk and a DuckDB query). @default 2 */
+  mergeConcurrency?: number;
+  /** After shutdown begins, how long in-flight activities may run before they are cancelled. @default 20000 */
+  shutdownGraceMs?: number;
 }
 
 export interface BerthWorker {
-  worker: Worker;
+  /** Pool control (only with a heavy pool) and merges. */
+  workers: { pool?: Worker; merge: Worker };
   /** Runs until shutdown, then closes every client. */
   run(): Promise<void>;
+  /** Begins a graceful shutdown; `run()` resolves when it is over. */
+  shutdown(): void;
 }
 
 export async function createBerthWorker(config: BerthWorkerConfig): Promise<BerthWorker> {
   await rm(config.workDir, { recursive: true, force: true });
   await mkdir(path.join(config.workDir, 'spill'), { recursive: true });
+  const namespace = config.namespace ?? 'default';
+  const taskQueue = config.taskQueue ?? TASK_QUEUE;
   const s3 = createS3Client(config.s3);
   const meta = new MetaClient(config.metaUrl, config.token);
   const duckdb = await openSandboxedDuckDB({ allowedDirectories: [config.workDir], tempDirectory: path.join(config.workDir, 'spill') });
   const storage = { s3, bucket: config.bucket, duckdb, workDir: config.workDir };
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const worker = await Worker.create({
-    connection,
-    namespace: config.namespace ?? 'default',
-    taskQueue: config.taskQueue ?? TASK_QUEUE,
-    ...config.workflows,
-    activities: {
-      ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
-      ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
-      ...(config.heavyPool
-        ? {
-            ...createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage }),
-            ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
-          }
-        : {}),
-      ...(config.servingScaler ? createServingScalerActivities({ platform: config.servingScaler.platform, meta }) : {}),
-    },
-  });
+  const closeAll = async () => {
+    await connection.close();
+    duckdb.closeSync();
+    s3.destroy();
+  };
+  const graceMs = config.shutdownGraceMs ?? 20_000;
+  // Past the grace time, cancelled activities get a few seconds to stop; then the worker stops anyway.
+  const common = { connection, namespace, ...config.workflows, shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 5_000 };
+
+  let workers: BerthWorker['workers'];
+  try {
+    // Before any workflow this worker runs (or schedule it keeps) sets them.
+    await registerSearchAttributesOrWarn(connection, namespace);
+    const merge = await Worker.create({
+      ...common,
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      maxConcurrentActivityTaskExecutions: config.mergeConcurrency ?? 2,
+      activities: {
+        ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
+        ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
+      },
+    });
+    // Pool control: the heavy pool, its preflight, and the serving autoscaler, all on the platform.
+    const pool =
+      config.heavyPool || config.servingScaler
+        ? await Worker.create({
+            ...common,
+            taskQueue,
+            activities: {
+              ...(config.heavyPool
+                ? {
+                    ...createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage }),
+                    ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
+                  }
+                : {}),
+              ...(config.servingScaler ? createServingScalerActivities({ platform: config.servingScaler.platform, meta }) : {}),
+            },
+          })
+        : undefined;
+    workers = { merge, pool };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  const all = [workers.merge, workers.pool].filter((w): w is Worker => w !== undefined);
+  const shutdown = () => {
+    for (const worker of all) if (worker.getState() === 'RUNNING') worker.shutdown();
+  };
   return {
-    worker,
+    workers,
+    shutdown,
     run: async () => {
       try {
-        await worker.run();
+        // One worker failing takes the other down with it: a worker process is all or nothing.
+        await Promise.all(all.map((worker) => worker.run().catch((error: unknown) => (shutdown(), Promise.reject(error)))));
       } finally {
-        await connection.close();
-        duckdb.closeSync();
-        s3.destroy();
+        await closeAll();
       }
     },
   };

@@ -9,7 +9,11 @@ import type { NodeUsage } from '../core/node-hours.js';
 import type { PreflightReport } from '../core/preflight.js';
 import type { ServingPlan, ServingScaleSettings } from '../core/serving-scale.js';
 
+/** Pool control (the heavy pool's workflow and its activities) runs on this task queue. */
 export const TASK_QUEUE = 'berth';
+/** Merges and the janitor run on a queue of their own next to it, so that a long merge never delays a launch. */
+export const mergeTaskQueueFor = (taskQueue: string) => `${taskQueue}-merge`;
+export const MERGE_TASK_QUEUE = mergeTaskQueueFor(TASK_QUEUE);
 
 /** Search attributes, registered on the namespace, so `temporal workflow list --query` finds runs. */
 export const SEARCH_ATTRIBUTES = {
@@ -21,6 +25,8 @@ export const SEARCH_ATTRIBUTES = {
 
 /** The failure type of a merge commit whose inputs another merge already retired (never retried). */
 export const LOST_MERGE_RACE = 'LostMergeRace';
+/** The failure type of a step whose lease another holder took while it ran (never retried). */
+export const LEASE_LOST = 'LeaseLost';
 
 // ── merge ────────────────────────────────────────────────────────────────────────────────────
 
@@ -34,7 +40,7 @@ export interface MergeInput {
   minInputs?: number;
   /** Most inputs one merge takes. @default 100 */
   maxInputs?: number;
-  /** Lease time-to-live in ms. @default 600000 */
+  /** Lease time-to-live in ms; the long steps renew it every third of it while they run. @default 600000 */
   leaseTtlMs?: number;
   /** How long to wait for a lease another holder has before giving up. @default twice the TTL */
   leaseWaitMs?: number;
@@ -45,7 +51,8 @@ export interface MergeInput {
 }
 
 export interface MergeResult {
-  outcome: 'merged' | 'nothing-to-merge' | 'lease-held' | 'lost-race';
+  /** `lease-lost`: another holder took the lease while the merge ran (its TTL ran out unrenewed). */
+  outcome: 'merged' | 'nothing-to-merge' | 'lease-held' | 'lease-lost' | 'lost-race';
   table: string;
   partition: string;
   inputs: string[];

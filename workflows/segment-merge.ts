@@ -1,12 +1,15 @@
 /**
  * Merge-then-push: under a lease for one table, partition and level, merge the small segments into
  * one sorted Parquet, push it into its owner's cache, then swap it for its inputs in the manifest.
- * A push that is declined or fails only means a cold first read; a lost race commits nothing.
+ * A push that is declined or fails only means a cold first read; a lost race commits nothing. The
+ * merge and push steps renew the lease while they run, however long that is.
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, proxyActivities, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, patched, proxyActivities, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { MergeActivities } from '../activities/merge.js';
-import { LOST_MERGE_RACE, mergeWorkflowId, SEARCH_ATTRIBUTES, type MergeInput, type MergeResult, type TableMergeInput, type TableMergeResult } from './api.js';
+import { LEASE_LOST, LOST_MERGE_RACE, mergeWorkflowId, SEARCH_ATTRIBUTES, type MergeInput, type MergeResult, type TableMergeInput, type TableMergeResult } from './api.js';
+
+const STEPS_RENEW_LEASE = 'merge-steps-renew-lease';
 
 const activities = (heartbeatTimeoutMs: number) =>
   proxyActivities<MergeActivities>({
@@ -39,27 +42,32 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     await sleep(Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())));
   }
 
+  let inputs: string[] = [];
   try {
     const picked = await pickMergeInputs({ table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 });
-    const inputs = picked.map((s) => s.id);
+    inputs = picked.map((s) => s.id);
     if (inputs.length < (input.minInputs ?? 2)) return result('nothing-to-merge', { inputs });
     const bytes = picked.reduce((sum, s) => sum + s.bytes, 0);
     const merged = await mergeSegments.executeWithOptions(
       { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)` },
-      [{ table: input.table, partition: input.partition, level, inputs }],
+      [{ table: input.table, partition: input.partition, level, inputs, lease }],
     );
-    await acquireLease(lease); // renew: the push and the commit still run under it
+    // Runs started before the steps renewed the lease themselves renewed it here: replay them as they ran.
+    if (!patched(STEPS_RENEW_LEASE)) await acquireLease(lease);
     const push = await pushToOwner.executeWithOptions(
       { startToCloseTimeout: '5 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `push ${merged.id} (${merged.bytes} bytes) into its owner's cache` },
-      [{ table: input.table, segmentId: merged.id }],
+      [{ table: input.table, segmentId: merged.id, lease }],
     );
-    try {
-      await commitMerge.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` }, [{ inputs, merged, fence: token === undefined ? undefined : { lease: lease.name, token } }]);
-    } catch (error) {
-      if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === LOST_MERGE_RACE) return result('lost-race', { inputs });
-      throw error;
-    }
+    await commitMerge.executeWithOptions(
+      { startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` },
+      [{ inputs, merged, fence: token === undefined ? undefined : { lease: lease.name, token } }],
+    );
     return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
+  } catch (error) {
+    const type = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure ? error.cause.type : undefined;
+    if (type === LOST_MERGE_RACE) return result('lost-race', { inputs });
+    if (type === LEASE_LOST) return result('lease-lost', { inputs });
+    throw error;
   } finally {
     await CancellationScope.nonCancellable(() => releaseLease(lease));
   }

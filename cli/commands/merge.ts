@@ -1,7 +1,7 @@
 /** `berth merge --table T`: merges a table's small segments now, partition by partition, and waits. */
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import { TASK_QUEUE, type TableMergeResult } from '../../workflows/api.js';
+import { MERGE_TASK_QUEUE, type TableMergeResult } from '../../workflows/api.js';
 import type { tableMergeWorkflow } from '../../workflows/index.js';
 import { dataDirOption, openCluster } from '../cluster-client.js';
 import { UsageError } from '../usage-error.js';
@@ -23,7 +23,7 @@ export function mergeCommand(): Command {
         const workflowId = `merge-${options.table}-now-${Date.now()}`;
         console.error(`merging ${options.table}: ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${workflowId}`);
         const result: TableMergeResult = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', {
-          taskQueue: TASK_QUEUE,
+          taskQueue: MERGE_TASK_QUEUE,
           workflowId,
           args: [{ table: options.table, minInputs }],
         });

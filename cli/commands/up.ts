@@ -6,7 +6,8 @@ import { runDemo } from '../demo.js';
 import { startEmbeddedCluster, tokenFile } from '../embedded/cluster.js';
 import { isPostgresUrl } from '../../services/meta/store.js';
 import { UsageError } from '../usage-error.js';
-import { parseCount, parsePort, parseVcpuList } from '../options.js';
+import { SEAWEED_PORT_NAMES } from '../embedded/s3-server.js';
+import { parseCount, parsePort, parsePortMap, parseVcpuList } from '../options.js';
 
 const HEAVY_IDLE_DEFAULT = '300000';
 
@@ -18,6 +19,7 @@ interface UpOptions {
   temporalPort: string;
   temporalUiPort: string;
   s3Port: string;
+  seaweedPorts: string;
   metaPort: string;
   metaDatabase?: string;
   coordinatorPort: string;
@@ -44,6 +46,9 @@ export function upCommand(): Command {
     .addOption(new Option('--temporal-port <port>', 'Temporal gRPC port (0: any free port)').default('7233'))
     .addOption(new Option('--temporal-ui-port <port>', 'Temporal Web UI port (0: any free port)').default('8233'))
     .addOption(new Option('--s3-port <port>', 'S3 API port (0: any free port)').default('4568'))
+    .addOption(
+      new Option('--seaweed-ports <list>', `the S3 server's other ports, NAME=PORT comma-separated (${SEAWEED_PORT_NAMES.filter((n) => n !== 's3').join(', ')}); unnamed or 0: any free port`).default(''),
+    )
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
     .option('--meta-database <url>', "meta's store: a postgres://… URL (default: SQLite in the data dir)")
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
@@ -71,6 +76,7 @@ export function upCommand(): Command {
         temporalPort: parsePort(options.temporalPort, '--temporal-port'),
         temporalUiPort: parsePort(options.temporalUiPort, '--temporal-ui-port'),
         s3Port: parsePort(options.s3Port, '--s3-port'),
+        seaweedPorts: parsePortMap(options.seaweedPorts, '--seaweed-ports', SEAWEED_PORT_NAMES.filter((n) => n !== 's3')),
         metaPort: parsePort(options.metaPort, '--meta-port'),
         metaDatabase: options.metaDatabase,
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),

@@ -8,10 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
 import { MetaClient } from '../../services/meta/client.js';
 import { freePort } from './free-port.js';
-import { startS3Server } from './s3-server.js';
+import { startS3Server, type SeaweedPorts } from './s3-server.js';
 import { SERVICE_SCRIPTS, startServiceProcess, type ServiceProcess } from './service-process.js';
 import { resolveTemporalCli } from './temporal-cli.js';
 import { startTemporalDevServer } from './temporal-server.js';
@@ -38,6 +37,8 @@ export interface EmbeddedClusterOptions {
   temporalPort: number;
   temporalUiPort: number;
   s3Port: number;
+  /** SeaweedFS's other ports (master, volume, filer, admin, gRPC); missing or 0: free ones. */
+  seaweedPorts?: Partial<Omit<SeaweedPorts, 's3'>>;
   metaPort: number;
   /** Meta's PostgreSQL URL. @default SQLite under dataDir/meta */
   metaDatabase?: string;
@@ -62,6 +63,8 @@ export interface EmbeddedCluster {
 
 export const endpointsFile = (dataDir: string) => path.join(dataDir, 'endpoints.json');
 export const tokenFile = (dataDir: string) => path.join(dataDir, 'token');
+/** The embedded S3 API's credentials (a SeaweedFS identities file, 0600). */
+export const s3IdentitiesFile = (dataDir: string) => path.join(dataDir, 's3-identities.json');
 
 /** The cluster's shared token, made once per data dir. */
 async function loadOrCreateToken(dataDir: string): Promise<string> {
@@ -79,7 +82,6 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
   const bind = options.bind ?? '127.0.0.1';
   const dataDir = path.resolve(options.dataDir);
   await mkdir(path.join(dataDir, 'logs'), { recursive: true });
-  await mkdir(path.join(dataDir, 's3'), { recursive: true });
   const token = await loadOrCreateToken(dataDir);
   const started: { stop(): Promise<void> }[] = [];
   let giveUp: (error: Error) => void = () => {};
@@ -99,7 +101,15 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
         uiPort: options.temporalUiPort || (await freePort(bind)),
         dbFilename: path.join(dataDir, 'temporal.sqlite'),
       }),
-      startS3Server({ directory: path.join(dataDir, 's3'), buckets: [options.bucket], address: bind, port: options.s3Port }),
+      startS3Server({
+        directory: path.join(dataDir, 'seaweedfs'),
+        identitiesFile: s3IdentitiesFile(dataDir),
+        buckets: [options.bucket],
+        address: bind,
+        ports: { ...options.seaweedPorts, s3: options.s3Port },
+        logFile: path.join(dataDir, 'logs', 'seaweedfs.log'),
+        log,
+      }),
     ]);
     started.push(temporal, s3);
     log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);
@@ -116,8 +126,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       ...(heavy.maxConcurrency ? { BERTH_HEAVY_MAX_CONCURRENCY: String(heavy.maxConcurrency) } : {}),
       BERTH_S3_ENDPOINT: s3.endpoint,
       BERTH_S3_BUCKET: options.bucket,
-      BERTH_S3_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-      BERTH_S3_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+      BERTH_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+      BERTH_S3_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
     };
     const service = async (name: string, script: string, env: Record<string, string>, portVariable?: string): Promise<ServiceProcess> => {
       const proc = await startServiceProcess(name, script, { ...common, ...env }, path.join(dataDir, 'logs', `${name}.log`), { portVariable, log, giveUp });

@@ -12,3 +12,13 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     });
   });
 }
+
+/** Whether a TCP port can be bound on the host right now. */
+export async function isPortFree(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, host, () => server.close(() => resolve(true)));
+  });
+}

@@ -2,10 +2,11 @@
  * The embedded Temporal dev server (`temporal server start-dev`), for `berth up` and the tests.
  * With a CLI on this machine it runs as our own child process, its output kept off our stdout (so
  * `berth up --demo --json` prints only JSON); otherwise the Temporal SDK downloads and runs it.
+ * It starts bare, as any Temporal deployment would be: Berth's workers register their search
+ * attributes themselves.
  */
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment, type EphemeralServerExecutable } from '@temporalio/testing';
-import { SEARCH_ATTRIBUTES } from '../../workflows/api.js';
 import { freePort } from './free-port.js';
 import { spawnTethered } from './tether.js';
 
@@ -36,9 +37,6 @@ export interface TemporalDevServer {
   stop(): Promise<void>;
 }
 
-// Berth's search attributes, so that `temporal workflow list --query` finds runs by table, partition, group and phase.
-const searchAttributes = Object.values(SEARCH_ATTRIBUTES);
-
 export async function startTemporalDevServer(options: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const namespace = options.namespace ?? 'default';
@@ -53,7 +51,6 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
         uiPort: options.uiPort,
         dbFilename: options.dbFilename,
         namespace,
-        searchAttributes,
         log: { format: 'pretty', level: 'error' },
         extraArgs: options.extraArgs,
       },
@@ -71,7 +68,6 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     '--log-level', 'error',
     ...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]),
     ...(options.dbFilename ? ['--db-filename', options.dbFilename] : []),
-    ...searchAttributes.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
     ...(options.extraArgs ?? []),
   ];
   // On a tether: the dev server ends with the process that started it, even one killed with -9.

@@ -40,12 +40,22 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
   return instance;
 }
 
-/** Runs `work` on a fresh connection (its own temp views) and always closes it. */
-export async function withConnection<T>(instance: DuckDBInstance, work: (c: DuckDBConnection) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on a fresh connection (its own temp views) and always closes it. When `signal`
+ * aborts, the running query is interrupted and the call rejects with the signal's reason.
+ */
+export async function withConnection<T>(instance: DuckDBInstance, work: (c: DuckDBConnection) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  signal?.throwIfAborted();
   const connection = await instance.connect();
+  const interrupt = () => connection.interrupt();
+  signal?.addEventListener('abort', interrupt, { once: true });
   try {
     return await work(connection);
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    throw error;
   } finally {
+    signal?.removeEventListener('abort', interrupt);
     connection.closeSync();
   }
 }

@@ -1,24 +1,26 @@
 /** One way to build the S3 client, so that tests, the embedded cluster and production share it. */
 import { S3Client } from '@aws-sdk/client-s3';
 
+export interface S3Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+}
+
 export interface S3Config {
-  /** Custom endpoint (s3rver, MinIO); AWS S3 when undefined. */
+  /** Custom endpoint (SeaweedFS, MinIO, any S3 API); AWS S3 when undefined. */
   endpoint?: string;
   /** @default 'us-east-1' */
   region?: string;
   /** Static credentials; the AWS default provider chain when undefined. */
-  credentials?: { accessKeyId: string; secretAccessKey: string };
+  credentials?: S3Credentials;
 }
-
-/** s3rver's fixed credentials. */
-export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
 export function createS3Client(config: S3Config): S3Client {
   return new S3Client({
     endpoint: config.endpoint,
     region: config.region ?? 'us-east-1',
     credentials: config.credentials,
-    // s3rver and MinIO serve buckets by path, not by virtual host.
+    // SeaweedFS and MinIO serve buckets by path, not by virtual host.
     forcePathStyle: config.endpoint !== undefined,
   });
 }

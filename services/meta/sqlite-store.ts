@@ -3,7 +3,8 @@
  * change is one `BEGIN IMMEDIATE` transaction (the write lock is taken up front), so a crash never
  * leaves half a swap and even a second process on the same file could not interleave with it.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openSqlite } from '../common/sqlite.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
   checkSwap,
@@ -45,7 +46,7 @@ export class SqliteMetaStore implements MetaStore {
   private readonly heartbeatIntervalMs: number;
 
   constructor(options: SqliteMetaStoreOptions) {
-    this.db = new Database(options.file);
+    this.db = openSqlite(options.file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('foreign_keys = ON');
     this.migrate();

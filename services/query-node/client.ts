@@ -42,12 +42,14 @@ export interface PushResult {
   reason?: string;
 }
 
-export async function pushToNode(nodeUrl: string, table: string, segmentId: string, body: Buffer, token: string, timeoutMs = 60_000): Promise<PushResult> {
+/** Pushes a segment file into a node's cache; `signal` (a cancelled activity) aborts the request. */
+export async function pushToNode(nodeUrl: string, table: string, segmentId: string, body: Buffer, token: string, timeoutMs = 60_000, signal?: AbortSignal): Promise<PushResult> {
+  const timeout = AbortSignal.timeout(timeoutMs);
   const response = await fetch(`${nodeUrl}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`, {
     method: 'POST',
     headers: { 'content-type': 'application/octet-stream', ...bearer(token) },
     body,
-    signal: AbortSignal.timeout(timeoutMs),
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
   });
   const result = (await response.json()) as PushResult & { message?: string };
   if (!response.ok) throw new ServiceCallError(response.status, result, `push to ${nodeUrl} answered ${response.status}: ${result.message}`);

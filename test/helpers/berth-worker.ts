@@ -21,7 +21,15 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(cluster: TestCluster, taskQueue: string, extra: Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler'> = {}): Promise<RunningWorker> {
+/**
+ * A worker in this process, on the run's Temporal dev server unless `extra.temporalAddress` names
+ * another. `taskQueue` is its base queue: pool control polls it, merges `mergeTaskQueueFor(it)`.
+ */
+export async function startWorker(
+  cluster: TestCluster,
+  taskQueue: string,
+  extra: Partial<Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>> = {},
+): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),
     taskQueue,
@@ -38,21 +46,21 @@ export async function startWorker(cluster: TestCluster, taskQueue: string, extra
     worker,
     done,
     stop: async () => {
-      worker.worker.shutdown();
+      worker.shutdown();
       await done;
     },
   };
 }
 
-export async function temporalClient(): Promise<Client> {
-  return new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+export async function temporalClient(address = inject('temporalAddress')): Promise<Client> {
+  return new Client({ connection: await Connection.connect({ address }) });
 }
 
 /**
  * Starts the built worker (`dist/workers/main.js`) as a process of its own, against a test
  * cluster, so that a test can kill it for real. Schedules are off; `env` adds or overrides.
  */
-export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<unknown> } {
+export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<unknown>; stderr(): string } {
   const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))], {
     env: {
       ...process.env,
@@ -63,7 +71,9 @@ export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env:
       BERTH_SCHEDULE_SYNC_MS: '0',
       ...env,
     },
-    stdio: 'ignore',
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
-  return { child, exited: new Promise((resolve) => child.once('exit', resolve)) };
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8_000)));
+  return { child, exited: new Promise((resolve) => child.once('exit', resolve)), stderr: () => stderr };
 }

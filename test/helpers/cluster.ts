@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
-import { createS3Client, S3RVER_CREDENTIALS } from '../../services/common/s3-client.js';
+import { createS3Client, type S3Credentials } from '../../services/common/s3-client.js';
 import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
@@ -31,7 +31,7 @@ export interface TestCluster {
   metaUrl: string;
   meta: MetaClient;
   bucket: string;
-  s3: { endpoint: string; credentials: typeof S3RVER_CREDENTIALS };
+  s3: { endpoint: string; credentials: S3Credentials };
   nodes: RunningQueryNode[];
   coordinator: RunningCoordinator;
   /** Starts another query node (a fresh cache dir unless one is given). */
@@ -71,7 +71,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   let metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
   const metaUrl = options.metaUrls?.join(',') ?? (await metaApp!.listen({ host: '127.0.0.1', port: 0 }));
   const meta = new MetaClient(metaUrl, TOKEN);
-  const s3 = { endpoint: inject('s3Endpoint'), credentials: S3RVER_CREDENTIALS };
+  const s3 = { endpoint: inject('s3Endpoint'), credentials: inject('s3Credentials') };
   // A bucket of its own: test files run side by side, and a janitor sweeping objects its meta does
   // not know must never see another cluster's segments.
   const bucket = `berth-${randomUUID()}`;

@@ -19,7 +19,7 @@ import type { ServingScalerActivities } from '../../activities/serving-scaler.js
 import { preflightReport } from '../../core/preflight.js';
 import { planServingChange } from '../../core/serving-scale.js';
 import { reportServingLoad, servingScalerStatus } from '../../services/controller/serving-scaler-client.js';
-import { mergeWorkflowId, poolWorkflowId, servingScalerWorkflowId, type ServingScalerConfig } from '../../workflows/api.js';
+import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId, servingScalerWorkflowId, type ServingScalerConfig } from '../../workflows/api.js';
 import { janitorWorkflow, poolReconcilerWorkflow, preflightWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
 import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
@@ -154,12 +154,12 @@ describe('recording workflow histories', () => {
   it('records a table merge with its segment merge child, and the janitor', { timeout: 120_000 }, async () => {
     await cluster.ingestEvents('events', 12, 40);
     const tableWorkflowId = `merge-events-recorded-${randomUUID()}`;
-    const result = await client.workflow.execute(tableMergeWorkflow, { taskQueue, workflowId: tableWorkflowId, args: [{ table: 'events', minInputs: 2 }] });
+    const result = await client.workflow.execute(tableMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: tableWorkflowId, args: [{ table: 'events', minInputs: 2 }] });
     expect(result.partitions.map((p) => p.outcome)).toContain('merged');
     await save(client, 'table-merge', tableWorkflowId);
     await save(client, 'segment-merge', mergeWorkflowId('events', '20261101'));
     const janitorId = `janitor-recorded-${randomUUID()}`;
-    await client.workflow.execute(janitorWorkflow, { taskQueue, workflowId: janitorId, args: [{ graceMs: 0 }] });
+    await client.workflow.execute(janitorWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: janitorId, args: [{ graceMs: 0 }] });
     await save(client, 'janitor', janitorId);
   });
 });
