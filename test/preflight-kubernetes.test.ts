@@ -21,7 +21,8 @@ import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { applyManifests, createNamespace, heavyPoolManifests, kubeConfigFor, namespaceNodeLabel, serviceAccountToken, testKube, type TestKube } from './helpers/kube.js';
 import { createTestNodes, type TestNodes, type TestNodeSpec } from './helpers/test-nodes.js';
 
-const GROUP = 'heavy';
+/** The pool's group, driving the repo's heavy StatefulSet; a name of its own, as test files share Temporal. */
+const GROUP = `heavy-${randomUUID().slice(0, 8)}`;
 const HEAVY_SQL = 'SELECT service, count(DISTINCT user_id) AS users FROM events GROUP BY service ORDER BY service';
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
@@ -101,7 +102,7 @@ describe('preflight and the scheduler’s own words, on a real control plane', (
     // The same through the controller and the CLI, run by the worker with its own token.
     const cli = await berth('preflight', GROUP, '--data-dir', dataDir);
     expect(cli.code).toBe(1);
-    expect(cli.stdout).toContain('preflight of heavy on kubernetes: 1 finding');
+    expect(cli.stdout).toContain(`preflight of ${GROUP} on kubernetes: 1 finding`);
     expect(cli.stdout).toMatch(/FAIL requests +no node has the allocatable room heavy pods request/);
     expect(cli.stdout).toContain('cpu 8 requested > 7.9 (7900m) allocatable (capacity 8 − 0.1 (100m) reserved): short by 0.1 (100m)');
     const status = JSON.parse((await berth('pool', 'status', GROUP, '--json', '--data-dir', dataDir)).stdout) as { links: { preflight: string } };
