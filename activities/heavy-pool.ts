@@ -36,7 +36,12 @@ export interface PoolObservation {
   pods: number;
   /** Alive in meta and started after the patch. */
   backends: Backend[];
+  /** While pods are missing: why, in the platform's own words (its scheduler's and autoscaler's events). */
+  why?: string;
 }
+
+/** How often observePool asks the platform why pods are missing (an events read): often enough for a status poll. */
+const WHY_EVERY_MS = 1_000;
 
 /** A platform error the pool cannot fix by retrying becomes a non-retryable failure that says what is wrong. */
 async function onPlatform<T>(call: () => Promise<T>): Promise<T> {
@@ -64,9 +69,10 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
     },
 
     /**
-     * Running pods (a count only) and the backends meta sees alive that started after `startedAfter`.
-     * Returns at once when the pool `saw` nothing yet; otherwise as soon as either count differs from
-     * what it `saw` (so its status follows each step), or after `waitMs` with what there is (so it
+     * Running pods (a count only) and the backends meta sees alive that started after `startedAt`.
+     * Returns at once when the pool `saw` nothing yet; otherwise as soon as either count, or what
+     * the platform says about missing pods, differs from what it `saw` (so its status follows each
+     * step and quotes the platform within a look), or after `waitMs` with what there is (so it
      * keeps its deadline). When the pool has what it `wants`, it looks a second time `confirmMs`
      * later, and says whether that second observation agreed.
      */
@@ -74,15 +80,24 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
       group: string;
       startedAfter: number;
       wants: { pods: number; backends: number };
-      saw?: { pods: number; backends: number };
+      saw?: { pods: number; backends: number; why?: string };
       waitMs: number;
       confirmMs: number;
     }): Promise<PoolObservation & { confirmed: boolean }> {
       const context = Context.current();
       const deadline = Date.now() + input.waitMs;
       const enough = (seen: PoolObservation) => seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
+      let why = input.saw?.why;
+      let askAt = 0;
       for (;;) {
         const seen = await look(input.group, input.startedAfter);
+        // Why is read only while pods are missing, and at most every WHY_EVERY_MS (it lists events).
+        if (seen.pods >= input.wants.pods) why = undefined;
+        else if (Date.now() >= askAt) {
+          why = await deps.platform.why(input.group);
+          askAt = Date.now() + WHY_EVERY_MS;
+        }
+        if (why !== undefined) seen.why = why;
         context.heartbeat({ pods: seen.pods, backends: seen.backends.length });
         if (enough(seen)) {
           await context.sleep(input.confirmMs);
@@ -91,7 +106,7 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
           const confirmed = enough(again) && seen.backends.every((b) => ids.has(b.id));
           return { ...again, confirmed };
         }
-        const changed = !input.saw || seen.pods !== input.saw.pods || seen.backends.length !== input.saw.backends;
+        const changed = !input.saw || seen.pods !== input.saw.pods || seen.backends.length !== input.saw.backends || seen.why !== input.saw.why;
         if (changed || Date.now() >= deadline) return { ...seen, confirmed: false };
         await context.sleep(Math.min(deps.observePollMs ?? 100, Math.max(1, deadline - Date.now())));
       }

@@ -2,6 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Option } from 'commander';
+import { bearer } from '../services/common/auth.js';
 import { endpointsFile, tokenFile, type Endpoints } from './embedded/cluster.js';
 import { UsageError } from './usage-error.js';
 
@@ -33,5 +34,19 @@ export async function callCoordinator<T>(cluster: ClusterHandle, route: string, 
   }
   const body = (await response.json()) as T & { message?: string };
   if (!response.ok) throw new UsageError(body.message ?? `the coordinator answered ${response.status}`);
+  return body;
+}
+
+/** Calls the controller with the cluster's token; its 4xx and 5xx messages become one-line usage errors. */
+export async function callController<T>(dataDir: string, route: string, init: RequestInit = {}): Promise<T> {
+  const { endpoints, token } = await openCluster(dataDir);
+  let response: Response;
+  try {
+    response = await fetch(`${endpoints.controller}${route}`, { ...init, headers: { ...init.headers, ...bearer(token) } });
+  } catch {
+    throw new UsageError(`the controller at ${endpoints.controller} does not answer: is \`berth up\` running?`);
+  }
+  const body = (await response.json()) as T & { message?: string };
+  if (!response.ok) throw new UsageError(body.message ?? `the controller answered ${response.status}`);
   return body;
 }

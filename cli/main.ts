@@ -1,11 +1,14 @@
 /** The `berth` command. */
 import { Command } from 'commander';
+import { costCommand } from './commands/cost.js';
 import { ingestCommand } from './commands/ingest.js';
 import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
 import { poolCommand } from './commands/pool.js';
+import { preflightCommand } from './commands/preflight.js';
 import { queryCommand } from './commands/query.js';
+import { servingCommand } from './commands/serving.js';
 import { setupCommand } from './commands/setup.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
@@ -18,6 +21,9 @@ const program = new Command('berth')
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
   .addCommand(poolCommand())
+  .addCommand(preflightCommand())
+  .addCommand(costCommand())
+  .addCommand(servingCommand())
   .addCommand(placementCommand())
   .addCommand(setupCommand());
 

@@ -148,12 +148,16 @@ describe('docker-compose.yml and deploy/k8s', () => {
     expect(k8s.find((d) => d.kind === 'PodDisruptionBudget')?.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: 'berth-meta' } } });
   });
 
-  it('grants the worker get and patch on the heavy workload and reading pods and events, nothing else', () => {
+  it('grants the worker get and patch on the heavy workload, reading pods and events, and listing nodes for preflight, nothing else', () => {
     const role = k8s.find((d) => d.kind === 'Role')!;
     expect(role.rules).toEqual([
       { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: ['berth-heavy'], verbs: ['get', 'patch'] },
       { apiGroups: [''], resources: ['pods', 'events'], verbs: ['list', 'watch'] },
     ]);
+    const clusterRole = k8s.find((d) => d.kind === 'ClusterRole')!;
+    expect(clusterRole.rules).toEqual([{ apiGroups: [''], resources: ['nodes'], verbs: ['list'] }]);
+    const binding = k8s.find((d) => d.kind === 'ClusterRoleBinding')!;
+    expect(binding).toMatchObject({ roleRef: { kind: 'ClusterRole', name: clusterRole.metadata.name }, subjects: [{ kind: 'ServiceAccount', name: 'berth-worker', namespace: role.metadata.namespace }] });
     const heavy = k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'berth-heavy')!;
     expect(heavy.metadata.namespace).toBe(role.metadata.namespace);
     expect(heavy.spec).toMatchObject({ replicas: 0, podManagementPolicy: 'Parallel', selector: { matchLabels: { app: 'berth-heavy' } } });

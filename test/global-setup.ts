@@ -66,7 +66,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     resolveKubeBinaries({ mustExist: process.env.CI === 'true' }).then(async (binaries) => {
       const startedAt = Date.now();
       const kube = await startKubeControlPlane({ binaries, dir: path.join(dir, 'kube') });
-      log(`kubernetes: etcd, kube-apiserver and kube-controller-manager up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+      log(`kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
       return kube;
     }),
     // Started here rather than by .ci/run: `npm test` alone then works wherever Debian's postgresql

@@ -23,7 +23,7 @@ describe('meta on Kubernetes (deploy/k8s)', () => {
     await applyManifests(kube, namespace, manifests);
 
     const core = kube.admin.makeApiClient(CoreV1Api);
-    // No scheduler runs here, so the pods stay pending: what counts is that the controller made two from the template.
+    // No node serves this namespace, so the pods stay pending: what counts is that the controller made two from the template.
     await expect.poll(async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app=berth-meta' })).items.length, { timeout: 60_000 }).toBe(2);
     const [pod] = (await core.listNamespacedPod({ namespace, labelSelector: 'app=berth-meta' })).items;
     expect(pod!.spec!.containers[0]!.envFrom).toContainEqual({ secretRef: { name: 'berth-meta-database' } });

@@ -12,6 +12,7 @@ import { Client, Connection } from '@temporalio/client';
 import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
 import { startService } from '../services/common/startup.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
+import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
 import { MetaClient } from '../services/meta/client.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
@@ -57,7 +58,8 @@ const berthWorker = await createBerthWorker({
   s3: s3ConfigFromEnv(),
   bucket: envString('BERTH_S3_BUCKET', 'berth'),
   workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
-  heavyPool: heavyPool && { platform: heavyPool.platform },
+  heavyPool: heavyPool && process.env.BERTH_HEAVY_GROUP ? { platform: heavyPool.platform } : undefined,
+  servingScaler: heavyPool && servingScalerConfigFromEnv() ? { platform: heavyPool.platform } : undefined,
   mergeConcurrency: envNumber('BERTH_MERGE_CONCURRENCY', 2),
   shutdownGraceMs: envNumber('BERTH_WORKER_SHUTDOWN_GRACE_MS', 20_000),
 });

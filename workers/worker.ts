@@ -1,14 +1,15 @@
 /**
  * The composition root of a Berth worker: builds the real clients and the activities around them,
  * registers Berth's search attributes, and runs two Temporal workers on one connection: pool
- * control (the heavy pool's workflow and activities) on the base task queue, and merges and the
- * janitor on their own queue with their own slots, so that a long merge never delays a launch.
+ * control (the heavy pool's workflow and activities, its preflight, the serving autoscaler: all that
+ * drives the platform) on the base task queue, and merges and the janitor on their own queue with
+ * their own slots, so that a long merge never delays a launch.
  * Shutdown is graceful: in-flight activities get a grace time to finish, then are cancelled.
  */
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities } from '../activities/index.js';
+import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities, createPreflightActivities, createServingScalerActivities } from '../activities/index.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
@@ -35,6 +36,8 @@ export interface BerthWorkerConfig {
   servingGroup?: string;
   /** The heavy pool's platform driver; no pool control without it. */
   heavyPool?: { platform: ComputePlatform };
+  /** The platform driver that scales the serving group (opt-in); no serving autoscaler without it. */
+  servingScaler?: { platform: ComputePlatform };
   /** Merge and janitor steps that run at once (each merge holds its inputs on disk and a DuckDB query). @default 2 */
   mergeConcurrency?: number;
   /** After shutdown begins, how long in-flight activities may run before they are cancelled. @default 20000 */
@@ -58,6 +61,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   const s3 = createS3Client(config.s3);
   const meta = new MetaClient(config.metaUrl, config.token);
   const duckdb = await openSandboxedDuckDB({ allowedDirectories: [config.workDir], tempDirectory: path.join(config.workDir, 'spill') });
+  const storage = { s3, bucket: config.bucket, duckdb, workDir: config.workDir };
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
   const closeAll = async () => {
     await connection.close();
@@ -81,13 +85,23 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
       },
     });
-    const pool = config.heavyPool
-      ? await Worker.create({
-          ...common,
-          taskQueue,
-          activities: createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage: { s3, bucket: config.bucket, duckdb, workDir: config.workDir } }),
-        })
-      : undefined;
+    // Pool control: the heavy pool, its preflight, and the serving autoscaler, all on the platform.
+    const pool =
+      config.heavyPool || config.servingScaler
+        ? await Worker.create({
+            ...common,
+            taskQueue,
+            activities: {
+              ...(config.heavyPool
+                ? {
+                    ...createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage }),
+                    ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
+                  }
+                : {}),
+              ...(config.servingScaler ? createServingScalerActivities({ platform: config.servingScaler.platform, meta }) : {}),
+            },
+          })
+        : undefined;
     workers = { merge, pool };
   } catch (error) {
     await closeAll();

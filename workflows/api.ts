@@ -5,6 +5,9 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CoordinatorAdmission, CoordinatorDemand } from '../core/admission.js';
+import type { NodeUsage } from '../core/node-hours.js';
+import type { PreflightReport } from '../core/preflight.js';
+import type { ServingPlan, ServingScaleSettings } from '../core/serving-scale.js';
 
 /** Pool control (the heavy pool's workflow and its activities) runs on this task queue. */
 export const TASK_QUEUE = 'berth';
@@ -171,8 +174,10 @@ export interface PoolStatus {
   podsRunning: number;
   aliveBackends: number;
   serveReady: boolean;
-  /** Why the pool is not serve-ready, in words: the layer that has not passed. */
+  /** Why the pool is not serve-ready, in words: the layer that has not passed (and what the platform says). */
   notReady?: string;
+  /** While pods are missing: why, quoted from the platform (its scheduler's and autoscaler's events). */
+  platformSays?: string;
   /** Readiness layers passed since the last scale-up, in order. */
   layersPassed: ReadinessLayer[];
   /** Backends that passed every layer: heavy queries run on these only. */
@@ -190,6 +195,10 @@ export interface PoolStatus {
   /** When the launch under way fails if the pool is still not serve-ready. */
   launchDeadline?: number;
   lastFailure?: PoolFailure;
+  /** The node-hours ledger of this UTC month (status) or of every kept day (usage query). */
+  usage?: NodeUsage;
+  /** Node-hours used today and this month (UTC), counted by the controller from `usage` with its own clock. */
+  nodeHours?: { today: number; month: number };
 }
 
 /** A pool at zero: the floor, not a fault. */
@@ -257,6 +266,8 @@ export interface PoolMemory {
   waitingSince?: number;
   /** The scale-up under way: when it began and was patched, the backends found so far, whether it looked yet. */
   scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean };
+  /** The replicas the pool asked for over time, by UTC day (absent in runs from before the ledger). */
+  usage?: NodeUsage;
 }
 
 export const poolWorkflowId = (group: string) => `heavy-pool-${group}`;
@@ -265,6 +276,8 @@ export const launchSignal = defineSignal<[LaunchRequest]>('launchSignal');
 /** A coordinator's report; answered at once (never held open), so updates in flight stay few. */
 export const reportDemandUpdate = defineUpdate<AdmissionAnswer, [DemandReport]>('reportDemand');
 export const statusQuery = defineQuery<PoolStatus>('status');
+/** The pool's whole node-hours ledger (every kept day), for `berth cost`. */
+export const usageQuery = defineQuery<NodeUsage>('usage');
 /** What one coordinator may do now; polled by a coordinator while it has queries waiting. */
 export const admissionQuery = defineQuery<AdmissionAnswer, [string]>('admission');
 
@@ -281,3 +294,80 @@ export interface ReconcileResult {
 }
 
 export const RECONCILER_SCHEDULE_ID = 'heavy-pool-reconciler';
+
+// ── preflight ────────────────────────────────────────────────────────────────────────────────
+
+export interface PreflightInput {
+  group: string;
+}
+
+export type { PreflightReport };
+
+/** One preflight per group at a time: concurrent callers share it. */
+export const preflightWorkflowId = (group: string) => `preflight-${group}`;
+
+// ── serving-group autoscaler (opt-in) ────────────────────────────────────────────────────────
+
+export interface ServingScalerConfig extends Partial<ServingScaleSettings> {
+  /** The serving group it scales. */
+  group: string;
+  /** A coordinator silent this long is forgotten (its load with it). @default 30000 */
+  reportTtlMs?: number;
+}
+
+export type ServingScalerSettings = Required<ServingScalerConfig>;
+
+export const SERVING_SCALER_DEFAULTS: Omit<ServingScalerSettings, 'group'> = {
+  floor: 1,
+  max: 8,
+  waitingThreshold: 0,
+  sustainMs: 30_000,
+  idleMs: 600_000,
+  reportTtlMs: 30_000,
+};
+
+export const servingScalerSettings = (config: ServingScalerConfig): ServingScalerSettings => ({
+  ...SERVING_SCALER_DEFAULTS,
+  ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
+  group: config.group,
+});
+
+/** A coordinator's serving queue: absolute counts, sent while it has queries and once when it empties. */
+export interface ServingLoadReport {
+  coordinator: string;
+  running: number;
+  waiting: number;
+}
+
+export interface ServingScalerStatus {
+  group: string;
+  /** The replicas the platform has from the scaler (its own workload's, not every member of the group). */
+  replicas: number;
+  floor: number;
+  max: number;
+  running: number;
+  waiting: number;
+  coordinators: number;
+  /** Since when waiting has been above the threshold, or the group idle. */
+  pressedSince?: number;
+  idleSince?: number;
+  /** The last steps, each with what it was expected to move, said before it was taken (newest last). */
+  steps: ServingPlan[];
+}
+
+export interface ServingScalerMemory {
+  replicas?: number;
+  loads: Record<string, { running: number; waiting: number; at: number }>;
+  pressedSince?: number;
+  idleSince?: number;
+  steps: ServingPlan[];
+}
+
+export interface ServingScalerInput {
+  config: ServingScalerConfig;
+  carried?: ServingScalerMemory;
+}
+
+export const servingScalerWorkflowId = (group: string) => `serving-scaler-${group}`;
+export const servingLoadSignal = defineSignal<[ServingLoadReport]>('servingLoad');
+export const servingScalerStatusQuery = defineQuery<ServingScalerStatus>('servingScalerStatus');

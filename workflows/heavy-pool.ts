@@ -33,6 +33,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { applyReport, distribute, removeCoordinator, totals } from '../core/admission.js';
+import { monthStart, recordReplicas, usageSince } from '../core/node-hours.js';
 import { idleDeadline, launchRequestError, monitor, raiseTarget, readReadiness } from '../core/pool-rules.js';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
 import {
@@ -44,6 +45,7 @@ import {
   reportDemandUpdate,
   SEARCH_ATTRIBUTES,
   statusQuery,
+  usageQuery,
   type AdmissionAnswer,
   type DemandReport,
   type LaunchRequest,
@@ -72,6 +74,8 @@ class HeavyPool {
     // Settings may change across continue-as-new; the status shows the current ones.
     this.m.status.maxConcurrency = this.settings.maxConcurrency;
     this.m.status.maxQueueSize = this.settings.maxQueueSize;
+    // A run from before the ledger starts one: the replicas in force count from here.
+    this.m.usage ??= recordReplicas({ days: {} }, Date.now(), this.m.status.replicasPatched);
   }
 
   get s() {
@@ -149,6 +153,12 @@ class HeavyPool {
     return next;
   }
 
+  /** The replicas the platform now has from the pool; the ledger counts node-time from here. */
+  patched(replicas: number): void {
+    this.s.replicasPatched = replicas;
+    this.m.usage = recordReplicas(this.m.usage!, Date.now(), replicas);
+  }
+
   refreshCounts(): void {
     const sum = totals(this.m.admissions);
     this.s.running = sum.running;
@@ -176,7 +186,9 @@ class HeavyPool {
     setHandler(statusQuery, () => ({
       ...this.s,
       idleDeadline: this.s.serveReady ? idleDeadline({ ...this.s, idleTimeoutMs: this.settings.idleTimeoutMs }) : undefined,
+      usage: usageSince(this.m.usage!, monthStart(Date.now())),
     }));
+    setHandler(usageQuery, () => this.m.usage!);
     setHandler(admissionQuery, (coordinator) => this.answer(coordinator));
   }
 }
@@ -198,7 +210,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
       [{ group, replicas }],
     );
     if (result.changed) s.patches++;
-    s.replicasPatched = replicas;
+    pool.patched(replicas);
   };
 
   /**
@@ -212,6 +224,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     s.lastFailure = { epoch: m.epoch, at: Date.now(), message };
     m.scaling = undefined;
     s.launchDeadline = undefined;
+    s.platformSays = undefined;
     s.target = back;
     try {
       await setReplicas(back);
@@ -219,7 +232,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
       if (!(error instanceof ActivityFailure)) throw error;
       // The platform refuses even the way back (the group is gone): there is nothing it runs for us.
       s.lastFailure.message += `; setting replicas to ${back} failed too: ${failureMessage(error)}`;
-      s.replicasPatched = back;
+      pool.patched(back);
     }
     if (serving) {
       s.notReady = undefined;
@@ -261,7 +274,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     const needed = target - scaling.previous;
     if (s.phase === 'waiting-for-backends') {
       const untilDeadline = Math.max(1, s.launchDeadline! - Date.now());
-      const saw = scaling.looked ? { pods: s.podsRunning, backends: scaling.fresh.length } : undefined;
+      const saw = scaling.looked ? { pods: s.podsRunning, backends: scaling.fresh.length, why: s.platformSays } : undefined;
       const seen = await steps.observePool.executeWithOptions(
         {
           startToCloseTimeout: `${settings.readinessWaitMs + settings.readinessConfirmMs + 30_000} ms`,
@@ -273,14 +286,16 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
       const verdict = readReadiness({ pods: seen.pods, freshBackends: seen.backends.length }, target, scaling.previous);
       s.podsRunning = seen.pods;
       s.aliveBackends = seen.backends.length + s.backends.length;
+      s.platformSays = seen.why;
       scaling.fresh = seen.backends;
       scaling.looked = true;
       if (verdict.podsUp && !s.layersPassed.includes('pods')) s.layersPassed.push('pods');
       if (!verdict.backendsUp || !seen.confirmed) {
         s.notReady = verdict.notReady ?? 'new backends were alive once, but not on the second observation';
+        if (seen.why && !verdict.podsUp) s.notReady += `; the platform says: ${seen.why}`;
         // Nothing moved for a whole wait: a write undone behind the pool's back (a reconciler, a
         // person) is put back; setReplicas writes nothing when the target is in place.
-        const stalled = saw && seen.pods === saw.pods && seen.backends.length === saw.backends;
+        const stalled = saw && seen.pods === saw.pods && seen.backends.length === saw.backends && seen.why === saw.why;
         if (stalled && !verdict.podsUp) await setReplicas(target);
         return;
       }
@@ -302,6 +317,7 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     s.layersPassed.push('canary');
     s.backends = [...new Set([...s.backends, ...scaling.fresh.map((b) => b.id)])];
     s.notReady = undefined;
+    s.platformSays = undefined;
     s.serveReady = true;
     s.launchDeadline = undefined;
     s.lastActivity = Date.now();

@@ -3,3 +3,5 @@ export { janitorWorkflow } from './janitor.js';
 export { segmentMergeWorkflow, tableMergeWorkflow } from './segment-merge.js';
 export { heavyPoolWorkflow } from './heavy-pool.js';
 export { poolReconcilerWorkflow } from './pool-reconciler.js';
+export { preflightWorkflow } from './preflight.js';
+export { servingScalerWorkflow } from './serving-scaler.js';

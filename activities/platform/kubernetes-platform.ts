@@ -10,8 +10,10 @@
  *   counted by the label selector the configuration gives, as no selector can be read from it.
  * Nothing else is created, changed or deleted.
  */
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type V1LabelSelector } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type CoreV1Event, type KubeConfig, type V1LabelSelector, type V1PodSpec } from '@kubernetes/client-node';
+import { preflightReport, type PreflightCheck, type PreflightReport } from '../../core/preflight.js';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './compute-platform.js';
+import { accessChecks, DEFAULT_NODE_GROUP_LABELS, nodeChecks, whyPodsWait, type NeededAccess } from './kubernetes-preflight.js';
 
 export interface WorkloadRef {
   kind: 'statefulset' | 'deployment';
@@ -42,6 +44,8 @@ export interface KubernetesPlatformConfig {
   kubeConfig: KubeConfig;
   namespace: string;
   target: KubernetesTarget;
+  /** Node labels that name a node's group, first match wins. @default DEFAULT_NODE_GROUP_LABELS */
+  nodeGroupLabels?: string[];
 }
 
 /** An object's address for the generic object API (built-in workloads included). */
@@ -63,6 +67,8 @@ interface ReplicaField {
   guards: { op: 'test'; path: string; value: unknown }[];
   /** The group's pods. */
   podSelector: string;
+  /** The pod template, where the object has one (a workload; not an operator's resource). */
+  podSpec?: V1PodSpec;
 }
 
 /** How often a patch whose `test` lost to a concurrent edit is tried again from a fresh read. */
@@ -84,6 +90,7 @@ export function labelSelectorString(selector: V1LabelSelector | undefined): stri
 }
 
 export class KubernetesPlatform implements ComputePlatform {
+  readonly kind = 'kubernetes';
   private readonly objects: CustomObjectsApi;
   private readonly core: CoreV1Api;
 
@@ -109,7 +116,7 @@ export class KubernetesPlatform implements ComputePlatform {
       const podSelector = labelSelectorString(spec?.selector);
       // An empty selector would count every pod in the namespace.
       if (!podSelector) throw new Error(`${workload.kind} ${namespace}/${workload.name} has no pod selector`);
-      return { object, path: '/spec/replicas', value: spec?.replicas, guards: [], podSelector };
+      return { object, path: '/spec/replicas', value: spec?.replicas, guards: [], podSelector, podSpec: spec?.template?.spec };
     }
     const object = { group: target.group ?? 'disaggregated.cluster.doris.com', version: target.version ?? 'v1', plural: target.plural ?? 'dorisdisaggregatedclusters', namespace, name: target.name };
     const groups = ((await this.read(object)).spec?.computeGroups ?? []) as { uniqueId?: string; replicas?: number }[];
@@ -164,5 +171,83 @@ export class KubernetesPlatform implements ComputePlatform {
     const { podSelector } = await this.locate(computeGroup);
     const pods = await this.core.listNamespacedPod({ namespace: this.config.namespace, labelSelector: podSelector });
     return pods.items.filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp).length;
+  }
+
+  /**
+   * The scheduler's and the autoscaler's own words about the group's pods that do not run (their
+   * events, or the pods' PodScheduled condition where events cannot be read).
+   */
+  async why(computeGroup: string): Promise<string | undefined> {
+    try {
+      const { podSelector } = await this.locate(computeGroup);
+      const { namespace } = this.config;
+      const pods = (await this.core.listNamespacedPod({ namespace, labelSelector: podSelector })).items;
+      if (pods.every((p) => p.status?.phase === 'Running')) return undefined;
+      const events: CoreV1Event[] = await this.core
+        .listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Pod' })
+        .then((list) => list.items, () => []);
+      return whyPodsWait(pods, events);
+    } catch {
+      return undefined; // advisory: the readiness layers say what is missing anyway
+    }
+  }
+
+  /**
+   * Whether the group's pods can ever run here: their requests against every node group's
+   * allocatable room, their selector and tolerations against its labels and taints (and the
+   * autoscaler's template of it), and each right the worker needs, asked of the apiserver itself.
+   */
+  async preflight(computeGroup: string): Promise<PreflightReport> {
+    const { namespace, target, kubeConfig } = this.config;
+    const checks: PreflightCheck[] = [];
+    let field: ReplicaField | undefined;
+    try {
+      field = await this.locate(computeGroup);
+    } catch (error) {
+      const code = (error as { code?: number }).code;
+      checks.push({
+        area: 'platform',
+        ok: false,
+        summary: `the group's ${target.kind === 'workload' ? 'workload' : 'custom resource'} cannot be read: ${code === 404 ? 'it does not exist' : code === 403 ? 'the worker may not read it' : (error as Error).message}`,
+        detail: [],
+        fix: target.kind === 'workload' ? `apply the heavy workload (deploy/k8s/berth.yaml) in namespace ${namespace}, or point BERTH_K8S_WORKLOAD at it` : `create the resource, or point BERTH_K8S_NAME at it`,
+      });
+    }
+    if (field) {
+      checks.push({ area: 'platform', ok: true, summary: `${field.object.plural}/${field.object.name} in namespace ${namespace}: replicas ${field.value ?? 0}, pods selected by ${field.podSelector}`, detail: [] });
+      let spec = field.podSpec;
+      let from = `the pod template of ${field.object.plural}/${field.object.name}`;
+      if (!spec) {
+        // An operator's resource has no pod template Berth can read: a pod of the group shows it.
+        const pod = (await this.core.listNamespacedPod({ namespace, labelSelector: field.podSelector }).catch(() => ({ items: [] }))).items[0];
+        spec = pod?.spec;
+        from = pod ? `pod ${pod.metadata!.name} of the group` : '';
+      }
+      if (spec) {
+        const nodes = await nodeChecks(kubeConfig, spec, this.config.nodeGroupLabels ?? DEFAULT_NODE_GROUP_LABELS);
+        for (const check of nodes) check.detail.unshift(`from ${from}`);
+        checks.push(...nodes);
+      } else {
+        checks.push({ area: 'requests', ok: true, summary: 'no pod of the group exists to read its requests and placement from (an operator owns its template): unchecked', detail: [] });
+      }
+    }
+    checks.push(...(await accessChecks(kubeConfig, this.neededAccess(computeGroup))));
+    return preflightReport(computeGroup, 'kubernetes', checks);
+  }
+
+  /** Every right the worker uses on this target, and the one preflight itself needs. */
+  private neededAccess(computeGroup: string): NeededAccess[] {
+    const { namespace, target } = this.config;
+    const object =
+      target.kind === 'workload'
+        ? { group: 'apps', resource: WORKLOAD_PLURALS[target.workloads[computeGroup]?.kind ?? 'statefulset'], name: target.workloads[computeGroup]?.name }
+        : { group: target.group ?? 'disaggregated.cluster.doris.com', resource: target.plural ?? 'dorisdisaggregatedclusters', name: target.name };
+    return [
+      { verb: 'get', ...object, namespace, purpose: 'to read the replicas and the pod selector' },
+      { verb: 'patch', ...object, namespace, purpose: 'the pool’s one write: replicas' },
+      { verb: 'list', group: '', resource: 'pods', namespace, purpose: 'to count running pods' },
+      { verb: 'list', group: '', resource: 'events', namespace, purpose: 'to quote why pods do not run' },
+      { verb: 'list', group: '', resource: 'nodes', purpose: 'for preflight: allocatable, labels and taints' },
+    ];
   }
 }

@@ -2,13 +2,15 @@
  * The local driver: the embedded cluster's stand-in for the operator. Setting replicas starts or
  * stops query-node processes for the group on this machine, after a boot delay that imitates node
  * provisioning; pods are the processes running. Like a real platform, setReplicas only records the
- * target and returns: the backends arrive later, and readiness must find them.
+ * target and returns: the backends arrive later, and readiness must find them. Why they have not
+ * arrived is its own record of what failed: a start that threw, a process that exited.
  */
+import { preflightReport, type PreflightCheck, type PreflightReport } from '../../core/preflight.js';
 import type { ComputePlatform } from './compute-platform.js';
 
 export interface LocalBackend {
   stop(): Promise<void>;
-  /** Resolves when the process has exited, for whatever reason. */
+  /** Resolves when the process has exited, for whatever reason (with its exit code, when it has one). */
   exited: Promise<unknown>;
 }
 
@@ -17,6 +19,8 @@ export interface LocalPlatformOptions {
   startBackend(group: string, index: number): Promise<LocalBackend>;
   /** How long a new backend takes to be provisioned before its process starts. @default 0 */
   bootDelayMs?: number;
+  /** The checks this machine can make before a launch (the query-node script is built, its directory writable...). */
+  preflight?: (group: string) => Promise<PreflightCheck[]>;
   onError?: (error: Error) => void;
 }
 
@@ -25,9 +29,14 @@ interface GroupState {
   backends: { backend: LocalBackend; alive: boolean }[];
   started: number;
   reconciling?: Promise<void>;
+  /** When the current boot delay ends, while backends are being provisioned. */
+  bootingUntil?: number;
+  /** The last thing that went wrong: a start that failed, a backend that exited on its own. */
+  trouble?: string;
 }
 
 export class LocalPlatform implements ComputePlatform {
+  readonly kind = 'local';
   private readonly groups = new Map<string, GroupState>();
   private closed = false;
 
@@ -57,6 +66,19 @@ export class LocalPlatform implements ComputePlatform {
     return this.state(group).backends.filter((b) => b.alive).length;
   }
 
+  async why(group: string): Promise<string | undefined> {
+    const state = this.state(group);
+    const alive = state.backends.filter((b) => b.alive).length;
+    if (alive >= state.target) return undefined;
+    if (state.trouble) return state.trouble;
+    if (state.bootingUntil !== undefined) return `provisioning ${state.target - alive} backend process${state.target - alive === 1 ? '' : 'es'} (boot delay ${this.options.bootDelayMs ?? 0} ms)`;
+    return undefined;
+  }
+
+  async preflight(group: string): Promise<PreflightReport> {
+    return preflightReport(group, 'local', (await this.options.preflight?.(group)) ?? []);
+  }
+
   /** Stops every backend of every group. */
   async close(): Promise<void> {
     this.closed = true;
@@ -75,15 +97,31 @@ export class LocalPlatform implements ComputePlatform {
           state.backends = state.backends.filter((b) => b.alive);
           if (state.backends.length < state.target) {
             // Nodes are provisioned side by side, as a cloud provisions them.
+            state.bootingUntil = Date.now() + (this.options.bootDelayMs ?? 0);
             await new Promise((resolve) => setTimeout(resolve, this.options.bootDelayMs ?? 0));
             const missing = state.target - state.backends.length;
-            const started = await Promise.all(Array.from({ length: Math.max(0, missing) }, () => this.options.startBackend(group, state.started++)));
-            for (const backend of started) {
+            const started = await Promise.all(
+              Array.from({ length: Math.max(0, missing) }, async () => {
+                const index = state.started++;
+                try {
+                  return { index, backend: await this.options.startBackend(group, index) };
+                } catch (error) {
+                  state.trouble = `backend ${group}-${index} failed to start: ${(error as Error).message.split('\n')[0]}`;
+                  throw error;
+                }
+              }),
+            ).finally(() => (state.bootingUntil = undefined));
+            state.trouble = undefined;
+            for (const { index, backend } of started) {
               const entry = { backend, alive: true };
-              void backend.exited.then(() => (entry.alive = false));
+              void backend.exited.then((code) => {
+                entry.alive = false;
+                if (!this.closed && state.backends.includes(entry)) state.trouble = `backend ${group}-${index} exited on its own${typeof code === 'number' ? ` with code ${code}` : ''}`;
+              });
               state.backends.push(entry);
             }
           } else if (state.backends.length > state.target) {
+            // Removed from the list first: a stop asked for is not trouble.
             await state.backends.pop()!.backend.stop();
           } else return;
         }

@@ -1,5 +1,11 @@
-/** `berth nodes`: the cluster's query nodes with weight, share of segments and liveness. */
+/**
+ * `berth nodes`: the cluster's query nodes with weight, share of segments and liveness, and cache
+ * warm-up: the warm fraction of the bytes each node owns, and after a membership change the
+ * warm-up progress of the share that moved to it.
+ */
 import { Command } from 'commander';
+import { formatBytes } from '../../core/bytes.js';
+import type { Warmth } from '../../services/query-node/warmer.js';
 import { callCoordinator, dataDirOption, openCluster } from '../cluster-client.js';
 import { percent, table } from '../format.js';
 
@@ -11,6 +17,7 @@ interface NodeRow {
   share: number;
   alive: boolean;
   lastHeartbeat: string;
+  warmth?: Warmth;
 }
 
 export function nodesCommand(): Command {
@@ -26,7 +33,20 @@ export function nodesCommand(): Command {
       }
       console.log(
         table(
-          [['node', 'group', 'url', 'vCPU', 'share', 'alive', 'last heartbeat'], ...nodes.map((n) => [n.id, n.group, n.url, String(n.weight), percent(n.share), n.alive ? 'yes' : 'NO', n.lastHeartbeat])],
+          [
+            ['node', 'group', 'url', 'vCPU', 'share', 'alive', 'warm', 'moved here, warm', 'last heartbeat'],
+            ...nodes.map((n) => [
+              n.id,
+              n.group,
+              n.url,
+              String(n.weight),
+              percent(n.share),
+              n.alive ? 'yes' : 'NO',
+              n.warmth?.owned ? `${percent(n.warmth.owned.fraction)} of ${formatBytes(n.warmth.owned.bytes)}` : '-',
+              n.warmth?.moved ? `${percent(n.warmth.moved.fraction)} of ${formatBytes(n.warmth.moved.bytes)} since ${n.warmth.moved.since.slice(11, 19)}` : '-',
+              n.lastHeartbeat,
+            ]),
+          ],
           '',
         ),
       );

@@ -1,22 +1,7 @@
 /** `berth pool launch|status`: the heavy pool through its controller. */
 import { Command } from 'commander';
 import type { LaunchAccepted, PoolStatus } from '../../workflows/api.js';
-import { bearer } from '../../services/common/auth.js';
-import { dataDirOption, openCluster } from '../cluster-client.js';
-import { UsageError } from '../usage-error.js';
-
-async function callController<T>(dataDir: string, route: string, init: RequestInit = {}): Promise<T> {
-  const { endpoints, token } = await openCluster(dataDir);
-  let response: Response;
-  try {
-    response = await fetch(`${endpoints.controller}${route}`, { ...init, headers: { ...init.headers, ...bearer(token) } });
-  } catch {
-    throw new UsageError(`the controller at ${endpoints.controller} does not answer: is \`berth up\` running?`);
-  }
-  const body = (await response.json()) as T & { message?: string };
-  if (!response.ok) throw new UsageError(body.message ?? `the controller answered ${response.status}`);
-  return body;
-}
+import { callController, dataDirOption } from '../cluster-client.js';
 
 export function poolCommand(): Command {
   const pool = new Command('pool').description('launch and watch the elastic heavy pool');
@@ -45,7 +30,7 @@ export function poolCommand(): Command {
     .option('--json', 'print the status as JSON')
     .addOption(dataDirOption())
     .action(async (group: string, options: { json?: boolean; dataDir: string }) => {
-      const s = await callController<PoolStatus>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/status`);
+      const s = await callController<PoolStatus & { links?: { preflight: string } }>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/status`);
       if (options.json) {
         console.log(JSON.stringify(s));
         return;
@@ -56,8 +41,11 @@ export function poolCommand(): Command {
           `  target ${s.target}, replicas patched ${s.replicasPatched} (${s.patches} patches), pods running ${s.podsRunning}, alive backends ${s.aliveBackends}`,
           `  serve-ready: ${s.serveReady ? 'yes' : 'no'}${s.notReady ? ` (${s.notReady})` : ''}; readiness layers passed: ${s.layersPassed.join(' → ') || 'none'}`,
           `  queries running ${s.running} of ${s.maxConcurrency}, waiting ${s.waiting} of ${s.maxQueueSize}${s.idleDeadline ? `; parks at ${new Date(s.idleDeadline).toISOString()} if idle` : ''}`,
+          ...(s.platformSays ? [`  the platform says: ${s.platformSays}`] : []),
           ...(s.launchDeadline ? [`  the launch fails at ${new Date(s.launchDeadline).toISOString()} if not serve-ready by then`] : []),
           ...(s.lastFailure ? [`  last failure (${new Date(s.lastFailure.at).toISOString()}): ${s.lastFailure.message}`] : []),
+          ...(s.nodeHours ? [`  node-hours: ${s.nodeHours.today.toFixed(2)} today, ${s.nodeHours.month.toFixed(2)} this month (UTC)`] : []),
+          ...(s.links ? [`  preflight: berth preflight ${s.group} (GET ${s.links.preflight})`] : []),
         ].join('\n'),
       );
     });

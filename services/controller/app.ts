@@ -1,22 +1,26 @@
 /**
- * The controller: the heavy pool's front door. Clients ask it to launch a pool and read its status;
- * they never probe backends themselves.
+ * The controller: the heavy pool's front door. Clients ask it to launch a pool, read its status
+ * (which links to the pool's preflight and its node-hours ledger) and run a preflight; they never
+ * probe backends themselves.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
-import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig } from '../../workflows/api.js';
+import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { requireToken } from '../common/auth.js';
-import { badRequest, installErrorHandler, notFound } from '../common/errors.js';
+import { badRequest, HttpError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
-import { launchPool, poolStatus } from './pool-client.js';
+import { launchPool, poolStatus, poolUsage, runPreflight } from './pool-client.js';
 import { servePoolMetrics } from './pool-metrics.js';
+import { servingScalerStatus } from './serving-scaler-client.js';
 
 export interface ControllerAppOptions {
   client: Client;
   /** The pools this controller knows, by group. */
   pools: PoolConfig[];
+  /** The serving autoscaler, when it is on (opt-in). */
+  servingScaler?: ServingScalerConfig;
   /** Launching a pool starts paid capacity: it needs the cluster's token. */
   token: string;
   /** @default 'berth' */
@@ -74,9 +78,37 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
     },
   );
 
+  const links = (group: string) => ({ preflight: `/v1/pools/${group}/preflight`, usage: `/v1/pools/${group}/usage` });
+
   app.get('/v1/pools/:group/status', { schema: { params: Group } }, async (request) => {
     const config = known(request.params.group);
-    return await poolStatus({ client: options.client, group: config.group, config });
+    return { ...(await poolStatus({ client: options.client, group: config.group, config })), links: links(config.group) };
+  });
+
+  app.get('/v1/pools/:group/usage', { schema: { params: Group } }, async (request) => {
+    const config = known(request.params.group);
+    return await poolUsage({ client: options.client, group: config.group });
+  });
+
+  app.get('/v1/serving/:group/autoscaler', { schema: { params: Group } }, async (request) => {
+    const config = options.servingScaler;
+    if (!config || config.group !== request.params.group) {
+      throw notFound('unknown_group', `no serving autoscaler for "${request.params.group}": ${config ? `this controller's scales "${config.group}"` : 'it is off (BERTH_SERVING_AUTOSCALE=1 turns it on)'}`);
+    }
+    return await servingScalerStatus({ client: options.client, config });
+  });
+
+  // Runs on a worker, whose credentials are the ones checked; findings are an answer, not an error.
+  app.get('/v1/pools/:group/preflight', { schema: { params: Group } }, async (request) => {
+    const config = known(request.params.group);
+    try {
+      return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });
+    } catch (error) {
+      if (error instanceof WorkflowFailedError) {
+        throw new HttpError(502, 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
+      }
+      throw error;
+    }
   });
 
   return app;

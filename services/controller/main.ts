@@ -3,6 +3,7 @@ import '../common/telemetry.js'; // first: it instruments node:http before anyth
 import { Client, Connection } from '@temporalio/client';
 import { envNumber, envString } from '../common/env.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
+import { servingScalerConfigFromEnv } from '../common/serving-scaler-config.js';
 import { serve } from '../common/serve.js';
 import { startService } from '../common/startup.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
@@ -13,7 +14,7 @@ startService();
 const pool = poolConfigFromEnv();
 const connection = await Connection.connect({ address: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233') });
 const client = new Client({ connection, namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'), interceptors: tracingClientInterceptors() });
-const app = buildControllerApp({ client, pools: pool ? [pool] : [], token: envString('BERTH_TOKEN'), taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE) });
+const app = buildControllerApp({ client, pools: pool ? [pool] : [], servingScaler: servingScalerConfigFromEnv(), token: envString('BERTH_TOKEN'), taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE) });
 await serve(app, 'controller', {
   host: envString('BERTH_CONTROLLER_HOST', '127.0.0.1'),
   port: envNumber('BERTH_CONTROLLER_PORT', 7402),

@@ -5,15 +5,19 @@
  * callers coalesce onto one execution.
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { nodeHoursNow, type NodeUsage } from '../../core/node-hours.js';
 import {
   admissionQuery,
   launchUpdate,
   parkedStatus,
   poolWorkflowId,
+  preflightWorkflowId,
+  type PreflightReport,
   reportDemandUpdate,
   SEARCH_ATTRIBUTES,
   statusQuery,
   TASK_QUEUE,
+  usageQuery,
   type AdmissionAnswer,
   type DemandReport,
   type LaunchAccepted,
@@ -21,6 +25,7 @@ import {
   type PoolStatus,
 } from '../../workflows/api.js';
 import type { heavyPoolWorkflow } from '../../workflows/heavy-pool.js';
+import type { preflightWorkflow } from '../../workflows/preflight.js';
 
 export interface PoolClientOptions {
   client: Client;
@@ -59,12 +64,37 @@ export async function readAdmission(options: Pick<PoolClientOptions, 'client' | 
   return await options.client.workflow.getHandle(poolWorkflowId(options.config.group)).query(admissionQuery, coordinator);
 }
 
-/** The pool's status; a pool that never ran reads as parked at zero, not as a fault. */
+/**
+ * The pool's status; a pool that never ran reads as parked at zero, not as a fault. Node-hours are
+ * counted here, with this clock: a workflow's clock stands still between its tasks.
+ */
 export async function poolStatus(options: Pick<PoolClientOptions, 'client'> & { group: string; config?: PoolConfig }): Promise<PoolStatus> {
   try {
-    return await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(statusQuery);
+    const status = await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(statusQuery);
+    return status.usage ? { ...status, nodeHours: nodeHoursNow(status.usage, Date.now()) } : status;
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
-    return parkedStatus(options.config ?? { group: options.group });
+    return { ...parkedStatus(options.config ?? { group: options.group }), nodeHours: { today: 0, month: 0 } };
   }
+}
+
+/** The pool's node-hours ledger (every kept day); empty for a pool that never ran. */
+export async function poolUsage(options: Pick<PoolClientOptions, 'client'> & { group: string }): Promise<NodeUsage> {
+  try {
+    return await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(usageQuery);
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+    return { days: {} };
+  }
+}
+
+/** Runs a preflight of the group on a worker (which holds the platform's credentials); concurrent callers share one run. */
+export async function runPreflight(options: Pick<PoolClientOptions, 'client' | 'taskQueue'> & { group: string }): Promise<PreflightReport> {
+  return await options.client.workflow.execute<typeof preflightWorkflow>('preflightWorkflow', {
+    workflowId: preflightWorkflowId(options.group),
+    taskQueue: options.taskQueue ?? TASK_QUEUE,
+    args: [{ group: options.group }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowExecutionTimeout: '3 minutes',
+  });
 }

@@ -1,8 +1,9 @@
-/** The coordinator's HTTP API: SQL, ingest, members, workload groups, health and metrics. */
+/** The coordinator's HTTP API: SQL, ingest, members, workload groups, the query log, health and metrics. */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Type } from 'typebox';
+import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { installErrorHandler } from '../common/errors.js';
@@ -10,7 +11,9 @@ import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { TableName } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
+import { warmthOfNode } from '../query-node/client.js';
 import type { Ingestor } from './ingest.js';
+import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 
 export interface CoordinatorAppOptions {
@@ -21,6 +24,8 @@ export interface CoordinatorAppOptions {
   token: string;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** Answered queries the query log keeps (sizes and times only). @default 10000 */
+  queryLogSize?: number;
   /** @default true */
   logger?: boolean;
 }
@@ -41,6 +46,14 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       for (const g of await queries.workload()) for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
     },
   });
+  // From the first byte of an ingest batch to its segment committed: when its rows can be queried.
+  const ingestToQueryable = new Histogram({
+    name: 'berth_ingest_to_queryable_seconds',
+    help: 'Time from an ingest batch arriving to its rows being queryable (segment committed)',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const queryLog = new QueryLog(options.queryLogSize);
 
   // NDJSON streams to a scratch file instead of being buffered.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) => done(null, payload));
@@ -70,6 +83,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
       queryCount.inc(labels);
       queryTime.observe(labels, result.stats.elapsedMs / 1000);
+      const { stats } = result;
+      queryLog.record({ at: Date.now(), scanBytes: stats.scanBytes, computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0), heavy: stats.verdict.class === 'heavy' });
       request.log.info({ stats: result.stats }, 'query answered');
       return result;
     },
@@ -85,8 +100,11 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       },
     },
     async (request, reply) => {
+      const arrived = performance.now();
       try {
-        return await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+        const result = await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+        ingestToQueryable.observe((performance.now() - arrived) / 1000);
+        return result;
       } catch (error) {
         // A batch refused mid-stream leaves the rest of its body unread on the connection: close it.
         reply.header('connection', 'close');
@@ -95,16 +113,24 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     },
   );
 
+  // Compute concentration over the queries this coordinator answered (since `since`, ms since the epoch).
+  app.get('/v1/query-log/concentration', { schema: { querystring: Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (request) => {
+    const entries = queryLog.entries(request.query.since);
+    return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
+  });
+
   app.get('/v1/tables', async () => ({ tables: await meta.listTables() }));
 
   app.get('/v1/nodes', async () => {
     const backends = await meta.backends();
     const members = view.members ?? [];
     const totalWeight = members.reduce((sum, m) => sum + m.weight, 0);
+    // Each live node's warm-up, as it reports it; a node that does not answer in time shows none.
+    const warmth = await Promise.all(backends.map((b) => (b.alive ? warmthOfNode(b.url).catch(() => undefined) : undefined)));
     return {
-      nodes: backends.map((b) => {
+      nodes: backends.map((b, i) => {
         const member = members.find((m) => m.id === b.id);
-        return { ...b, weight: b.cpuCores, share: member && totalWeight > 0 ? member.weight / totalWeight : 0 };
+        return { ...b, weight: b.cpuCores, share: member && totalWeight > 0 ? member.weight / totalWeight : 0, ...(warmth[i] ? { warmth: warmth[i] } : {}) };
       }),
     };
   });

@@ -3,9 +3,10 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { VerdictThresholds } from '../../core/routing-verdict.js';
 import { Client, Connection } from '@temporalio/client';
-import { poolSettings, poolWorkflowId, type PoolConfig } from '../../workflows/api.js';
+import { poolSettings, poolWorkflowId, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { MemberView } from '../common/member-view.js';
 import { poolStatus, readAdmission, reportDemand } from '../controller/pool-client.js';
+import { reportServingLoad } from '../controller/serving-scaler-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
@@ -16,6 +17,7 @@ import { Planner } from './planner.js';
 import { QueryService, type HeavyPool } from './query-service.js';
 import { Scatter } from './scatter.js';
 import { SegmentWriter } from './segment-writer.js';
+import { ServingLoadReporter } from './serving-load.js';
 import { SqlEngine } from './sql-engine.js';
 
 export interface CoordinatorConfig {
@@ -43,6 +45,18 @@ export interface CoordinatorConfig {
     /** How long one call to Temporal may take before the pool counts as unreachable. @default 10000 */
     callTimeoutMs?: number;
   };
+  /**
+   * The serving autoscaler (opt-in): this coordinator reports its serving queue to its workflow,
+   * which scales the serving group.
+   */
+  servingScaler?: {
+    temporalAddress: string;
+    namespace?: string;
+    taskQueue?: string;
+    config: ServingScalerConfig;
+    /** How often a coordinator with queries reports them. @default 5000 */
+    reportEveryMs?: number;
+  };
   /** Query node URLs to spread work over round-robin before any member list arrives. */
   seedNodes?: string[];
   /** @default 10000 */
@@ -67,6 +81,8 @@ export interface CoordinatorConfig {
   maxIngestDepth?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** Answered queries the query log keeps for compute concentration. @default 10000 */
+  queryLogSize?: number;
   /** @default true */
   logger?: boolean;
 }
@@ -140,16 +156,31 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     deadlineMs,
     maxResultBytes,
   });
+  let servingLoad: ServingLoadReporter | undefined;
+  if (config.servingScaler) {
+    const { temporalAddress, namespace, taskQueue, config: scaler } = config.servingScaler;
+    temporal ??= Connection.lazy({ address: temporalAddress });
+    const options = { client: new Client({ connection: temporal, namespace }), config: scaler, taskQueue };
+    const coordinator = `coordinator-${randomUUID()}`;
+    servingLoad = new ServingLoadReporter({
+      read: () => queries.servingLoad(),
+      send: (load) => reportServingLoad(options, { coordinator, ...load }),
+      everyMs: config.servingScaler.reportEveryMs,
+    });
+  }
+
   const ingestor = new Ingestor({ writer, meta, view, s3, bucket: config.bucket, token: config.token, maxDepth: config.maxIngestDepth });
-  const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, logger: config.logger });
+  const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, queryLogSize: config.queryLogSize, logger: config.logger });
   const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
   for (const v of views) v.start();
+  servingLoad?.start();
   return {
     url,
     view,
     queries,
     close: async () => {
       for (const v of views) v.stop();
+      servingLoad?.stop();
       heavyPool?.admission.close();
       await app.close();
       await temporal?.close();

@@ -6,12 +6,14 @@ import { startService } from '../common/startup.js';
 import { envNumber, envString } from '../common/env.js';
 import { TASK_QUEUE } from '../../workflows/api.js';
 import { poolConfigFromEnv } from '../common/pool-config.js';
+import { servingScalerConfigFromEnv } from '../common/serving-scaler-config.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { startCoordinator } from './coordinator.js';
 
 const { token } = startService();
 
 const heavyPool = poolConfigFromEnv();
+const servingScaler = servingScalerConfigFromEnv();
 const coordinator = await startCoordinator({
   workDir: envString('BERTH_COORDINATOR_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'coordinator')),
   metaUrl: envString('BERTH_META_URL'),
@@ -22,6 +24,7 @@ const coordinator = await startCoordinator({
   seedNodes: (process.env.BERTH_SEED_NODES ?? '').split(',').filter(Boolean),
   memberPollMs: envNumber('BERTH_MEMBER_POLL_MS', 10_000),
   maxConcurrency: envNumber('BERTH_MAX_CONCURRENT_QUERIES', 16),
+  queryLogSize: envNumber('BERTH_QUERY_LOG_SIZE', 10_000),
   verdictThresholds: {
     scanBytes: envNumber('BERTH_HEAVY_SCAN_BYTES', DEFAULT_VERDICT_THRESHOLDS.scanBytes),
     memoryBytes: envNumber('BERTH_HEAVY_MEMORY_BYTES', DEFAULT_VERDICT_THRESHOLDS.memoryBytes),
@@ -39,6 +42,12 @@ const coordinator = await startCoordinator({
   maxResultBytes: envNumber('BERTH_MAX_RESULT_BYTES', 256 * 1024 ** 2),
   memoryLimit: process.env.BERTH_DUCKDB_MEMORY_LIMIT || undefined,
   maxIngestDepth: envNumber('BERTH_INGEST_MAX_DEPTH', 64),
+  servingScaler: servingScaler && {
+    config: servingScaler,
+    temporalAddress: envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+    namespace: envString('BERTH_TEMPORAL_NAMESPACE', 'default'),
+    taskQueue: envString('BERTH_TASK_QUEUE', TASK_QUEUE),
+  },
   host: envString('BERTH_COORDINATOR_HOST', '127.0.0.1'),
   port: envNumber('BERTH_COORDINATOR_PORT', 7401),
 });

@@ -47,6 +47,8 @@ export interface QueryStats {
   s3BytesByNode: Record<string, number>;
   placement: 'owner' | 'round-robin' | 'local';
   segments: { total: number; scanned: number; pruned: number };
+  /** Bytes of the segments left after pruning: what the routing verdict weighed. */
+  scanBytes: number;
   /** Segments scanned per node id. */
   nodes: Record<string, number>;
   cacheHits: number;
@@ -107,6 +109,7 @@ interface Prepared {
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
   total: number;
+  scanBytes: number;
   verdict: Verdict;
 }
 
@@ -160,6 +163,11 @@ export class QueryService {
 
   private get servingGroup(): string {
     return this.options.servingGroup ?? 'serving';
+  }
+
+  /** This coordinator's queries on the serving group: running, and waiting for a slot. */
+  servingLoad(): { running: number; waiting: number } {
+    return { running: this.limit.activeCount, waiting: this.limit.pendingCount };
   }
 
   /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
@@ -234,11 +242,11 @@ export class QueryService {
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
     const route = plan.route === 'stages' ? 'rows' : 'partial';
-    return { plan, chosen, total, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
+    return { plan, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
   }
 
   /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
-  private async execute({ plan, chosen, total, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
+  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -291,6 +299,7 @@ export class QueryService {
           s3BytesByNode: perNode(scans, (s) => s.bytesFromS3),
           placement: placements.includes('round-robin') ? 'round-robin' : placements.length > 0 ? 'owner' : 'local',
           segments: { total, scanned, pruned: total - scanned },
+          scanBytes,
           nodes: perNode(scans, (s) => s.segments),
           cacheHits: sum((s) => s.hits),
           cacheMisses: sum((s) => s.misses),

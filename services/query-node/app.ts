@@ -82,8 +82,8 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   installErrorHandler(app);
   const { cache, scanner, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
-  const metrics = nodeMetrics(cache);
-  const scans = new Counter({ name: 'berth_scans_total', help: 'Scans run, by outcome', labelNames: ['outcome'], registers: [metrics] });
+  const metrics = nodeMetrics(cache, options.warmer);
+  const scans = new Counter({ name: 'berth_scans_total', help: 'Scans run, by outcome', labelNames: ['outcome'], registers: [metrics.registry] });
 
   // Pushed segments stream straight to disk instead of being buffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
@@ -93,13 +93,14 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     const ready = options.isRegistered() && view.placement !== undefined;
     return reply.code(ready ? 200 : 503).send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
   });
-  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()));
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   app.get('/v1/info', async () => ({
     id: nodeId,
     group: options.group,
     owner: view.placement !== undefined,
     cache: { usedBytes: cache.usedBytes, budgetBytes: cache.budgetBytes, segments: cache.ids().length, ...cache.counters },
+    warmth: options.warmer.warmth(),
   }));
 
   app.get('/v1/cache', async () => ({ segments: cache.ids() }));
@@ -118,6 +119,8 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     };
     let scan: OpenScan;
     let tables: TableFiles[];
+    // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
+    const placement = view.placement;
     try {
       tables = await Promise.all(
         request.body.tables.map(async (table) => ({
@@ -128,8 +131,10 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
             table.segments.map((id) =>
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
-                const segment = await cache.acquire(table.name, id, { partial: true, keep: view.placement?.owner(id)?.id === nodeId });
+                const owned = placement?.owner(id)?.id === nodeId;
+                const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
+                metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
                 return segment.path;
               }),
             ),
@@ -209,7 +214,10 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     },
   );
 
-  app.post('/v1/warm', auth, async () => ({ fetched: await options.warmer.runOnce() }));
+  // One warmer pass now; `segments` caps what it fetches (0: only survey what the node owns).
+  app.post('/v1/warm', { ...auth, schema: { querystring: Type.Object({ segments: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (request) => ({
+    fetched: await options.warmer.runOnce(request.query.segments),
+  }));
 
   app.post('/v1/canary', auth, async () => {
     try {
@@ -224,7 +232,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   return app;
 }
 
-function nodeMetrics(cache: SegmentCache): Registry {
+function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry; segmentReads: Counter<'role' | 'cache'> } {
   const registry = new Registry();
   const counter = (name: string, help: string, read: () => number) => {
     let reported = 0;
@@ -243,6 +251,12 @@ function nodeMetrics(cache: SegmentCache): Registry {
   counter('berth_cache_misses_total', 'Segment reads that had to fetch from S3', () => cache.counters.misses);
   counter('berth_s3_gets_total', 'GET requests sent to S3', () => cache.counters.s3Gets);
   counter('berth_s3_bytes_total', 'Bytes read from S3', () => cache.counters.bytesFromS3);
+  const segmentReads = new Counter({
+    name: 'berth_segment_reads_total',
+    help: 'Segments scanned: role="owner" for segments this node owns, "fallback" for others (failover, gather); cache hit or miss',
+    labelNames: ['role', 'cache'] as const,
+    registers: [registry],
+  });
   new Gauge({
     name: 'berth_cache_bytes',
     help: 'Bytes held in the segment cache',
@@ -251,7 +265,23 @@ function nodeMetrics(cache: SegmentCache): Registry {
       this.set(cache.usedBytes);
     },
   });
-  return registry;
+  // Warm-up, as of the warmer's last pass: of everything the node owns, and of the share that moved to it.
+  const warm = (name: string, help: string, read: (w: ReturnType<Warmer['warmth']>) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const value = read(warmer.warmth());
+        if (value !== undefined) this.set(value);
+      },
+    });
+  warm('berth_owned_bytes', 'Bytes of the segments this node owns', (w) => w.owned?.bytes);
+  warm('berth_owned_warm_bytes', 'Bytes of the segments this node owns that its cache holds', (w) => w.owned?.warmBytes);
+  warm('berth_owned_warm_fraction', 'Share of the bytes this node owns that its cache holds', (w) => w.owned?.fraction);
+  warm('berth_moved_bytes', 'Bytes that moved to this node at the last membership change', (w) => w.moved?.bytes);
+  warm('berth_moved_warm_fraction', 'Share of the bytes that moved to this node that its cache holds (warm-up progress)', (w) => w.moved?.fraction);
+  return { registry, segmentReads };
 }
 
 /** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */

@@ -5,6 +5,7 @@ import { bearer } from '../common/auth.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { CanaryResult } from './canary.js';
 import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type ScanStats } from './app.js';
+import type { Warmth } from './warmer.js';
 
 export type { ScanStats };
 
@@ -112,4 +113,9 @@ export async function pushToNode(nodeUrl: string, table: string, segmentId: stri
 /** Asks a node to read Berth's canary object from storage and scan it. */
 export function canaryOnNode(nodeUrl: string, token: string, timeoutMs = 60_000): Promise<CanaryResult> {
   return callJson<CanaryResult>(`${nodeUrl}/v1/canary`, { method: 'POST', token, timeoutMs });
+}
+
+/** A node's cache warm-up figures (GET /v1/info), for `berth nodes`. */
+export async function warmthOfNode(nodeUrl: string, timeoutMs = 2_000): Promise<Warmth> {
+  return (await callJson<{ warmth: Warmth }>(`${nodeUrl}/v1/info`, { timeoutMs })).warmth;
 }

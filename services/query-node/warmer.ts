@@ -1,9 +1,11 @@
 /**
  * Prefetches the segments this node owns, newest first, into free cache space only: it never
- * evicts anything to make room and never touches a segment another node owns.
+ * evicts anything to make room and never touches a segment another node owns. It also keeps the
+ * figures of warm-up: how much of what the node owns is in its cache, and, after a membership change
+ * (the node's own arrival included), how much of the share that moved to it is.
  */
 import type { MemberView } from '../common/member-view.js';
-import type { MetaClient } from '../meta/client.js';
+import type { MetaClient, SegmentRow } from '../meta/client.js';
 import type { SegmentCache } from './segment-cache.js';
 
 export interface WarmerOptions {
@@ -16,9 +18,31 @@ export interface WarmerOptions {
   onError?: (error: Error) => void;
 }
 
+/** Bytes a node owns and how many of them its cache holds. */
+export interface WarmShare {
+  segments: number;
+  bytes: number;
+  warmBytes: number;
+  /** warmBytes / bytes; 1 when there is nothing to hold. */
+  fraction: number;
+}
+
+export interface Warmth {
+  /** Everything the node owns, as of the warmer's last pass (none before its first). */
+  owned?: WarmShare;
+  /** The segments that moved to the node at the last membership change, and since when. */
+  moved?: WarmShare & { since: string };
+}
+
+type Owned = Pick<SegmentRow, 'id' | 'bytes'>;
+
 export class Warmer {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
+  /** As of the last pass: what the node owned, the membership that decided it, what moved to it. */
+  private owned: Owned[] = [];
+  private membership: string | undefined;
+  private moved: { segments: Owned[]; since: number } | undefined;
 
   constructor(private readonly options: WarmerOptions) {}
 
@@ -31,26 +55,45 @@ export class Warmer {
     clearInterval(this.timer);
   }
 
-  /** One pass; resolves with how many segments it fetched. */
-  runOnce(): Promise<number> {
-    this.running ??= this.pass().finally(() => (this.running = undefined));
+  /** One pass, fetching at most `limit` segments (0: survey only); resolves with how many it fetched. */
+  runOnce(limit = Infinity): Promise<number> {
+    this.running ??= this.pass(limit).finally(() => (this.running = undefined));
     return this.running;
   }
 
-  private async pass(): Promise<number> {
+  /** The warm share of what the node owns, and of what moved to it, read against the cache now. */
+  warmth(): Warmth {
+    const share = (segments: Owned[]): WarmShare => {
+      const bytes = segments.reduce((sum, s) => sum + s.bytes, 0);
+      const warmBytes = segments.filter((s) => this.options.cache.has(s.id)).reduce((sum, s) => sum + s.bytes, 0);
+      return { segments: segments.length, bytes, warmBytes, fraction: bytes > 0 ? warmBytes / bytes : 1 };
+    };
+    if (this.membership === undefined) return {};
+    return { owned: share(this.owned), ...(this.moved ? { moved: { ...share(this.moved.segments), since: new Date(this.moved.since).toISOString() } } : {}) };
+  }
+
+  private async pass(limit: number): Promise<number> {
     const { meta, view, cache, nodeId } = this.options;
     const placement = view.placement;
     if (!placement) return 0;
-    const owned = [];
+    const membership = (view.members ?? []).map((m) => `${m.id}:${m.weight}`).sort().join(',');
+    const owned: SegmentRow[] = [];
     for (const table of await meta.listTables()) {
       for (const segment of await meta.listSegments(table.name)) {
-        if (placement.owner(segment.id)?.id === nodeId && !cache.has(segment.id)) owned.push(segment);
+        if (placement.owner(segment.id)?.id === nodeId) owned.push(segment);
       }
     }
-    owned.sort((a, b) => b.maxTs - a.maxTs);
+    if (membership !== this.membership) {
+      // The share that moved here: all of it on the node's first pass (it just arrived, or came back).
+      const before = new Set(this.membership === undefined ? [] : this.owned.map((s) => s.id));
+      this.moved = { segments: owned.filter((s) => !before.has(s.id)).map(({ id, bytes }) => ({ id, bytes })), since: Date.now() };
+      this.membership = membership;
+    }
+    this.owned = owned.map(({ id, bytes }) => ({ id, bytes }));
+    const cold = owned.filter((s) => !cache.has(s.id)).sort((a, b) => b.maxTs - a.maxTs);
     let fetched = 0;
-    for (const segment of owned) {
-      if (cache.usedBytes + segment.bytes > cache.budgetBytes) break;
+    for (const segment of cold) {
+      if (fetched >= limit || cache.usedBytes + segment.bytes > cache.budgetBytes) break;
       if (await cache.prefetch(segment.table, segment.id, segment.bytes)) fetched++;
     }
     return fetched;

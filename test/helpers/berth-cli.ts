@@ -1,5 +1,7 @@
 /** Runs the built `berth` command as a user would (the test script builds it first). */
 import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnOwned } from './process-groups.js';
 
@@ -52,4 +54,16 @@ export function startBerth(...args: string[]): { child: ChildProcess; output: ()
         void exited.then((code) => reject(new Error(`berth exited with ${code} before printing ${pattern}:\n${output}`)));
       }),
   };
+}
+
+/**
+ * A data dir for `--data-dir` that points the CLI at services a test started (as `berth up` would
+ * have written it): their endpoints and the cluster's token.
+ */
+export async function cliDataDir(dir: string, endpoints: { coordinator: string; controller?: string }, token: string): Promise<string> {
+  const dataDir = path.join(dir, 'cli');
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify(endpoints));
+  await writeFile(path.join(dataDir, 'token'), token);
+  return dataDir;
 }

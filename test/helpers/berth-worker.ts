@@ -34,7 +34,7 @@ export interface RunningWorker {
 export async function startWorker(
   cluster: TestCluster,
   taskQueue: string,
-  extra: Partial<Pick<BerthWorkerConfig, 'heavyPool' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>> = {},
+  extra: Partial<Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>> = {},
 ): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),

@@ -1,12 +1,19 @@
 /**
  * A real Kubernetes control plane for the test run: etcd, kube-apiserver (RBAC on, a static token
- * for an admin, ServiceAccount tokens signed by its own key, an audit log of patches) and
- * kube-controller-manager (so a StatefulSet's replicas become pods), on free loopback ports. No
- * kubelet and no scheduler: test/helpers/test-kubelet.ts plays the kubelet where a test needs pods.
+ * for an admin, ServiceAccount tokens signed by its own key, an audit log of patches),
+ * kube-controller-manager (so a StatefulSet's replicas become pods) and kube-scheduler (so pods are
+ * placed on nodes by their requests, selectors and taints, and the ones that fit nowhere get the
+ * scheduler's own FailedScheduling events), on free loopback ports. No kubelet:
+ * test/helpers/test-nodes.ts creates Node objects, and test/helpers/test-kubelet.ts runs the pods the
+ * scheduler places on its node.
  *
- * The apiserver and controller-manager are built by scripts/kube-control-plane.sh into a cache
- * outside the repo; etcd is Debian's etcd-server. Under CI=true missing binaries fail the run (the
- * CI script builds them first); elsewhere the script builds them once (about 12 minutes).
+ * Test files share the control plane but never each other's nodes: the apiserver runs the
+ * PodNodeSelector admission plugin, and each test namespace (test/helpers/kube.ts) carries a node
+ * selector that only its own nodes' labels match.
+ *
+ * The apiserver, controller-manager and scheduler are built by scripts/kube-control-plane.sh into a
+ * cache outside the repo; etcd is Debian's etcd-server. Under CI=true missing binaries fail the run
+ * (the CI script builds them first); elsewhere the script builds them once (about 12 minutes).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -23,6 +30,7 @@ const BUILD_SCRIPT = fileURLToPath(new URL('../../scripts/kube-control-plane.sh'
 export interface KubeBinaries {
   apiserver: string;
   controllerManager: string;
+  scheduler: string;
   etcd: string;
 }
 
@@ -52,7 +60,7 @@ export async function resolveKubeBinaries(options: { mustExist: boolean }): Prom
     child.once('error', reject);
     child.once('exit', (code) => (code === 0 ? resolve(stdout.trim()) : reject(new Error(`scripts/kube-control-plane.sh exited with ${code}: the Kubernetes control plane is not built`))));
   });
-  return { apiserver: path.join(dir, 'kube-apiserver'), controllerManager: path.join(dir, 'kube-controller-manager'), etcd };
+  return { apiserver: path.join(dir, 'kube-apiserver'), controllerManager: path.join(dir, 'kube-controller-manager'), scheduler: path.join(dir, 'kube-scheduler'), etcd };
 }
 
 /**
@@ -81,10 +89,10 @@ function startProcess(executable: string, args: string[], logFile: string): { ch
 export const kubeConfigYaml = (server: string, token: string) =>
   `apiVersion: v1\nkind: Config\nclusters: [{ name: test, cluster: { server: "${server}", insecure-skip-tls-verify: true } }]\nusers: [{ name: user, user: { token: "${token}" } }]\ncontexts: [{ name: test, context: { cluster: test, user: user } }]\ncurrent-context: test\n`;
 
-/** GET over https with a bearer token, accepting the apiserver's self-signed certificate. */
-export function kubeGet(url: string, token: string): Promise<{ status: number; body: string }> {
+/** GET over https (with a bearer token when given), accepting the apiserver's self-signed certificate. */
+export function kubeGet(url: string, token?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const request = https.get(url, { headers: { authorization: `Bearer ${token}` }, rejectUnauthorized: false, timeout: 5_000 }, (response) => {
+    const request = https.get(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, rejectUnauthorized: false, timeout: 5_000 }, (response) => {
       let body = '';
       response.on('data', (chunk: Buffer) => (body += chunk.toString()));
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
@@ -116,16 +124,17 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
   const file = (name: string) => path.join(dir, name);
   const adminToken = randomBytes(24).toString('hex');
   const managerToken = randomBytes(24).toString('hex');
+  const schedulerToken = randomBytes(24).toString('hex');
   // The key that signs and verifies ServiceAccount tokens (TokenRequest answers with real ones).
   await writeFile(file('sa.key'), generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
-  await writeFile(file('tokens.csv'), `${adminToken},admin,admin,"system:masters"\n${managerToken},system:kube-controller-manager,kcm,"system:masters"\n`);
+  await writeFile(file('tokens.csv'), `${adminToken},admin,admin,"system:masters"\n${managerToken},system:kube-controller-manager,kcm,"system:masters"\n${schedulerToken},system:kube-scheduler,scheduler,"system:masters"\n`);
   // Every patch of a workload or custom resource, with who made it and what the server answered.
   await writeFile(
     file('audit-policy.yaml'),
     ['apiVersion: audit.k8s.io/v1', 'kind: Policy', 'omitStages: [RequestReceived]', 'rules:', '  - level: Metadata', '    verbs: [patch]', '    resources: [{ group: apps }, { group: disaggregated.cluster.doris.com }]', '  - level: None', ''].join('\n'),
   );
 
-  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+  const [etcdPort, peerPort, apiPort, schedulerPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const server = `https://127.0.0.1:${apiPort}`;
   const started: { stop(): Promise<void> }[] = [];
   const stop = async () => {
@@ -165,12 +174,15 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
       '--audit-policy-file', file('audit-policy.yaml'),
       '--audit-log-path', file('audit.log'),
       '--audit-log-format', 'json',
+      // Each test namespace's pods land only on that test's nodes (see the header).
+      '--enable-admission-plugins', 'PodNodeSelector',
       '--profiling=false',
     ], file('kube-apiserver.log'));
     started.push(apiserver);
     await waitFor('kube-apiserver', file('kube-apiserver.log'), apiserver.exited, async () => (await kubeGet(`${server}/readyz`, adminToken)).status === 200, timeoutMs);
 
     await writeFile(file('controller-manager.kubeconfig'), kubeConfigYaml(server, managerToken));
+    await writeFile(file('scheduler.kubeconfig'), kubeConfigYaml(server, schedulerToken));
     // No --root-ca-file: the apiserver's self-signed serving certificate is not a CA.
     const manager = startProcess(binaries.controllerManager, [
       '--kubeconfig', file('controller-manager.kubeconfig'),
@@ -180,8 +192,22 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
       '--profiling=false',
     ], file('kube-controller-manager.log'));
     started.push(manager);
-    // Running controllers show: the ServiceAccount controller gives every namespace its "default".
-    await waitFor('kube-controller-manager', file('kube-controller-manager.log'), manager.exited, async () => (await kubeGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, adminToken)).status === 200, timeoutMs);
+    const scheduler = startProcess(binaries.scheduler, [
+      '--kubeconfig', file('scheduler.kubeconfig'),
+      '--leader-elect=false',
+      // Served only for its /readyz (always allowed, so no authentication set-up).
+      '--bind-address', '127.0.0.1',
+      '--secure-port', String(schedulerPort),
+      '--cert-dir', file('scheduler-certs'),
+      '--profiling=false',
+    ], file('kube-scheduler.log'));
+    started.push(scheduler);
+    // Both start side by side. Running controllers show: the ServiceAccount controller gives every
+    // namespace its "default". The scheduler is ready once its informers have synced.
+    await Promise.all([
+      waitFor('kube-controller-manager', file('kube-controller-manager.log'), manager.exited, async () => (await kubeGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, adminToken)).status === 200, timeoutMs),
+      waitFor('kube-scheduler', file('kube-scheduler.log'), scheduler.exited, async () => (await kubeGet(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200, timeoutMs),
+    ]);
   } catch (error) {
     await stop();
     throw error;

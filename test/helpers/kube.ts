@@ -37,11 +37,17 @@ export function testKube(): TestKube {
   return { server, adminToken, auditLog: inject('kubeAuditLog'), admin: kubeConfigFor(server, adminToken) };
 }
 
-/** A fresh namespace, ready for pods (its default ServiceAccount exists). */
+/** The label a test's nodes carry: its namespace's pods go only to nodes with its namespace here. */
+export const namespaceNodeLabel = 'berth.test/namespace';
+
+/**
+ * A fresh namespace, ready for pods (its default ServiceAccount exists). Its node selector (the
+ * PodNodeSelector admission plugin adds it to every pod) keeps its pods on its own test's nodes.
+ */
 export async function createNamespace(kube: TestKube, prefix: string): Promise<string> {
   const name = `${prefix}-${randomUUID().slice(0, 8)}`;
   const core = kube.admin.makeApiClient(CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name } } });
+  await core.createNamespace({ body: { metadata: { name, annotations: { 'scheduler.alpha.kubernetes.io/node-selector': `${namespaceNodeLabel}=${name}` } } } });
   for (;;) {
     try {
       await core.readNamespacedServiceAccount({ name: 'default', namespace: name });
@@ -64,15 +70,20 @@ export async function heavyPoolManifests(): Promise<Manifest[]> {
   return [...(await loadManifests('deploy/k8s/rbac.yaml')), ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === 'berth-heavy')];
 }
 
+const CLUSTER_SCOPED = new Set(['ClusterRole', 'ClusterRoleBinding']);
+
 /**
  * Creates the manifests in `namespace`, as `kubectl apply -n` would with their namespace changed:
- * namespaced objects and the RoleBinding's ServiceAccount subjects move to it.
+ * namespaced objects and the bindings' ServiceAccount subjects move to it. Cluster-scoped objects
+ * (the ClusterRole and its binding) are named after the namespace, as test files share the cluster.
  */
 export async function applyManifests(kube: TestKube, namespace: string, manifests: Manifest[]): Promise<void> {
   const objects = KubernetesObjectApi.makeApiClient(kube.admin);
   for (const manifest of manifests) {
     const copy = structuredClone(manifest);
     if (copy.metadata?.namespace) copy.metadata.namespace = namespace;
+    if (CLUSTER_SCOPED.has(copy.kind!)) copy.metadata!.name = `${copy.metadata!.name}-${namespace}`;
+    if (copy.roleRef?.kind === 'ClusterRole') copy.roleRef.name = `${copy.roleRef.name}-${namespace}`;
     for (const subject of copy.subjects ?? []) if (subject.kind === 'ServiceAccount') subject.namespace = namespace;
     await objects.create(copy);
   }

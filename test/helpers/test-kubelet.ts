@@ -1,10 +1,11 @@
 /**
  * A kubelet for tests: the control plane has none, so this plays one node. It registers a Node
- * (ready, with a lease it renews), watches the pods of one workload (by the workload's own
- * selector), and for each new pod binds it to its node, starts a real Berth query node with the
- * pod's environment, then reports the pod Running and Ready through the status subresource. When a
- * pod is deleted it stops the process, then completes the deletion as a kubelet does once its
- * containers are gone.
+ * (test/helpers/test-nodes.ts: ready, with a lease it renews, room for the heavy pods), watches the
+ * pods of one workload (by the workload's own selector), and runs each pod the real scheduler
+ * placed on its node, and only those: it starts a real Berth query node with the pod's
+ * environment, then reports the pod Running and Ready through the status subresource. A pod placed
+ * nowhere stays Pending, with the scheduler's own reason. When a pod is deleted it stops the
+ * process, then completes the deletion as a kubelet does once its containers are gone.
  *
  * Where a container would differ from a process on this machine, the kubelet stands in: each pod
  * listens on its own loopback port (the pod network), gets a cache directory of its own (its
@@ -14,13 +15,13 @@ import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { labelSelectorString } from '../../activities/platform/kubernetes-platform.js';
 import { startServiceProcess, type ServiceProcess } from '../../cli/embedded/service-process.js';
 import type { TestKube } from './kube.js';
+import { createTestNodes, type TestNodeSpec } from './test-nodes.js';
 
 const QUERY_NODE = fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url));
-const LEASE_RENEW_MS = 10_000;
 
 export interface TestKubeletOptions {
   namespace: string;
@@ -30,6 +31,8 @@ export interface TestKubeletOptions {
   env: Record<string, string>;
   /** Cache directories and logs of the pods' processes. */
   dir: string;
+  /** The kubelet's node. @default 64 CPUs and 512 GiB, room for every heavy pod a test asks for */
+  node?: Omit<TestNodeSpec, 'name'>;
 }
 
 export interface TestKubelet {
@@ -47,31 +50,10 @@ const report = (what: string) => (error: unknown) => console.error(`test kubelet
 export async function startTestKubelet(kube: TestKube, options: TestKubeletOptions): Promise<TestKubelet> {
   const { namespace } = options;
   const core = kube.admin.makeApiClient(CoreV1Api);
-  const leases = kube.admin.makeApiClient(CoordinationV1Api);
   const nodeName = `test-kubelet-${randomUUID().slice(0, 8)}`;
   await mkdir(options.dir, { recursive: true });
-
   const now = () => new Date();
-  await core.createNode({
-    body: {
-      metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName } },
-      status: {
-        capacity: { cpu: '64', memory: '512Gi', pods: '110' },
-        allocatable: { cpu: '64', memory: '512Gi', pods: '110' },
-        addresses: [{ type: 'InternalIP', address: '127.0.0.1' }],
-        conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'test kubelet', lastHeartbeatTime: now(), lastTransitionTime: now() }],
-      },
-    },
-  });
-  // The node lifecycle controller reads a node's health from its lease. Its renewTime is a MicroTime
-  // (six fractional digits), which the client's Date serializer cannot write: it is patched as text.
-  await leases.createNamespacedLease({ namespace: 'kube-node-lease', body: { metadata: { name: nodeName }, spec: { holderIdentity: nodeName, leaseDurationSeconds: 40 } } });
-  const renew = () =>
-    leases
-      .patchNamespacedLease({ namespace: 'kube-node-lease', name: nodeName, body: { spec: { renewTime: now().toISOString().replace(/Z$/, '000Z') } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
-      .catch(report('renewing the node lease'));
-  await renew();
-  const renewing = setInterval(() => void renew(), LEASE_RENEW_MS);
+  const node = await createTestNodes(kube, namespace, [{ name: nodeName, ...(options.node ?? { capacity: { cpu: '64', memory: '512Gi' } }) }]);
 
   const workload = await kube.admin.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace, name: options.statefulSet });
   const selector = labelSelectorString(workload.spec!.selector);
@@ -88,8 +70,8 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
   const run = async (pod: V1Pod) => {
     const name = pod.metadata!.name!;
     if (pod.metadata!.deletionTimestamp) return await terminate(pod);
-    if (processes.has(name) || pod.status?.phase === 'Running') return;
-    if (!pod.spec!.nodeName) await core.createNamespacedPodBinding({ name, namespace, body: { metadata: { name }, target: { kind: 'Node', name: nodeName } } });
+    // Only what the scheduler placed here: an unplaced pod waits for it, another node's is not ours.
+    if (pod.spec!.nodeName !== nodeName || processes.has(name) || pod.status?.phase === 'Running') return;
     const container = pod.spec!.containers[0]!;
     const literal = Object.fromEntries((container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
     const backend = await startServiceProcess(name, QUERY_NODE, {
@@ -174,10 +156,10 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
 
   kubelet.stop = async () => {
     stopping = true;
-    clearInterval(renewing);
     await informer.stop();
     await Promise.all(queues.values());
     await Promise.all([...processes.keys()].map(stopProcess));
+    await node.stop();
   };
   return kubelet;
 }

@@ -14,8 +14,13 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../../activities/heavy-pool.js';
 import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../../services/controller/pool-client.js';
-import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId } from '../../workflows/api.js';
-import { janitorWorkflow, poolReconcilerWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
+import type { PreflightActivities } from '../../activities/preflight.js';
+import type { ServingScalerActivities } from '../../activities/serving-scaler.js';
+import { preflightReport } from '../../core/preflight.js';
+import { planServingChange } from '../../core/serving-scale.js';
+import { reportServingLoad, servingScalerStatus } from '../../services/controller/serving-scaler-client.js';
+import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId, servingScalerWorkflowId, type ServingScalerConfig } from '../../workflows/api.js';
+import { janitorWorkflow, poolReconcilerWorkflow, preflightWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
 import { workerTracingOptions } from '../../workers/tracing.js';
 import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
@@ -69,7 +74,25 @@ describe('recording workflow histories', () => {
     cluster = await startCluster({ vcpus: [2, 2] });
     worker = await startWorker(cluster, taskQueue);
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: poolDoubles(replicas) });
+    const preflightDouble: PreflightActivities = {
+      async preflight({ group }) {
+        return preflightReport(group, 'local', [{ area: 'requests', ok: false, summary: 'recorded', detail: ['8 > 7.9'] }]);
+      },
+    };
+    const servingDoubles: ServingScalerActivities = {
+      async servingReplicas({ group }) {
+        return replicas.get(group) ?? 1;
+      },
+      async planServingStep({ from, to, reason }) {
+        return planServingChange({ weights: Array(from).fill(2), from, to, totalBytes: 1_000, reason, at: 0 });
+      },
+      async scaleServing({ group, replicas: n }) {
+        const previous = replicas.get(group) ?? 1;
+        replicas.set(group, n);
+        return { changed: previous !== n, previous };
+      },
+    };
+    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: { ...poolDoubles(replicas), ...preflightDouble, ...servingDoubles } });
     poolRunning = poolWorker.run();
   });
   afterAll(async () => {
@@ -102,6 +125,24 @@ describe('recording workflow histories', () => {
     await expect.poll(async () => (await poolStatus({ client, group })).lastFailure?.epoch, { timeout: 20_000 }).toBe(1);
     await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
     await save(client, 'heavy-pool-launch-deadline', poolWorkflowId(group));
+  });
+
+  it('records a serving autoscaler adding a node for waiting queries and giving it back when idle', { timeout: 60_000 }, async () => {
+    const config: ServingScalerConfig = { group: 'serving-recorded', floor: 1, max: 2, sustainMs: 300, idleMs: 1_000 };
+    const options = { client, config, taskQueue: poolQueue };
+    await reportServingLoad(options, { coordinator: 'c1', running: 1, waiting: 4 });
+    await expect.poll(async () => (await servingScalerStatus(options)).replicas, { timeout: 20_000 }).toBe(2);
+    await reportServingLoad(options, { coordinator: 'c1', running: 0, waiting: 0 });
+    await expect.poll(async () => (await servingScalerStatus(options)).steps.length, { timeout: 20_000 }).toBe(2);
+    await client.workflow.getHandle(servingScalerWorkflowId(config.group)).terminate('recorded');
+    await save(client, 'serving-scaler', servingScalerWorkflowId(config.group));
+  });
+
+  it('records a preflight', async () => {
+    const workflowId = `preflight-recorded-${randomUUID()}`;
+    const report = await client.workflow.execute(preflightWorkflow, { taskQueue: poolQueue, workflowId, args: [{ group: 'recorded' }] });
+    expect(report.findings).toBe(1);
+    await save(client, 'preflight', workflowId);
   });
 
   it('records the reconciler', async () => {
