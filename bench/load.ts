@@ -9,11 +9,11 @@
  * its next query, as a well-behaved client would. Every Berth answer of the mix is first checked
  * against DuckDB's.
  * Run: npm run bench:load [-- --queries N --levels 1,8,32,128 --profile DIR]
- * With --profile, every service of the cluster runs under `node --cpu-prof` and writes its
- * profile into DIR when the cluster stops.
+ * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
+ * and write their profiles into DIR when the cluster stops.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
@@ -61,6 +61,36 @@ async function makeData(): Promise<string[]> {
   return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
 }
 
+/** The cluster's service processes (found by the directory each was given), by service. */
+async function servicePids(clusterDir: string): Promise<Map<string, number[]>> {
+  const services = new Map<string, number[]>();
+  const byVariable: Record<string, string> = { BERTH_COORDINATOR_DIR: 'coordinator', BERTH_NODE_CACHE_DIR: 'query nodes', BERTH_META_DIR: 'meta', BERTH_WORKER_DIR: 'worker' };
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
+    for (const variable of environ.split('\0')) {
+      const [name, value] = [variable.slice(0, variable.indexOf('=')), variable.slice(variable.indexOf('=') + 1)];
+      if (byVariable[name] && value.startsWith(clusterDir)) services.set(byVariable[name], [...(services.get(byVariable[name]) ?? []), Number(entry)]);
+    }
+  }
+  return services;
+}
+
+/** CPU time (user + system, every thread) each service has used so far, in ms. */
+async function cpuMs(pids: Map<string, number[]>): Promise<Map<string, number>> {
+  const ticks = 10; // ms per clock tick (USER_HZ = 100)
+  const out = new Map<string, number>();
+  for (const [service, list] of pids) {
+    let total = 0;
+    for (const pid of list) {
+      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).split(') ')[1]?.split(' ') ?? [];
+      total += (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * ticks;
+    }
+    out.set(service, total);
+  }
+  return out;
+}
+
 interface Level {
   concurrency: number;
   queries: number;
@@ -103,11 +133,13 @@ if (PROFILE) {
   await rm(PROFILE, { recursive: true, force: true });
   await mkdir(PROFILE, { recursive: true });
   // The services inherit this process's environment.
-  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${path.resolve(PROFILE)}`.trim();
+  process.env.BERTH_PROFILE_DIR = path.resolve(PROFILE);
+  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('./load-profiler.js', import.meta.url).href}`.trim();
 }
-const bench = await startBenchCluster(path.join(os.tmpdir(), 'berth-bench-load', 'cluster'), [1, 1, 1], 1024 ** 3);
+const clusterDir = path.join(os.tmpdir(), 'berth-bench-load', 'cluster');
+const bench = await startBenchCluster(clusterDir, [1, 1, 1], 1024 ** 3);
 delete process.env.NODE_OPTIONS;
-const results: { berth: Level; duckdb: Level }[] = [];
+const results: { berth: Level; duckdb: Level; cpu: Map<string, number> }[] = [];
 try {
   await bench.load('events', files);
   const coordinator = bench.cluster.endpoints.coordinator;
@@ -132,6 +164,7 @@ try {
     if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
   }
 
+  const pids = await servicePids(clusterDir);
   for (const concurrency of LEVELS) {
     // Fewer queries one at a time: the level measures latency, not a queue.
     const count = concurrency === 1 ? Math.ceil(QUERIES / 4) : QUERIES;
@@ -139,9 +172,12 @@ try {
       await duckdb(client, sql);
       return {};
     });
+    const before = await cpuMs(pids);
     const b = await runLevel(concurrency, count, (_, sql) => berth(sql));
+    const after = await cpuMs(pids);
+    const cpu = new Map([...after].map(([service, ms]) => [service, ms - (before.get(service) ?? 0)]));
     console.error(`concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`);
-    results.push({ berth: b, duckdb: d });
+    results.push({ berth: b, duckdb: d, cpu });
   }
   for (const c of connections) c.closeSync();
   baseline.closeSync();
@@ -158,5 +194,13 @@ for (const { berth: b, duckdb: d } of results) {
   console.log(
     `| ${b.concurrency} | ${b.queries} | ${qps(d).toFixed(1)} | ${ms(percentile(d.latencies, 50))} / ${ms(percentile(d.latencies, 99))} | ${qps(b).toFixed(1)} | ${ms(percentile(b.latencies, 50))} / ${ms(percentile(b.latencies, 99))} | ${b.refused} | ${b.errors.length} | **${(qps(b) / qps(d)).toFixed(2)}×** | **${(percentile(b.latencies, 99) / percentile(d.latencies, 99)).toFixed(2)}×** |`,
   );
+}
+const services = ['coordinator', 'query nodes', 'meta', 'worker'];
+console.log(`\nCPU time per answered Berth query, by service (ms, every thread; the machine has ${os.availableParallelism()} cores):\n`);
+console.log(`| concurrency | ${services.join(' | ')} | all |`);
+console.log(`|---:|${services.map(() => '---:|').join('')}---:|`);
+for (const { berth: b, cpu } of results) {
+  const per = (ms: number) => (ms / Math.max(1, b.latencies.length)).toFixed(1);
+  console.log(`| ${b.concurrency} | ${services.map((s) => per(cpu.get(s) ?? 0)).join(' | ')} | ${per([...cpu.values()].reduce((x, y) => x + y, 0))} |`);
 }
 for (const { berth: b } of results) if (b.errors.length > 0) console.log(`\nErrors at concurrency ${b.concurrency} (first): ${b.errors[0]}`);
