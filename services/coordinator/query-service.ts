@@ -6,14 +6,16 @@
  */
 import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { MetaClient, SegmentRow } from '../meta/client.js';
+import type { SegmentRow } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
-import type { ExecutablePlan, Planner, Route, ScanKind } from './planner.js';
+import type { PlanCache } from './plan-cache.js';
+import type { ExecutablePlan, Route, ScanKind } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
 import type { SqlEngine } from './sql-engine.js';
+import type { TableCatalog } from './table-catalog.js';
 
 /** One read's scan stage, as it ran. */
 export interface ScanStage {
@@ -39,6 +41,8 @@ export interface QueryStats {
   route: Route;
   /** Why the query is not one aggregate or select over one table. */
   reason?: string;
+  /** Whether the plan was made for this query or reused from an earlier one with the same SQL and schemas. */
+  plan: 'planned' | 'cached';
   /** The two stages: each read's scan on the owners, then the final stage, here. */
   stages: { scan: ScanStage[]; final: 'coordinator' };
   /** Bytes the scan stage sent to the final stage (Arrow IPC). */
@@ -85,11 +89,12 @@ export interface HeavyPool {
 }
 
 export interface QueryServiceOptions {
-  planner: Planner;
+  plans: PlanCache;
+  /** Table schemas and manifests, checked against meta's versions at every query. */
+  catalog: TableCatalog;
   engine: SqlEngine;
   /** One scatter per compute group the coordinator can run queries on; must include the serving group. */
   scatters: Map<string, Scatter>;
-  meta: MetaClient;
   /** The group light queries run on. @default 'serving' */
   servingGroup?: string;
   /** Where heavy queries go; without it every query runs on the serving group. */
@@ -106,6 +111,7 @@ export interface QueryServiceOptions {
 
 interface Prepared {
   plan: ExecutablePlan;
+  cached: boolean;
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
   total: number;
@@ -226,15 +232,13 @@ export class QueryService {
   }
 
   private async prepare(sql: string): Promise<Prepared> {
-    const { planner, meta } = this.options;
-    const plan = await planner.plan(sql);
+    const { plans, catalog } = this.options;
+    const { plan, versions, cached } = await plans.plan(sql);
     let total = 0;
-    const manifests = new Map<string, Promise<SegmentRow[]>>();
     const chosen: SegmentRow[][] = [];
     for (const input of plan.inputs) {
-      // One manifest read per table: each read's time window is applied here, by each segment's min/max.
-      if (!manifests.has(input.table.name)) manifests.set(input.table.name, meta.listSegments(input.table.name));
-      const all = await manifests.get(input.table.name)!;
+      // Each table's manifest as of this query's version check: each read's time window is applied here, by each segment's min/max.
+      const all = await catalog.segments(input.table.name, versions.get(input.table.name)!);
       const { from = -Infinity, to = Infinity } = input.window;
       total += all.length;
       chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
@@ -242,11 +246,11 @@ export class QueryService {
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
     const route = plan.route === 'stages' ? 'rows' : 'partial';
-    return { plan, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
+    return { plan, cached, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
   }
 
   /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
-  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
+  private async execute({ plan, cached, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -282,6 +286,7 @@ export class QueryService {
           group,
           route: plan.route,
           ...(plan.reason ? { reason: plan.reason } : {}),
+          plan: cached ? 'cached' : 'planned',
           stages: {
             scan: plan.inputs.map((input, i) => ({
               input: input.name,
