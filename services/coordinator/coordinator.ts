@@ -63,8 +63,12 @@ export interface CoordinatorConfig {
   seedNodes?: string[];
   /** @default 10000 */
   memberPollMs?: number;
-  /** @default 16 */
+  /** Queries running at once on the serving group. @default 16 */
   maxConcurrency?: number;
+  /** Queries waiting for the serving group; past them, 429 with Retry-After. @default 32 */
+  maxQueueSize?: number;
+  /** Longest wait for the serving group; past it, 429 with Retry-After. @default 10000 */
+  queueTimeoutMs?: number;
   /** Plans kept for queries sent again (plan-cache.ts); 0 turns the cache off. @default 1000 */
   planCacheSize?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
@@ -157,6 +161,8 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     servingGroup,
     heavyPool,
     maxConcurrency: config.maxConcurrency,
+    maxQueueSize: config.maxQueueSize,
+    queueTimeoutMs: config.queueTimeoutMs,
     verdictThresholds: config.verdictThresholds,
     deadlineMs,
     maxResultBytes,

@@ -4,7 +4,6 @@
  * or, for a heavy query admitted by the heavy pool, on the pool's proven backends) while their rows
  * stream into the final stage, which runs here, on the coordinator's DuckDB.
  */
-import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
 import type { SegmentRow } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
@@ -14,6 +13,7 @@ import type { PlanCache } from './plan-cache.js';
 import type { ExecutablePlan, Route, ScanKind } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
+import { ServingAdmission } from './serving-admission.js';
 import type { SqlEngine } from './sql-engine.js';
 import type { TableCatalog } from './table-catalog.js';
 
@@ -101,6 +101,10 @@ export interface QueryServiceOptions {
   heavyPool?: HeavyPool;
   /** Queries running at once on the serving group; the rest wait in line. @default 16 */
   maxConcurrency?: number;
+  /** Queries waiting for the serving group; past them, 429. @default 32 */
+  maxQueueSize?: number;
+  /** Longest wait for the serving group; past it, 429. @default 10000 */
+  queueTimeoutMs?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
   /** How long a query may take in all, waiting included; then it is stopped on every node. @default 300000 */
@@ -120,13 +124,14 @@ interface Prepared {
 }
 
 export class QueryService {
-  private readonly limit;
+  private readonly serving: ServingAdmission;
   /** Queries that read no segment run on the coordinator alone: a hung node's queries never hold them up. */
-  private readonly localLimit;
+  private readonly local: ServingAdmission;
 
   constructor(private readonly options: QueryServiceOptions) {
-    this.limit = pLimit(options.maxConcurrency ?? 16);
-    this.localLimit = pLimit(options.maxConcurrency ?? 16);
+    const rules = { maxConcurrency: options.maxConcurrency, maxQueueSize: options.maxQueueSize, queueTimeoutMs: options.queueTimeoutMs };
+    this.serving = new ServingAdmission({ ...rules, group: options.servingGroup });
+    this.local = new ServingAdmission({ ...rules, group: 'coordinator-local' });
   }
 
   /** The query's own signal: aborted when the caller's is, or at the deadline, with the reason as an HTTP error. */
@@ -146,39 +151,18 @@ export class QueryService {
     };
   }
 
-  /** Runs `work` in one of `limit`'s slots, unless the signal aborts while it waits for one. */
-  private async inSlot<T>(limit: typeof this.limit, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
-    let aborted: () => void = () => {};
-    const abortedWhileWaiting = new Promise<never>((_, reject) => {
-      aborted = () => reject(signal.reason);
-      signal.addEventListener('abort', aborted, { once: true });
-    });
-    abortedWhileWaiting.catch(() => {});
-    try {
-      return await Promise.race([
-        limit(async () => {
-          signal.throwIfAborted();
-          return await work();
-        }),
-        abortedWhileWaiting,
-      ]);
-    } finally {
-      signal.removeEventListener('abort', aborted);
-    }
-  }
-
   private get servingGroup(): string {
     return this.options.servingGroup ?? 'serving';
   }
 
   /** This coordinator's queries on the serving group: running, and waiting for a slot. */
   servingLoad(): { running: number; waiting: number } {
-    return { running: this.limit.activeCount, waiting: this.limit.pendingCount };
+    return this.serving.counts;
   }
 
   /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
   async workload(): Promise<WorkloadGroupStatus[]> {
-    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];
+    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, ...this.serving.counts, maxConcurrency: this.serving.maxConcurrency, maxQueueSize: this.serving.maxQueueSize }];
     const pool = this.options.heavyPool;
     if (pool) {
       groups.push(
@@ -216,7 +200,7 @@ export class QueryService {
       }
     }
     const scansSegments = prepared.chosen.some((segments) => segments.length > 0);
-    return await this.inSlot(scansSegments ? this.limit : this.localLimit, signal, () => this.execute(prepared, this.servingGroup, started, signal));
+    return await (scansSegments ? this.serving : this.local).run(signal, () => this.execute(prepared, this.servingGroup, started, signal));
   }
 
   /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */

@@ -60,7 +60,7 @@ export interface ClusterOptions {
   /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
   metaUrls?: string[];
   /** Coordinator settings: the heavy pool, the verdict, the limits, the serving group and its autoscaler. */
-  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'group'>;
+  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'maxQueueSize' | 'queueTimeoutMs' | 'group'>;
 }
 
 export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
