@@ -264,7 +264,7 @@ export function timeBounds(where: AstNode | null, column: string): TimeBounds {
 export function planQuery(input: PlanInput): QueryPlan {
   const { node } = input;
   const { tables, occurrences } = referencedRelations(node);
-  const gather = (reason: string): QueryPlan => {
+  const rowsPlan = (reason: string): QueryPlan => {
     const bounds = new Map<string, TimeBounds>();
     // Pruning by the top-level WHERE is only sound when it is the table's one appearance.
     const readsTableDirectly = node.from_table?.type === 'BASE_TABLE' && node.from_table.table_name === tables[0] && (node.cte_map?.map ?? []).length === 0;
@@ -275,19 +275,19 @@ export function planQuery(input: PlanInput): QueryPlan {
     return { kind: 'rows', tables, bounds, reason };
   };
 
-  if (node.type !== 'SELECT_NODE') return gather('set operation');
-  if (node.from_table?.type !== 'BASE_TABLE' || occurrences !== 1) return gather('more than one table or a subquery in FROM');
-  if ((node.cte_map?.map ?? []).length > 0) return gather('common table expressions');
-  if (some(node, (n) => n.class === 'SUBQUERY')) return gather('subquery');
-  if (some(node, (n) => n.class === 'WINDOW')) return gather('window function');
-  if (node.qualify || node.sample || node.from_table.sample) return gather('QUALIFY or SAMPLE');
+  if (node.type !== 'SELECT_NODE') return rowsPlan('set operation');
+  if (node.from_table?.type !== 'BASE_TABLE' || occurrences !== 1) return rowsPlan('more than one table or a subquery in FROM');
+  if ((node.cte_map?.map ?? []).length > 0) return rowsPlan('common table expressions');
+  if (some(node, (n) => n.class === 'SUBQUERY')) return rowsPlan('subquery');
+  if (some(node, (n) => n.class === 'WINDOW')) return rowsPlan('window function');
+  if (node.qualify || node.sample || node.from_table.sample) return rowsPlan('QUALIFY or SAMPLE');
   const distinct = (node.modifiers as AstNode[]).find((m) => m.type === 'DISTINCT_MODIFIER');
-  if (distinct && (distinct.distinct_on_targets ?? []).length > 0) return gather('DISTINCT ON');
-  if ((node.group_sets as unknown[]).length > 1) return gather('grouping sets');
+  if (distinct && (distinct.distinct_on_targets ?? []).length > 0) return rowsPlan('DISTINCT ON');
+  if ((node.group_sets as unknown[]).length > 1) return rowsPlan('grouping sets');
 
   const table = tables[0]!;
   const info = input.tables.get(table);
-  if (!info) return gather('unknown table');
+  if (!info) return rowsPlan('unknown table');
   const bounds = timeBounds(node.where_clause, info.timestampColumn);
   const isAggregate = (n: AstNode) => n.class === 'FUNCTION' && input.aggregateFunctions.has(String(n.function_name).toLowerCase());
   const hasAggregates = some([node.select_list, node.having, node.modifiers], isAggregate);
@@ -296,14 +296,14 @@ export function planQuery(input: PlanInput): QueryPlan {
     const keys = (node.select_list as AstNode[]).filter((item) => !some(item, isAggregate)).map((item) => ({ ...clone(item), alias: '' }));
     return planQuery({ ...input, node: { ...node, aggregate_handling: 'STANDARD_HANDLING', group_expressions: keys, group_sets: keys.length > 0 ? [keys.map((_, i) => i)] : [] } });
   }
-  if (node.aggregate_handling !== 'STANDARD_HANDLING') return gather('forced aggregation');
+  if (node.aggregate_handling !== 'STANDARD_HANDLING') return rowsPlan('forced aggregation');
   const hasGroups = (node.group_expressions as unknown[]).length > 0;
 
   if (hasAggregates || hasGroups || node.having) {
-    if (distinct) return gather('SELECT DISTINCT over aggregates');
-    return planAggregate(input, table, info.columns, bounds, isAggregate) ?? gather('aggregate that does not decompose');
+    if (distinct) return rowsPlan('SELECT DISTINCT over aggregates');
+    return planAggregate(input, table, info.columns, bounds, isAggregate) ?? rowsPlan('aggregate that does not decompose');
   }
-  return planSelect(input, table, bounds) ?? gather('ORDER BY or LIMIT that the coordinator cannot finish');
+  return planSelect(input, table, bounds) ?? rowsPlan('ORDER BY or LIMIT that the coordinator cannot finish');
 }
 
 function planAggregate(

@@ -52,31 +52,6 @@ describe('cache affinity and warm-up', () => {
     expect(samples(page, 'berth_ingest_to_queryable_seconds_sum')[0]!.value).toBeGreaterThan(0);
   });
 
-  it('counts reads as the owner and reads that fell to a node, adding up to the segments the scans read', { timeout: 60_000 }, async () => {
-    const read: Record<string, number> = {};
-    for (const sql of ['SELECT count(*) FROM events', 'SELECT service, count(*) FROM events GROUP BY service', 'SELECT level, max(ts) FROM events GROUP BY level']) {
-      const { body } = await cluster.query(sql);
-      expect(body.stats.route).not.toBe('gather');
-      for (const [node, segments] of Object.entries(body.stats.nodes)) read[node] = (read[node] ?? 0) + segments;
-    }
-    // A gathered query reads every segment on one node, most of them not its own.
-    const gathered = (await cluster.query('SELECT count(DISTINCT user_id) FROM events')).body.stats;
-    expect(gathered.route).toBe('gather');
-    const [gatherNode] = Object.keys(gathered.nodes);
-    for (const node of cluster.nodes) {
-      const counts = Object.fromEntries(samples(await metrics(node.url), 'berth_segment_reads_total').map((s) => [s.labels, s.value]));
-      const owner = (counts['{role="owner",cache="hit"}'] ?? 0) + (counts['{role="owner",cache="miss"}'] ?? 0);
-      const fallback = (counts['{role="fallback",cache="hit"}'] ?? 0) + (counts['{role="fallback",cache="miss"}'] ?? 0);
-      const own = node.view.placement!;
-      const segments = await cluster.meta.listSegments('events');
-      const owned = segments.filter((s) => own.owner(s.id)?.id === node.id).length;
-      expect(owner + fallback).toBe((read[node.id] ?? 0) + (node.id === gatherNode ? SEGMENTS : 0));
-      // Scattered work reads only what each node owns; the gather reads the rest as a non-owner.
-      expect(fallback).toBe(node.id === gatherNode ? SEGMENTS - owned : 0);
-      expect(counts['{role="owner",cache="miss"}'] ?? 0).toBe(0); // ingest pushed every segment to its owner
-    }
-  });
-
   it('shows a joining node’s warm fraction rising to 100 % as its warmer runs', { timeout: 120_000 }, async () => {
     // Its warmer runs when asked, one pass at a time, one segment a pass, not on a timer.
     const joined = await cluster.addNode({ vcpus: 2, warmIntervalMs: 3_600_000 });
@@ -133,5 +108,46 @@ describe('cache affinity and warm-up', () => {
     const { fetched } = await warmOnce(joined.url, 1_000);
     expect(fetched).toBe(gained.length);
     expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({ owned: { fraction: 1 }, moved: { segments: gained.length, bytes, warmBytes: bytes, fraction: 1 } });
+  });
+  it('counts reads as the owner and reads that fell to a node, adding up to the segments the scans read', { timeout: 60_000 }, async () => {
+    /** A node's reads so far as its segments' owner and as a stand-in for another owner. */
+    const reads = async (url: string) => {
+      const counts = Object.fromEntries(samples(await metrics(url), 'berth_segment_reads_total').map((s) => [s.labels, s.value]));
+      const sum = (role: string) => (counts[`{role="${role}",cache="hit"}`] ?? 0) + (counts[`{role="${role}",cache="miss"}`] ?? 0);
+      return { owner: sum('owner'), fallback: sum('fallback') };
+    };
+    const before = new Map(await Promise.all(cluster.nodes.map(async (n) => [n.id, await reads(n.url)] as const)));
+    const read: Record<string, number> = {};
+    for (const sql of ['SELECT count(*) FROM events', 'SELECT service, count(*) FROM events GROUP BY service', 'SELECT level, max(ts) FROM events GROUP BY level']) {
+      const { body } = await cluster.query(sql);
+      expect(body.stats.fallbacks).toBe(0);
+      for (const [node, segments] of Object.entries(body.stats.nodes)) read[node] = (read[node] ?? 0) + segments;
+    }
+    // Scattered work reads only what each node owns.
+    for (const node of cluster.nodes) {
+      const now = await reads(node.url);
+      expect(now.owner - before.get(node.id)!.owner).toBe(read[node.id] ?? 0);
+      expect(now.fallback - before.get(node.id)!.fallback).toBe(0);
+    }
+
+    // A crashed owner (meta still lists it): its segments fall to the others, read as a non-owner's.
+    const victim = cluster.nodes.reduce((a, b) => ((read[a.id] ?? 0) >= (read[b.id] ?? 0) ? a : b));
+    const survivors = cluster.nodes.filter((n) => n !== victim);
+    const counted = new Map(await Promise.all(survivors.map(async (n) => [n.id, await reads(n.url)] as const)));
+    const segments = await cluster.meta.listSegments('events');
+    const ownedBy = (node: typeof victim) => segments.filter((s) => node.view.placement!.owner(s.id)?.id === node.id).length;
+    const victimOwned = ownedBy(victim);
+    await victim.close({ deregister: false });
+    const after = (await cluster.query('SELECT count(*) FROM events')).body.stats;
+    expect(after.fallbacks).toBe(victimOwned);
+    let fellBack = 0;
+    for (const node of survivors) {
+      const now = await reads(node.url);
+      const scanned = after.nodes[node.id] ?? 0;
+      expect(now.owner - counted.get(node.id)!.owner).toBe(ownedBy(node));
+      expect(now.owner + now.fallback - counted.get(node.id)!.owner - counted.get(node.id)!.fallback).toBe(scanned);
+      fellBack += now.fallback - counted.get(node.id)!.fallback;
+    }
+    expect(fellBack).toBe(after.fallbacks);
   });
 });

@@ -90,7 +90,7 @@ describe('deadlines, cancellation and caps', () => {
   it('refuses a result past the cap with a 413 that says how to shrink it, on every route', async () => {
     for (const sql of ['SELECT * FROM events', 'SELECT DISTINCT * FROM events', 'SELECT service, ts, bytes FROM events ORDER BY ts LIMIT 1900']) {
       const { status, body } = await cluster.query(sql);
-      expect(status, sql).toBe(413);
+      expect(status, `${sql}: ${JSON.stringify(body)}`).toBe(413);
       expect(body.message).toMatch(/larger than the limit of 65536 bytes \(BERTH_MAX_RESULT_BYTES\): aggregate, filter or add a LIMIT/);
     }
     expect((await cluster.query('SELECT * FROM events ORDER BY ts LIMIT 10')).status).toBe(200);

@@ -245,6 +245,24 @@ describe('a segment held in part', () => {
     whole.release();
   });
 
+  it('lets the warmer fetch a footer first, then the rest of the segment while it fits without evicting', async () => {
+    const cache = await open();
+    expect(await cache.prefetchFooter('cachetest', ID, object.length)).toBe(true);
+    expect(cache.has(ID) && !cache.holdsWhole(ID)).toBe(true);
+    expect(cache.counters.bytesFromS3).toBeLessThanOrEqual(2 * 64 * 1024 + 1);
+    expect(await cache.prefetchFooter('cachetest', ID, object.length)).toBe(false); // held already
+    expect(await cache.prefetch('cachetest', ID, object.length)).toBe(true);
+    expect(cache.holdsWhole(ID)).toBe(true);
+    expect((await readFile(cache.pathOf(ID))).equals(object)).toBe(true);
+    expect(cache.counters.bytesFromS3).toBe(object.length);
+    expect(await cache.prefetch('cachetest', ID, object.length)).toBe(false);
+
+    const small = await open(object.length / 2);
+    expect(await small.prefetchFooter('cachetest', ID, object.length)).toBe(true);
+    expect(await small.prefetch('cachetest', ID, object.length)).toBe(false); // the whole would not fit
+    expect(small.has(ID) && !small.holdsWhole(ID)).toBe(true);
+  });
+
   it('counts only the bytes present against its budget, and evicts a segment held in part like any other', async () => {
     const cache = await open(object.length / 2);
     const held = await cache.acquire('cachetest', ID, { partial: true });

@@ -96,7 +96,14 @@ export class Scatter {
       (failed, ids) => this.assign(members, ids, failed),
       async (target, ids, until) => {
         const response = await scanOnNode(target.url, request(ids), this.options.token, until);
-        const { part } = await sink.receive(response.body);
+        let part: string;
+        try {
+          ({ part } = await sink.receive(response.body));
+        } catch (error) {
+          // A stream cut short by the node says why in its trailers (a result past the cap, a bad cast): that answer wins.
+          await response.ended;
+          throw error;
+        }
         try {
           return await response.ended;
         } catch (error) {

@@ -174,7 +174,6 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     const finish = (error?: unknown) => {
       if (finished) return;
       finished = true;
-      body.unpipe(raw);
       body.destroy();
       scan.close();
       release();
@@ -187,14 +186,16 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
         raw.end();
       }
     };
+    // Written by hand rather than piped, so that a chunk past the cap is never written after the end.
     body.on('data', (bytes: Buffer) => {
       stats.bytes += bytes.length;
-      if (stats.bytes > maxBytes) finish(resultTooLarge(maxBytes));
+      if (stats.bytes > maxBytes) return finish(resultTooLarge(maxBytes));
+      if (!raw.write(bytes)) body.pause();
     });
+    raw.on('drain', () => body.resume());
     body.once('end', () => finish());
     body.once('error', (error) => finish(error));
     hangUp.signal.addEventListener('abort', () => finish(hangUp.signal.reason), { once: true });
-    body.pipe(raw, { end: false });
   });
 
   app.post(
@@ -253,7 +254,7 @@ function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry;
   counter('berth_s3_bytes_total', 'Bytes read from S3', () => cache.counters.bytesFromS3);
   const segmentReads = new Counter({
     name: 'berth_segment_reads_total',
-    help: 'Segments scanned: role="owner" for segments this node owns, "fallback" for others (failover, gather); cache hit or miss',
+    help: 'Segments scanned: role="owner" for segments this node owns, "fallback" for segments read through while their owner is down; cache hit or miss',
     labelNames: ['role', 'cache'] as const,
     registers: [registry],
   });

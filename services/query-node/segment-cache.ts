@@ -127,6 +127,11 @@ export class SegmentCache {
     return this.policy.has(id);
   }
 
+  /** True when the segment is cached whole, not only its footer and some columns. */
+  holdsWhole(id: string): boolean {
+    return this.policy.has(id) && !this.parts.has(id);
+  }
+
   /** Segment ids in the cache, whole or in part. */
   ids(): string[] {
     return this.policy.keys();
@@ -205,11 +210,27 @@ export class SegmentCache {
     }
   }
 
-  /** Fetches a segment into the cache only if it fits without evicting anything (the warmer). */
+  /**
+   * Fetches a segment into the cache only if it fits without evicting anything (the warmer): whole,
+   * or what a segment held in part still lacks.
+   */
   async prefetch(table: string, id: string, bytes: number): Promise<boolean> {
-    if (this.policy.has(id) || this.locks.has(id)) return false;
-    if (this.usedBytes + bytes > this.options.budgetBytes) return false;
-    return (await this.locked(id, () => (this.policy.has(id) ? Promise.resolve(0) : this.fetchWhole(table, id)))) > 0;
+    if (this.holdsWhole(id) || this.locks.has(id)) return false;
+    const held = this.parts.has(id) ? bytesIn(this.parts.get(id)!.have) : 0;
+    if (this.usedBytes - held + bytes > this.options.budgetBytes) return false;
+    return (await this.locked(id, () => (this.policy.has(id) ? this.fetchColumns(table, id, undefined) : this.fetchWhole(table, id)))) > 0;
+  }
+
+  /**
+   * Fetches only a segment's footer (its index region: schema, row groups, column statistics) when
+   * it fits without evicting anything, so that a first query plans without a round trip to S3.
+   * False where the cache cannot hold segments in part, and for a segment no larger than the tail a
+   * footer read fetches (it would come whole: that is prefetch's to do).
+   */
+  async prefetchFooter(table: string, id: string, bytes: number): Promise<boolean> {
+    if (this.options.duckdb === undefined || bytes <= TAIL_BYTES || this.policy.has(id) || this.locks.has(id)) return false;
+    if (this.usedBytes + TAIL_BYTES > this.options.budgetBytes) return false;
+    return (await this.locked(id, () => (this.policy.has(id) ? Promise.resolve(0) : this.fetchFooter(table, id)))) > 0;
   }
 
   /** Stores a pushed segment body. */

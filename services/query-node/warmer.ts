@@ -1,6 +1,7 @@
 /**
- * Prefetches the segments this node owns, newest first, into free cache space only: it never
- * evicts anything to make room and never touches a segment another node owns. It also keeps the
+ * Prefetches the segments this node owns into free cache space only: every footer first (a first
+ * query then plans from the cache), then whole segments, newest first. It never evicts anything to
+ * make room and never touches a segment another node owns. It also keeps the
  * figures of warm-up: how much of what the node owns is in its cache, and, after a membership change
  * (the node's own arrival included), how much of the share that moved to it is.
  */
@@ -65,7 +66,7 @@ export class Warmer {
   warmth(): Warmth {
     const share = (segments: Owned[]): WarmShare => {
       const bytes = segments.reduce((sum, s) => sum + s.bytes, 0);
-      const warmBytes = segments.filter((s) => this.options.cache.has(s.id)).reduce((sum, s) => sum + s.bytes, 0);
+      const warmBytes = segments.filter((s) => this.options.cache.holdsWhole(s.id)).reduce((sum, s) => sum + s.bytes, 0);
       return { segments: segments.length, bytes, warmBytes, fraction: bytes > 0 ? warmBytes / bytes : 1 };
     };
     if (this.membership === undefined) return {};
@@ -90,10 +91,13 @@ export class Warmer {
       this.membership = membership;
     }
     this.owned = owned.map(({ id, bytes }) => ({ id, bytes }));
-    const cold = owned.filter((s) => !cache.has(s.id)).sort((a, b) => b.maxTs - a.maxTs);
+    const cold = owned.filter((s) => !cache.holdsWhole(s.id)).sort((a, b) => b.maxTs - a.maxTs);
+    if (limit === 0) return 0;
+    // Every owned segment's footer first (the seed's index regions: a few KiB each), then whole segments while space allows.
+    for (const segment of cold) if (!cache.has(segment.id)) await cache.prefetchFooter(segment.table, segment.id, segment.bytes);
     let fetched = 0;
     for (const segment of cold) {
-      if (fetched >= limit || cache.usedBytes + segment.bytes > cache.budgetBytes) break;
+      if (fetched >= limit) break;
       if (await cache.prefetch(segment.table, segment.id, segment.bytes)) fetched++;
     }
     return fetched;

@@ -125,9 +125,11 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     },
     awaitMembers: async (ids) => {
       const want = [...ids].sort().join(',');
+      // The coordinator and every one of those nodes agree: a node keeps only what its own view says it owns.
+      const views = () => [coordinator.view, ...cluster.nodes.filter((n) => ids.includes(n.id)).map((n) => n.view)];
       for (;;) {
-        await coordinator.view.refresh();
-        if ((coordinator.view.members ?? []).map((m) => m.id).sort().join(',') === want) return;
+        await Promise.all(views().map((v) => v.refresh()));
+        if (views().every((v) => (v.members ?? []).map((m) => m.id).sort().join(',') === want)) return;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
