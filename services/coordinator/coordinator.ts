@@ -65,7 +65,7 @@ export interface CoordinatorConfig {
   memberPollMs?: number;
   /** Queries running at once on the serving group. @default 16 */
   maxConcurrency?: number;
-  /** Queries waiting for the serving group; past them, 429 with Retry-After. @default 32 */
+  /** Queries waiting for the serving group; past them, 429 with Retry-After. @default 16 */
   maxQueueSize?: number;
   /** Longest wait for the serving group; past it, 429 with Retry-After. @default 10000 */
   queueTimeoutMs?: number;

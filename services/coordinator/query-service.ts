@@ -101,7 +101,7 @@ export interface QueryServiceOptions {
   heavyPool?: HeavyPool;
   /** Queries running at once on the serving group; the rest wait in line. @default 16 */
   maxConcurrency?: number;
-  /** Queries waiting for the serving group; past them, 429. @default 32 */
+  /** Queries waiting for the serving group; past them, 429. @default 16 */
   maxQueueSize?: number;
   /** Longest wait for the serving group; past it, 429. @default 10000 */
   queueTimeoutMs?: number;

@@ -12,7 +12,7 @@ import { HttpError } from '../common/errors.js';
 export interface ServingAdmissionOptions {
   /** Queries running at once. @default 16 */
   maxConcurrency?: number;
-  /** Queries waiting for a slot; past them, 429. @default 32 */
+  /** Queries waiting for a slot; past them, 429. @default 16 */
   maxQueueSize?: number;
   /** Longest wait for a slot; past it, 429. @default 10000 */
   queueTimeoutMs?: number;
@@ -47,7 +47,7 @@ export class ServingAdmission {
   }
 
   get maxQueueSize(): number {
-    return this.options.maxQueueSize ?? 32;
+    return this.options.maxQueueSize ?? 16;
   }
 
   /**
