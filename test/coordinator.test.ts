@@ -106,7 +106,7 @@ describe('the serving path', () => {
 
   it('reports running and waiting queries per workload group', async () => {
     const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
-    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16, maxQueueSize: 16 }] });
+    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16, maxQueueSize: 1_000 }] });
   });
 
   it('runs a non-decomposable query in two stages: owners send the named columns, filtered, and say why', async () => {

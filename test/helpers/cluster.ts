@@ -99,7 +99,8 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     return node;
   };
 
-  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, logger: false, ...options.coordinator });
+  // Tests send bursts (a whole corpus at once) to check answers, not admission: a line long enough for them.
+  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, maxQueueSize: 1_000, logger: false, ...options.coordinator });
   const cluster: TestCluster = {
     dir,
     metaUrl,
