@@ -206,10 +206,12 @@ describe('a worker killed between upload and commit', () => {
       args: [{ table: 'events', partition: PARTITION, heartbeatTimeoutMs: 2_000 }],
     });
     await arrived;
-    // Uploaded, not committed: the merged object is in the bucket, the manifest still lists the inputs.
+    // Uploaded (beside the push, which the owner holds), not committed: the merged object is in
+    // the bucket, the manifest still lists the inputs.
     const mergedId = mergedSegmentId('events', PARTITION, 1, before.map((s) => s.id));
     const s3 = createS3Client(cluster.s3);
-    await s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) }));
+    const uploaded = () => s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) })).then(() => true, () => false);
+    await expect.poll(uploaded, { timeout: 30_000 }).toBe(true);
     expect((await cluster.meta.listSegments('events')).map((s) => s.id).sort()).toEqual(before.map((s) => s.id).sort());
     child.kill('SIGKILL');
     await exited;
