@@ -190,7 +190,7 @@ async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { f
         throw error;
       }
       state.merged = merged; // uploaded: a retry from here on skips the merge
-      step.progress({ ...state, step: 'push' });
+      step.checkpoint({ ...state, step: 'push' });
       state.push = await pushing;
     });
   } else if (!state.push) {
@@ -198,9 +198,9 @@ async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { f
     state.push = await push(deps, input.table, id, () => readObject(deps, input.table, id, step.signal), step.signal);
   }
   const done = { merged: state.merged!, push: state.push! };
-  step.progress({ ...state, step: 'commit' });
+  step.checkpoint({ ...state, step: 'commit' });
   await commit(deps, input.inputs, done.merged, input.fence);
-  step.progress({ ...state, step: 'committed', committed: true });
+  step.checkpoint({ ...state, step: 'committed', committed: true });
   return done;
 }
 
