@@ -16,7 +16,7 @@ export interface LongStep {
   signal: AbortSignal;
   /** The details the next heartbeats carry. */
   progress(details: Record<string, unknown>): void;
-  /** The same, heartbeaten at once: a milestone a retry should find (it reads the last details). */
+  /** The same, sent in a heartbeat at once: a milestone a retry should find (it reads the last details). */
   checkpoint(details: Record<string, unknown>): void;
 }
 
