@@ -16,6 +16,8 @@ export interface LongStep {
   signal: AbortSignal;
   /** The details the next heartbeats carry. */
   progress(details: Record<string, unknown>): void;
+  /** The same, sent in a heartbeat at once: a milestone a retry should find (it reads the last details). */
+  checkpoint(details: Record<string, unknown>): void;
 }
 
 export interface KeptLease {
@@ -60,7 +62,14 @@ export async function runLongStep<T>(work: (step: LongStep) => Promise<T>, optio
       if (!(await lease.renew())) throw lost();
       renewLater();
     }
-    return await work({ signal, progress: (next) => (details = next) });
+    return await work({
+      signal,
+      progress: (next) => (details = next),
+      checkpoint: (next) => {
+        details = next;
+        heartbeat();
+      },
+    });
   } catch (error) {
     // Whatever the step threw on its way out, say why it was stopped.
     if (signal.aborted) throw signal.reason;

@@ -1,8 +1,14 @@
 /**
  * Activities of the merge workflows. Each is idempotent: the merged segment's id is derived from
  * its inputs, so a retried merge writes the same object, and meta's swap commits it once. The long
- * ones (merge, push) heartbeat with their progress, keep the merge's lease alive while they run,
- * and stop their downloads, DuckDB query, upload or push as soon as they are cancelled.
+ * ones heartbeat with their progress, keep the merge's lease alive while they run, and stop their
+ * downloads, DuckDB query, upload or push as soon as they are cancelled.
+ *
+ * `mergePushAndCommit` is the merge in one step: inputs fetched in parallel, merged by DuckDB, the
+ * merged bytes uploaded and pushed to their owner at the same time from the worker's memory (no
+ * read back from storage), then swapped in. Its heartbeats carry what is done, so a retry resumes
+ * after the upload (or returns at once after the swap) instead of merging again. The separate
+ * merge, push and commit activities remain for runs started before it (see the workflow's patch).
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -52,11 +58,42 @@ export function mergedSegmentId(table: string, partition: string, level: number,
   return segmentId(table, level, partition, digest);
 }
 
+/** Where a merge's segment went: its owner, and whether the owner took it into its cache. */
+export interface PushOutcome {
+  owner: string | null;
+  accepted: boolean;
+  reason?: string;
+}
+
+/** Which inputs to merge: active segments of one level and partition, oldest first, at most `maxInputs`. */
+export interface MergePick {
+  table: string;
+  partition: string;
+  level: number;
+  maxInputs: number;
+}
+
+/** What `mergePushAndCommit`'s heartbeats carry, and so what its next attempt finds done. */
+interface MergeStepDetails {
+  step: string;
+  /** Set once the merged object is uploaded. */
+  merged?: Segment;
+  /** Set once the push has an answer. */
+  push?: PushOutcome;
+  /** Set once the swap is committed. */
+  committed?: boolean;
+  [detail: string]: unknown;
+}
+
 export const createMergeActivities = (deps: MergeActivityDeps) => ({
-  /** Takes (or renews) a lease; says who holds it when it is not granted, and its fencing token when it is. */
-  async acquireLease(input: { name: string; holder: string; ttlMs: number }): Promise<{ granted: boolean; holder: string; expiresAt: number; token: number }> {
+  /**
+   * Takes (or renews) a lease; says who holds it when it is not granted, and its fencing token when
+   * it is. With `pick`, a granted lease also returns the inputs to merge (one round trip, not two).
+   */
+  async acquireLease(input: { name: string; holder: string; ttlMs: number; pick?: MergePick }): Promise<{ granted: boolean; holder: string; expiresAt: number; token: number; inputs?: SegmentRow[] }> {
     const { granted, lease } = await deps.meta.acquireLease(input.name, input.holder, input.ttlMs);
-    return { granted, holder: lease.holder, expiresAt: lease.expiresAt, token: lease.token };
+    const taken = { granted, holder: lease.holder, expiresAt: lease.expiresAt, token: lease.token };
+    return granted && input.pick ? { ...taken, inputs: await pickInputs(deps, input.pick) } : taken;
   },
 
   async releaseLease(input: { name: string; holder: string }): Promise<boolean> {
@@ -64,12 +101,8 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
   },
 
   /** Active segments of one level and partition, oldest first, at most `maxInputs`. */
-  async pickMergeInputs(input: { table: string; partition: string; level: number; maxInputs: number }): Promise<SegmentRow[]> {
-    const segments = await deps.meta.listSegments(input.table);
-    return segments
-      .filter((s) => s.level === input.level && partitionOf(s.minTs) === input.partition)
-      .sort((a, b) => a.minTs - b.minTs || a.id.localeCompare(b.id))
-      .slice(0, input.maxInputs);
+  async pickMergeInputs(input: MergePick): Promise<SegmentRow[]> {
+    return await pickInputs(deps, input);
   },
 
   /** Partitions of a table holding at least `minInputs` active segments of `level`. */
@@ -81,28 +114,43 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     return [...counts].filter(([, n]) => n >= input.minInputs).map(([p]) => p).sort();
   },
 
-  /** Downloads the inputs, merges them with DuckDB into one Parquet sorted by time, and uploads it. */
-  async mergeSegments(input: { table: string; partition: string; level: number; inputs: string[]; lease?: MergeLease }): Promise<Segment> {
-    return await runLongStep((step) => merge(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
+  /**
+   * The whole merge: downloads the inputs, merges them with DuckDB into one Parquet sorted by time,
+   * uploads it while pushing the same bytes into its owner's cache, then swaps it for its inputs in
+   * the manifest (fenced, as `commitMerge`). A declined or failed push only means a cold first read.
+   */
+  async mergePushAndCommit(input: MergeInputs & { lease?: MergeLease; fence?: Fence }): Promise<{ merged: Segment; push: PushOutcome }> {
+    return await runLongStep((step) => mergePushCommit(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
   },
 
-  /** Pushes a segment into its owner's cache. Declined or failed only means a cold first read. */
-  async pushToOwner(input: { table: string; segmentId: string; lease?: MergeLease }): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
-    return await runLongStep((step) => push(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
+  /** Downloads the inputs, merges them with DuckDB into one Parquet sorted by time, and uploads it. */
+  async mergeSegments(input: MergeInputs & { lease?: MergeLease }): Promise<Segment> {
+    return await runLongStep((step) => mergeAndUpload(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
+  },
+
+  /** Pushes a segment into its owner's cache, read back from storage. Declined or failed only means a cold first read. */
+  async pushToOwner(input: { table: string; segmentId: string; lease?: MergeLease }): Promise<PushOutcome> {
+    return await runLongStep(
+      (step) => {
+        step.progress({ step: 'read back and push', segment: input.segmentId });
+        return push(deps, input.table, input.segmentId, () => readObject(deps, input.table, input.segmentId, step.signal), step.signal);
+      },
+      { lease: input.lease && keptLease(deps.meta, input.lease) },
+    );
   },
 
   /** Swaps the inputs for the merged segment in the manifest, atomically and once; fenced, only while the merge's lease is still its own. */
   async commitMerge(input: { inputs: string[]; merged: Segment; fence?: Fence }): Promise<void> {
-    try {
-      await deps.meta.swapSegments(input.inputs, input.merged, input.fence);
-    } catch (error) {
-      if (error instanceof ServiceCallError && error.status === 409) {
-        throw ApplicationFailure.nonRetryable(error.body?.message ?? error.message, LOST_MERGE_RACE);
-      }
-      throw error;
-    }
+    await commit(deps, input.inputs, input.merged, input.fence);
   },
 });
+
+interface MergeInputs {
+  table: string;
+  partition: string;
+  level: number;
+  inputs: string[];
+}
 
 export type MergeActivities = ReturnType<typeof createMergeActivities>;
 
@@ -113,7 +161,63 @@ const keptLease = (meta: MetaClient, lease: MergeLease): KeptLease => ({
   renew: async () => (await meta.acquireLease(lease.name, lease.holder, lease.ttlMs)).granted,
 });
 
-async function merge(deps: MergeActivityDeps, input: { table: string; partition: string; level: number; inputs: string[] }, step: LongStep): Promise<Segment> {
+async function pickInputs(deps: MergeActivityDeps, pick: MergePick): Promise<SegmentRow[]> {
+  return (await deps.meta.listSegments(pick.table))
+    .filter((s) => s.level === pick.level && partitionOf(s.minTs) === pick.partition)
+    .sort((a, b) => a.minTs - b.minTs || a.id.localeCompare(b.id))
+    .slice(0, pick.maxInputs);
+}
+
+async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { fence?: Fence }, step: LongStep): Promise<{ merged: Segment; push: PushOutcome }> {
+  // What an earlier attempt finished is not done again.
+  const id = mergedSegmentId(input.table, input.partition, input.level + 1, input.inputs);
+  const earlier = Context.current().info.heartbeatDetails as MergeStepDetails | undefined;
+  const state: MergeStepDetails = earlier?.merged?.id === id ? { ...earlier } : { step: 'download' };
+  if (state.committed && state.push) return { merged: state.merged!, push: state.push };
+
+  if (!state.merged) {
+    await withMergedFile(deps, input, step, async (file, merged) => {
+      const body = await readFile(file, { signal: step.signal });
+      // Both at once: the owner gets the bytes from here, not from storage after the upload.
+      const pushStopped = new AbortController();
+      const pushing = push(deps, input.table, id, async () => body, AbortSignal.any([step.signal, pushStopped.signal]));
+      pushing.catch(() => {}); // rejects only when stopped; awaited below
+      step.progress({ step: 'upload and push', segment: id, bytes: merged.bytes, rows: merged.rows });
+      try {
+        await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: body }), { abortSignal: step.signal });
+      } catch (error) {
+        pushStopped.abort(error);
+        throw error;
+      }
+      state.merged = merged; // uploaded: a retry from here on skips the merge
+      step.checkpoint({ ...state, step: 'push' });
+      state.push = await pushing;
+    });
+  } else if (!state.push) {
+    step.progress({ ...state, step: 'read back and push' });
+    state.push = await push(deps, input.table, id, () => readObject(deps, input.table, id, step.signal), step.signal);
+  }
+  const done = { merged: state.merged!, push: state.push! };
+  step.checkpoint({ ...state, step: 'commit' });
+  await commit(deps, input.inputs, done.merged, input.fence);
+  step.checkpoint({ ...state, step: 'committed', committed: true });
+  return done;
+}
+
+/** The merge and its upload, in two steps: the push reads the object back (runs started before `mergePushAndCommit`). */
+async function mergeAndUpload(deps: MergeActivityDeps, input: MergeInputs, step: LongStep): Promise<Segment> {
+  return await withMergedFile(deps, input, step, async (file, merged) => {
+    step.progress({ step: 'upload', segment: merged.id, bytes: merged.bytes, rows: merged.rows });
+    await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, merged.id), Body: await readFile(file, { signal: step.signal }) }), { abortSignal: step.signal });
+    return merged;
+  });
+}
+
+/**
+ * Downloads the inputs (in parallel, each streamed to a file), merges them with DuckDB into one
+ * Parquet sorted by time and every column, and hands it to `use` while it exists.
+ */
+async function withMergedFile<T>(deps: MergeActivityDeps, input: MergeInputs, step: LongStep, use: (file: string, merged: Segment) => Promise<T>): Promise<T> {
   const { signal } = step;
   const table = await deps.meta.findTable(input.table);
   if (!table) throw ApplicationFailure.nonRetryable(`table "${input.table}" does not exist`, 'UnknownTable');
@@ -153,29 +257,41 @@ async function merge(deps: MergeActivityDeps, input: { table: string; partition:
       signal,
     );
     const { size } = await stat(out);
-    step.progress({ step: 'upload', segment: id, bytes: size, rows: stats.rows });
-    await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: await readFile(out, { signal }) }), { abortSignal: signal });
-    return { id, table: input.table, level: input.level + 1, bytes: size, ...stats };
+    return await use(out, { id, table: input.table, level: input.level + 1, bytes: size, ...stats });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-async function push(deps: MergeActivityDeps, input: { table: string; segmentId: string }, step: LongStep): Promise<{ owner: string | null; accepted: boolean; reason?: string }> {
-  const { signal } = step;
-  const members = await deps.meta.members(deps.group ?? 'serving');
-  const owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(input.segmentId);
-  const member = owner && members.find((m) => m.id === owner.id);
-  if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
+/** Pushes a segment into its owner's cache. A decline or a failure is an outcome (a cold first read), not an error, unless `signal` stopped it. */
+async function push(deps: MergeActivityDeps, table: string, segmentId: string, body: () => Promise<Buffer>, signal: AbortSignal): Promise<PushOutcome> {
+  let owner: string | null = null;
   try {
-    step.progress({ step: 'read', segment: input.segmentId, owner: member.id });
-    const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, input.segmentId) }), { abortSignal: signal });
-    const body = Buffer.from(await object.Body!.transformToByteArray());
-    step.progress({ step: 'push', segment: input.segmentId, owner: member.id, bytes: body.length });
-    const result = await pushToNode(member.url, input.table, input.segmentId, body, deps.token, 30_000, signal);
-    return { owner: member.id, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
+    const members = await deps.meta.members(deps.group ?? 'serving');
+    owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(segmentId)?.id ?? null;
+    const member = members.find((m) => m.id === owner);
+    if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
+    const result = await pushToNode(member.url, table, segmentId, await body(), deps.token, 30_000, signal);
+    return { owner, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
   } catch (error) {
     if (signal.aborted) throw signal.reason; // stopped, not declined
-    return { owner: member.id, accepted: false, reason: (error as Error).message };
+    return { owner, accepted: false, reason: (error as Error).message };
+  }
+}
+
+async function readObject(deps: MergeActivityDeps, table: string, segmentId: string, signal: AbortSignal): Promise<Buffer> {
+  const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table, segmentId) }), { abortSignal: signal });
+  return Buffer.from(await object.Body!.transformToByteArray());
+}
+
+/** Swaps the inputs for the merged segment in the manifest; a conflict (another merge won, or the lease was lost) is final. */
+async function commit(deps: MergeActivityDeps, inputs: string[], merged: Segment, fence: Fence | undefined): Promise<void> {
+  try {
+    await deps.meta.swapSegments(inputs, merged, fence);
+  } catch (error) {
+    if (error instanceof ServiceCallError && error.status === 409) {
+      throw ApplicationFailure.nonRetryable(error.body?.message ?? error.message, LOST_MERGE_RACE);
+    }
+    throw error;
   }
 }

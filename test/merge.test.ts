@@ -5,11 +5,14 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
-import { mergedSegmentId } from '../activities/merge.js';
+import { createMergeActivities, mergedSegmentId, type MergeActivities, type MergeActivityDeps } from '../activities/merge.js';
+import { openSandboxedDuckDB } from '../services/common/duckdb.js';
+import type { MetaClient } from '../services/meta/client.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
@@ -17,7 +20,7 @@ import { mergeScheduleId, mergeTaskQueueFor, mergeWorkflowId, type MergeResult }
 import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
-import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 
 const PARTITION = '20261101';
@@ -211,10 +214,12 @@ describe('a worker killed between upload and commit', () => {
       args: [{ table: 'events', partition: PARTITION, heartbeatTimeoutMs: 2_000 }],
     });
     await arrived;
-    // Uploaded, not committed: the merged object is in the bucket, the manifest still lists the inputs.
+    // Uploaded (beside the push, which the owner holds), not committed: the merged object is in
+    // the bucket, the manifest still lists the inputs.
     const mergedId = mergedSegmentId('events', PARTITION, 1, before.map((s) => s.id));
     const s3 = createS3Client(cluster.s3);
-    await s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) }));
+    const uploaded = () => s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) })).then(() => true, () => false);
+    await expect.poll(uploaded, { timeout: 30_000 }).toBe(true);
     expect((await cluster.meta.listSegments('events')).map((s) => s.id).sort()).toEqual(before.map((s) => s.id).sort());
     child.kill('SIGKILL');
     await exited;
@@ -234,6 +239,54 @@ describe('a worker killed between upload and commit', () => {
     s3.destroy();
     const again = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `kill-again-${randomUUID()}`, args: [{ table: 'events', partition: PARTITION }] });
     expect(again.outcome).toBe('nothing-to-merge');
+  });
+});
+
+describe('a retried one-step merge', () => {
+  let cluster: TestCluster;
+  let deps: MergeActivityDeps;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [2] });
+    const workDir = `${cluster.dir}/worker-${randomUUID()}`;
+    deps = { s3: createS3Client(cluster.s3), bucket: cluster.bucket, meta: cluster.meta, token: TOKEN, duckdb: await openSandboxedDuckDB({ allowedDirectories: [workDir], tempDirectory: `${workDir}/spill` }), workDir };
+  });
+  afterAll(async () => {
+    deps?.duckdb.closeSync();
+    deps?.s3.destroy();
+    await cluster?.close();
+  });
+
+  it('resumes after its upload without merging again, and after its swap without doing anything', async () => {
+    await ingest(cluster, 'resumed', 4);
+    const inputs = (await cluster.meta.listSegments('resumed')).map((s) => s.id);
+    const input = { table: 'resumed', partition: PARTITION, level: 0, inputs };
+
+    // The first attempt merges, uploads and pushes, then its swap fails (meta unreachable, say).
+    const unreachable = new Proxy(cluster.meta, {
+      get: (meta, key) => (key === 'swapSegments' ? () => Promise.reject(new Error('meta unreachable')) : Reflect.get(meta, key, meta) as unknown),
+    });
+    const first = new MockActivityEnvironment({ attempt: 1 });
+    let details: unknown;
+    first.on('heartbeat', (d: unknown) => (details = d));
+    await expect(first.run(createMergeActivities({ ...deps, meta: unreachable }).mergePushAndCommit, input)).rejects.toThrow('meta unreachable');
+    expect(details).toMatchObject({ step: 'commit', merged: { rows: 4 * 40 }, push: { accepted: true } });
+    expect(await cluster.meta.listSegments('resumed')).toHaveLength(4);
+
+    // The retry finds the upload done: with the inputs gone from storage, it can only succeed by not merging again.
+    for (const id of inputs) await deps.s3.send(new DeleteObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('resumed', id) }));
+    const retry = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: details });
+    retry.on('heartbeat', (d: unknown) => (details = d));
+    const done: Awaited<ReturnType<MergeActivities['mergePushAndCommit']>> = await retry.run(createMergeActivities(deps).mergePushAndCommit, input);
+    expect(done).toMatchObject({ merged: { id: mergedSegmentId('resumed', PARTITION, 1, inputs), rows: 4 * 40 }, push: { accepted: true } });
+    expect((await cluster.meta.listSegments('resumed')).map((s) => s.id)).toEqual([done.merged.id]);
+    expect((await query(cluster, 'SELECT count(*) AS n FROM resumed')).rows).toEqual([[160]]);
+
+    // Retried once more after the swap, it answers from what it did, touching neither meta nor storage.
+    const untouchable = new Proxy({} as MetaClient, { get: () => () => Promise.reject(new Error('meta called')) });
+    const again = new MockActivityEnvironment({ attempt: 3, heartbeatDetails: details });
+    expect(await again.run(createMergeActivities({ ...deps, meta: untouchable }).mergePushAndCommit, input)).toEqual(done);
+    expect((await cluster.meta.listSegments('resumed')).map((s) => s.id)).toEqual([done.merged.id]);
   });
 });
 

@@ -52,7 +52,9 @@ describe('schedules that follow configuration', () => {
 
   it('creates a merge schedule per table, with a catch-up window of one interval', async () => {
     runWorker(withBoth, { BERTH_MERGE_EVERY_MS: String(HOUR) });
-    await expect.poll(() => describeSchedule(dropped).then(() => true, () => false), { timeout: 60_000 }).toBe(true);
+    // One sync creates them one after the other (in meta's order, dropped_ first): wait for both.
+    const exists = (table: string) => describeSchedule(table).then(() => true, () => false);
+    await expect.poll(async () => [await exists(dropped), await exists(kept)], { timeout: 60_000 }).toEqual([true, true]);
     const schedule = await describeSchedule(kept);
     expect(schedule.spec.intervals?.map((i) => i.every)).toEqual([HOUR]);
     expect(schedule.policies).toMatchObject({ overlap: 'SKIP', catchupWindow: HOUR });

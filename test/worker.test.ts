@@ -84,7 +84,7 @@ describe('a worker’s merges', () => {
     });
     await expect.poll(() => owner.held.length, { timeout: 30_000 }).toBe(arrivals + 1);
 
-    // Held for three TTLs: another holder never gets the lease, because the push step renews it.
+    // Held for three TTLs: another holder never gets the lease, because the merge step renews it while it pushes.
     const until = Date.now() + 4_500;
     while (Date.now() < until) {
       expect((await cluster.meta.acquireLease(leaseName('leased'), 'intruder', 60_000)).granted).toBe(false);
@@ -92,7 +92,7 @@ describe('a worker’s merges', () => {
     }
     await expect
       .poll(async () => (await pending(workflowId))[0], { timeout: 20_000 })
-      .toMatchObject({ type: 'pushToOwner', details: [{ step: 'push', owner: owner.id, bytes: expect.any(Number) }] });
+      .toMatchObject({ type: 'mergePushAndCommit', details: [{ step: 'push', merged: { table: 'leased', rows: 60, bytes: expect.any(Number) } }] });
 
     owner.releaseAll();
     const result: MergeResult = await merge;

@@ -2,14 +2,20 @@
  * Merge-then-push: under a lease for one table, partition and level, merge the small segments into
  * one sorted Parquet, push it into its owner's cache, then swap it for its inputs in the manifest.
  * A push that is declined or fails only means a cold first read; a lost race commits nothing. The
- * merge and push steps renew the lease while they run, however long that is.
+ * long steps renew the lease while they run, however long that is.
+ *
+ * Since MERGE_IN_ONE_STEP, three activities: the lease taken with the inputs picked, then the
+ * merge, upload, push and swap in one (its heartbeats let a retry resume where it stopped), then
+ * the release. Runs from before it replay the six they had.
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, patched, proxyActivities, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { MergeActivities } from '../activities/merge.js';
+import type { SegmentRow } from '../services/meta/client.js';
 import { LEASE_LOST, LOST_MERGE_RACE, mergeWorkflowId, SEARCH_ATTRIBUTES, type MergeInput, type MergeResult, type TableMergeInput, type TableMergeResult } from './api.js';
 
 const STEPS_RENEW_LEASE = 'merge-steps-renew-lease';
+const MERGE_IN_ONE_STEP = 'merge-in-one-step';
 
 const activities = (heartbeatTimeoutMs: number) =>
   proxyActivities<MergeActivities>({
@@ -21,7 +27,7 @@ const activities = (heartbeatTimeoutMs: number) =>
 export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResult> {
   const level = input.level ?? 0;
   const ttlMs = input.leaseTtlMs ?? 600_000;
-  const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge } = activities(input.heartbeatTimeoutMs ?? 30_000);
+  const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge, mergePushAndCommit } = activities(input.heartbeatTimeoutMs ?? 30_000);
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.table, value: input.table },
     { key: SEARCH_ATTRIBUTES.partition, value: input.partition },
@@ -29,12 +35,16 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
   const result = (outcome: MergeResult['outcome'], extra: Partial<MergeResult> = {}): MergeResult => ({ outcome, table: input.table, partition: input.partition, inputs: [], ...extra });
 
   const lease = { name: `merge:${input.table}:${input.partition}:l${level}`, holder: workflowInfo().workflowId, ttlMs };
+  const pick = { table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 };
+  const oneStep = patched(MERGE_IN_ONE_STEP);
   const giveUpAt = Date.now() + (input.leaseWaitMs ?? 2 * ttlMs);
   let token: number | undefined; // the lease's fencing token: the swap commits only while the lease still carries it
+  let picked: SegmentRow[] | undefined; // picked with the lease, in one step
   for (;;) {
-    const attempt = await acquireLease.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` }, [lease]);
+    const attempt = await acquireLease.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` }, [oneStep ? { ...lease, pick } : lease]);
     if (attempt.granted) {
       token = attempt.token;
+      picked = attempt.inputs;
       break;
     }
     if (Date.now() >= giveUpAt) return result('lease-held');
@@ -44,10 +54,18 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
 
   let inputs: string[] = [];
   try {
-    const picked = await pickMergeInputs({ table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 });
+    picked ??= await pickMergeInputs(pick);
     inputs = picked.map((s) => s.id);
     if (inputs.length < (input.minInputs ?? 2)) return result('nothing-to-merge', { inputs });
     const bytes = picked.reduce((sum, s) => sum + s.bytes, 0);
+    const fence = token === undefined ? undefined : { lease: lease.name, token };
+    if (oneStep) {
+      const { merged, push } = await mergePushAndCommit.executeWithOptions(
+        { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes), push to the owner, swap in` },
+        [{ table: input.table, partition: input.partition, level, inputs, lease, fence }],
+      );
+      return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
+    }
     const merged = await mergeSegments.executeWithOptions(
       { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)` },
       [{ table: input.table, partition: input.partition, level, inputs, lease }],
@@ -60,7 +78,7 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     );
     await commitMerge.executeWithOptions(
       { startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` },
-      [{ inputs, merged, fence: token === undefined ? undefined : { lease: lease.name, token } }],
+      [{ inputs, merged, fence }],
     );
     return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
   } catch (error) {
