@@ -68,6 +68,26 @@ describe('the serving path', () => {
     expectSameResult(body, expected.result, ordered, name);
   });
 
+  it.each(QUERY_CORPUS)('answers "$name" again from the plan it made the first time, exactly as one DuckDB', async ({ name, sql, ordered }) => {
+    const expected = await reference.run(sql);
+    if (!('result' in expected)) throw new Error(expected.error);
+    const { status, body } = await cluster.query(sql);
+    expect(status, body.message).toBe(200);
+    expect(body.stats.plan).toBe('cached');
+    expectSameResult(body, expected.result, ordered, name);
+  });
+
+  it('answers a query right after an ingest with the new rows, its plan still cached', async () => {
+    const sql = 'SELECT count(*) AS n, count(DISTINCT service) AS services, max(ts) AS latest FROM fresh';
+    expect((await cluster.ingest('fresh', await eventNdjson(0, 500))).status).toBe(200);
+    expect((await cluster.query(sql)).body.stats.plan).toBe('planned');
+    const before = await cluster.query(sql);
+    expect(before.body).toMatchObject({ rows: [[500, 7, '2026-11-01 04:09:30']], stats: { plan: 'cached' } });
+    expect((await cluster.ingest('fresh', await eventNdjson(500, 800))).status).toBe(200);
+    const after = await cluster.query(sql);
+    expect(after.body).toMatchObject({ rows: [[800, 7, '2026-11-01 06:39:30']], stats: { plan: 'cached', segments: { total: 2 } } });
+  });
+
   it('sends each segment’s scan to its owner, weighted by vCPU', async () => {
     const { body } = await cluster.query('SELECT service, count(*) FROM events GROUP BY service');
     expect(body.stats.route).toBe('aggregate');
@@ -86,7 +106,7 @@ describe('the serving path', () => {
 
   it('reports running and waiting queries per workload group', async () => {
     const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
-    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16 }] });
+    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16, maxQueueSize: 1_000 }] });
   });
 
   it('runs a non-decomposable query in two stages: owners send the named columns, filtered, and say why', async () => {

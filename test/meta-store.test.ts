@@ -202,6 +202,32 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await store.forgetSegment('a');
       expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b']);
     });
+
+    it("moves a table's manifest version on every change to its active segments, and only then", async () => {
+      const versions: number[] = [];
+      const version = async () => versions.push((await store.tableVersion('events'))!.manifest);
+      await version();
+      for (const id of ['a', 'b', 'c']) await store.commitSegment(segment(id));
+      await version();
+      await store.commitSegment(segment('a')); // the same commit again: no change
+      await store.listSegments('events');
+      await version();
+      await store.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
+      await version();
+      await store.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 })); // repeated: no change
+      await version();
+      await store.retireSegments(['c']);
+      await version();
+      await store.forgetSegment('a'); // retired already: the active set stays
+      await version();
+      expect(versions.slice(1).map((v, i) => v > versions[i]!)).toEqual([true, false, true, false, true, false]);
+      // Another table's changes leave this one's version alone; the schema digest is the schema's.
+      await store.ensureTable({ name: 'logs', timestampColumn: 'at', columns: [{ name: 'at', type: 'TIMESTAMP' }] });
+      await store.commitSegment(segment('l1', { table: 'logs' }));
+      expect((await store.tableVersion('events'))!.manifest).toBe(versions.at(-1));
+      expect((await store.tableVersion('events'))!.schema).not.toBe((await store.tableVersion('logs'))!.schema);
+      expect(await store.tableVersion('nope')).toBeUndefined();
+    });
   });
 
   describe('leases', () => {

@@ -94,8 +94,8 @@ describe('the serving group scaled by its waiting queries', () => {
   beforeAll(async () => {
     cluster = await startCluster({
       vcpus: [],
-      // One query at a time on the coordinator, which serves the scaled group.
-      coordinator: { group, maxConcurrency: 1, servingScaler: { temporalAddress: inject('temporalAddress'), taskQueue, config, reportEveryMs: 200 } },
+      // One query at a time on the coordinator, which serves the scaled group; room in its line for the whole burst.
+      coordinator: { group, maxConcurrency: 1, maxQueueSize: 64, queueTimeoutMs: 120_000, servingScaler: { temporalAddress: inject('temporalAddress'), taskQueue, config, reportEveryMs: 200 } },
     });
     // The group's nodes are the platform's: the local driver starts and stops them as replicas change.
     platform = new LocalPlatform({

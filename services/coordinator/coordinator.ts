@@ -13,12 +13,14 @@ import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
 import { HeavyAdmission } from './heavy-admission.js';
 import { Ingestor } from './ingest.js';
+import { PlanCache } from './plan-cache.js';
 import { Planner } from './planner.js';
 import { QueryService, type HeavyPool } from './query-service.js';
 import { Scatter } from './scatter.js';
 import { SegmentWriter } from './segment-writer.js';
 import { ServingLoadReporter } from './serving-load.js';
 import { SqlEngine } from './sql-engine.js';
+import { TableCatalog } from './table-catalog.js';
 
 export interface CoordinatorConfig {
   /** Scratch space for partial results and ingest batches (emptied at start). */
@@ -61,8 +63,14 @@ export interface CoordinatorConfig {
   seedNodes?: string[];
   /** @default 10000 */
   memberPollMs?: number;
-  /** @default 16 */
+  /** Queries running at once on the serving group. @default 16 */
   maxConcurrency?: number;
+  /** Queries waiting for the serving group; past them, 429 with Retry-After. @default 16 */
+  maxQueueSize?: number;
+  /** Longest wait for the serving group; past it, 429 with Retry-After. @default 10000 */
+  queueTimeoutMs?: number;
+  /** Plans kept for queries sent again (plan-cache.ts); 0 turns the cache off. @default 1000 */
+  planCacheSize?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
   /** @default '127.0.0.1' */
@@ -144,14 +152,17 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   }
 
   const s3 = createS3Client(config.s3);
+  const catalog = new TableCatalog(meta);
   const queries = new QueryService({
-    planner: new Planner(engine, (name) => meta.findTable(name)),
+    plans: new PlanCache({ planner: new Planner(engine, async (name) => (await catalog.table(name))?.info), catalog, maxEntries: config.planCacheSize }),
+    catalog,
     engine,
     scatters,
-    meta,
     servingGroup,
     heavyPool,
     maxConcurrency: config.maxConcurrency,
+    maxQueueSize: config.maxQueueSize,
+    queueTimeoutMs: config.queueTimeoutMs,
     verdictThresholds: config.verdictThresholds,
     deadlineMs,
     maxResultBytes,

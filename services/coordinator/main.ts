@@ -24,6 +24,9 @@ const coordinator = await startCoordinator({
   seedNodes: (process.env.BERTH_SEED_NODES ?? '').split(',').filter(Boolean),
   memberPollMs: envNumber('BERTH_MEMBER_POLL_MS', 10_000),
   maxConcurrency: envNumber('BERTH_MAX_CONCURRENT_QUERIES', 16),
+  maxQueueSize: envNumber('BERTH_MAX_QUEUED_QUERIES', 16),
+  queueTimeoutMs: envNumber('BERTH_QUEUE_TIMEOUT_MS', 10_000),
+  planCacheSize: envNumber('BERTH_PLAN_CACHE_SIZE', 1000),
   queryLogSize: envNumber('BERTH_QUERY_LOG_SIZE', 10_000),
   verdictThresholds: {
     scanBytes: envNumber('BERTH_HEAVY_SCAN_BYTES', DEFAULT_VERDICT_THRESHOLDS.scanBytes),

@@ -83,6 +83,12 @@ export interface ExecutablePlan {
   /** What the final stage runs over the inputs. */
   finalSql: string;
   columns: BoundColumn[];
+  /**
+   * True when the plan depends only on the SQL and the tables' schemas: no function whose value
+   * may change between queries (now(), random()...), since the time windows are evaluated here,
+   * at plan time. Only such a plan may be reused (plan-cache.ts).
+   */
+  reusable: boolean;
 }
 
 /** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
@@ -94,7 +100,8 @@ export class Planner {
     private readonly lookupTable: (name: string) => Promise<TableInfo | undefined>,
   ) {}
 
-  async plan(sql: string): Promise<ExecutablePlan> {
+  /** Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). */
+  async plan(sql: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
     const node = await this.engine.parse(sql);
     if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type)) throw badRequest('invalid_sql', 'only SELECT queries are supported');
     const refs = referencedRelations(node);
@@ -103,7 +110,7 @@ export class Planner {
     }
     const tables: TableInfo[] = [];
     for (const name of refs.tables) {
-      const table = TABLE_NAME.test(name.toLowerCase()) ? await this.lookupTable(name.toLowerCase()) : undefined;
+      const table = TABLE_NAME.test(name.toLowerCase()) ? await lookupTable(name.toLowerCase()) : undefined;
       if (!table) throw badRequest('unknown_table', `unknown table "${name}"`);
       tables.push(table);
     }
@@ -124,7 +131,7 @@ export class Planner {
         if (error instanceof HttpError) throw error;
         return undefined;
       });
-      if (plan) return plan;
+      if (plan) return { ...plan, reusable: this.reusable(node) };
     }
     throw badRequest('unsupported_sql', 'Berth cannot split this query into stages that give the same columns and types');
   }
@@ -133,7 +140,20 @@ export class Planner {
    * One split of the query: `partial` lets each read's SELECT run its partial on the owners where
    * it decomposes, `rows` sends filtered named columns for every read, `whole` every column.
    */
-  private async split(node: AstNode, reads: { read: TableRead; table: TableInfo }[], columns: BoundColumn[], prefix: string, level: 'partial' | 'rows' | 'whole'): Promise<ExecutablePlan | undefined> {
+  /**
+   * Whether every function the query calls gives the same value in every query (DuckDB's
+   * CONSISTENT stability). Parsed as a column, `current_timestamp` and its kind are functions too.
+   */
+  private reusable(node: AstNode): boolean {
+    let reusable = true;
+    walk(node, (n) => {
+      if (n.class === 'FUNCTION' && !this.engine.consistentFunctions.has(String(n.function_name).toLowerCase())) reusable = false;
+      if (n.class === 'COLUMN_REF' && (n.column_names as string[]).some((c) => /^(current_|local)/i.test(c))) reusable = false;
+    });
+    return reusable;
+  }
+
+  private async split(node: AstNode, reads: { read: TableRead; table: TableInfo }[], columns: BoundColumn[], prefix: string, level: 'partial' | 'rows' | 'whole'): Promise<Omit<ExecutablePlan, 'reusable'> | undefined> {
     const replacements = new Map<AstNode, AstNode>();
     const inputs: ScanInput[] = [];
     const reasons: string[] = [];

@@ -4,16 +4,18 @@
  * or, for a heavy query admitted by the heavy pool, on the pool's proven backends) while their rows
  * stream into the final stage, which runs here, on the coordinator's DuckDB.
  */
-import pLimit from 'p-limit';
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { MetaClient, SegmentRow } from '../meta/client.js';
+import type { SegmentRow } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
-import type { ExecutablePlan, Planner, Route, ScanKind } from './planner.js';
+import type { PlanCache } from './plan-cache.js';
+import type { ExecutablePlan, Route, ScanKind } from './planner.js';
 import type { JsonResult } from './result-json.js';
 import type { Scatter } from './scatter.js';
+import { ServingAdmission } from './serving-admission.js';
 import type { SqlEngine } from './sql-engine.js';
+import type { TableCatalog } from './table-catalog.js';
 
 /** One read's scan stage, as it ran. */
 export interface ScanStage {
@@ -39,6 +41,8 @@ export interface QueryStats {
   route: Route;
   /** Why the query is not one aggregate or select over one table. */
   reason?: string;
+  /** Whether the plan was made for this query or reused from an earlier one with the same SQL and schemas. */
+  plan: 'planned' | 'cached';
   /** The two stages: each read's scan on the owners, then the final stage, here. */
   stages: { scan: ScanStage[]; final: 'coordinator' };
   /** Bytes the scan stage sent to the final stage (Arrow IPC). */
@@ -85,17 +89,22 @@ export interface HeavyPool {
 }
 
 export interface QueryServiceOptions {
-  planner: Planner;
+  plans: PlanCache;
+  /** Table schemas and manifests, checked against meta's versions at every query. */
+  catalog: TableCatalog;
   engine: SqlEngine;
   /** One scatter per compute group the coordinator can run queries on; must include the serving group. */
   scatters: Map<string, Scatter>;
-  meta: MetaClient;
   /** The group light queries run on. @default 'serving' */
   servingGroup?: string;
   /** Where heavy queries go; without it every query runs on the serving group. */
   heavyPool?: HeavyPool;
   /** Queries running at once on the serving group; the rest wait in line. @default 16 */
   maxConcurrency?: number;
+  /** Queries waiting for the serving group; past them, 429. @default 16 */
+  maxQueueSize?: number;
+  /** Longest wait for the serving group; past it, 429. @default 10000 */
+  queueTimeoutMs?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
   /** How long a query may take in all, waiting included; then it is stopped on every node. @default 300000 */
@@ -106,6 +115,7 @@ export interface QueryServiceOptions {
 
 interface Prepared {
   plan: ExecutablePlan;
+  cached: boolean;
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
   total: number;
@@ -114,13 +124,14 @@ interface Prepared {
 }
 
 export class QueryService {
-  private readonly limit;
+  private readonly serving: ServingAdmission;
   /** Queries that read no segment run on the coordinator alone: a hung node's queries never hold them up. */
-  private readonly localLimit;
+  private readonly local: ServingAdmission;
 
   constructor(private readonly options: QueryServiceOptions) {
-    this.limit = pLimit(options.maxConcurrency ?? 16);
-    this.localLimit = pLimit(options.maxConcurrency ?? 16);
+    const rules = { maxConcurrency: options.maxConcurrency, maxQueueSize: options.maxQueueSize, queueTimeoutMs: options.queueTimeoutMs };
+    this.serving = new ServingAdmission({ ...rules, group: options.servingGroup });
+    this.local = new ServingAdmission({ ...rules, group: 'coordinator-local' });
   }
 
   /** The query's own signal: aborted when the caller's is, or at the deadline, with the reason as an HTTP error. */
@@ -140,39 +151,18 @@ export class QueryService {
     };
   }
 
-  /** Runs `work` in one of `limit`'s slots, unless the signal aborts while it waits for one. */
-  private async inSlot<T>(limit: typeof this.limit, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
-    let aborted: () => void = () => {};
-    const abortedWhileWaiting = new Promise<never>((_, reject) => {
-      aborted = () => reject(signal.reason);
-      signal.addEventListener('abort', aborted, { once: true });
-    });
-    abortedWhileWaiting.catch(() => {});
-    try {
-      return await Promise.race([
-        limit(async () => {
-          signal.throwIfAborted();
-          return await work();
-        }),
-        abortedWhileWaiting,
-      ]);
-    } finally {
-      signal.removeEventListener('abort', aborted);
-    }
-  }
-
   private get servingGroup(): string {
     return this.options.servingGroup ?? 'serving';
   }
 
   /** This coordinator's queries on the serving group: running, and waiting for a slot. */
   servingLoad(): { running: number; waiting: number } {
-    return { running: this.limit.activeCount, waiting: this.limit.pendingCount };
+    return this.serving.counts;
   }
 
   /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
   async workload(): Promise<WorkloadGroupStatus[]> {
-    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, running: this.limit.activeCount, waiting: this.limit.pendingCount, maxConcurrency: this.limit.concurrency }];
+    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, ...this.serving.counts, maxConcurrency: this.serving.maxConcurrency, maxQueueSize: this.serving.maxQueueSize }];
     const pool = this.options.heavyPool;
     if (pool) {
       groups.push(
@@ -210,7 +200,7 @@ export class QueryService {
       }
     }
     const scansSegments = prepared.chosen.some((segments) => segments.length > 0);
-    return await this.inSlot(scansSegments ? this.limit : this.localLimit, signal, () => this.execute(prepared, this.servingGroup, started, signal));
+    return await (scansSegments ? this.serving : this.local).run(signal, () => this.execute(prepared, this.servingGroup, started, signal));
   }
 
   /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
@@ -226,15 +216,13 @@ export class QueryService {
   }
 
   private async prepare(sql: string): Promise<Prepared> {
-    const { planner, meta } = this.options;
-    const plan = await planner.plan(sql);
+    const { plans, catalog } = this.options;
+    const { plan, versions, cached } = await plans.plan(sql);
     let total = 0;
-    const manifests = new Map<string, Promise<SegmentRow[]>>();
     const chosen: SegmentRow[][] = [];
     for (const input of plan.inputs) {
-      // One manifest read per table: each read's time window is applied here, by each segment's min/max.
-      if (!manifests.has(input.table.name)) manifests.set(input.table.name, meta.listSegments(input.table.name));
-      const all = await manifests.get(input.table.name)!;
+      // Each table's manifest as of this query's version check: each read's time window is applied here, by each segment's min/max.
+      const all = await catalog.segments(input.table.name, versions.get(input.table.name)!);
       const { from = -Infinity, to = Infinity } = input.window;
       total += all.length;
       chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
@@ -242,11 +230,11 @@ export class QueryService {
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
     const route = plan.route === 'stages' ? 'rows' : 'partial';
-    return { plan, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
+    return { plan, cached, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
   }
 
   /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
-  private async execute({ plan, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
+  private async execute({ plan, cached, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -282,6 +270,7 @@ export class QueryService {
           group,
           route: plan.route,
           ...(plan.reason ? { reason: plan.reason } : {}),
+          plan: cached ? 'cached' : 'planned',
           stages: {
             scan: plan.inputs.map((input, i) => ({
               input: input.name,

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { DuckDBInstance, DuckDBType } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBInstance, DuckDBType } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
 import { selectNode, type AstNode } from '../../core/query-plan.js';
 import { appendArrowStream } from '../common/arrow-exchange.js';
@@ -47,25 +47,60 @@ export interface ExchangeInput {
   columns: ExchangeColumn[];
 }
 
+/**
+ * Connections kept open for statements that leave nothing on their connection (no temp objects,
+ * no settings): opening one costs about as much as a small statement. Work that creates temp
+ * objects (binding, a final stage's views) takes a fresh connection instead.
+ */
+class ConnectionPool {
+  private readonly idle: DuckDBConnection[] = [];
+
+  constructor(
+    private readonly duckdb: DuckDBInstance,
+    private readonly maxIdle = 16,
+  ) {}
+
+  async use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T> {
+    const connection = this.idle.pop() ?? (await this.duckdb.connect());
+    try {
+      return await work(connection);
+    } finally {
+      if (this.idle.length < this.maxIdle) this.idle.push(connection);
+      else connection.closeSync();
+    }
+  }
+
+  close(): void {
+    for (const c of this.idle.splice(0)) c.closeSync();
+  }
+}
+
 export class SqlEngine {
+  private readonly pool: ConnectionPool;
+
   private constructor(
     private readonly duckdb: DuckDBInstance,
     private readonly scratchDir: string,
     readonly aggregateFunctions: ReadonlySet<string>,
-  ) {}
+    /** Functions whose every overload gives the same value in every query (DuckDB's CONSISTENT stability). */
+    readonly consistentFunctions: ReadonlySet<string>,
+  ) {
+    this.pool = new ConnectionPool(duckdb);
+  }
 
   /** `scratchDir` holds partial results only: the engine runs users' SQL, so it can read nothing else. */
   static async open(scratchDir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
     await rm(scratchDir, { recursive: true, force: true });
     await mkdir(path.join(scratchDir, 'spill'), { recursive: true, mode: 0o700 });
     const duckdb = await openSandboxedDuckDB({ allowedDirectories: [scratchDir], tempDirectory: path.join(scratchDir, 'spill'), ...options });
-    const names = await withConnection(duckdb, async (c) =>
-      (await c.runAndReadAll(`SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`)).getRows().map((r) => String(r[0])),
-    );
-    return new SqlEngine(duckdb, scratchDir, new Set(names));
+    const names = (sql: string) => withConnection(duckdb, async (c) => new Set((await c.runAndReadAll(sql)).getRows().map((r) => String(r[0]))));
+    const aggregates = await names(`SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`);
+    const consistent = await names(`SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 HAVING bool_and(coalesce(stability = 'CONSISTENT', false))`);
+    return new SqlEngine(duckdb, scratchDir, aggregates, consistent);
   }
 
   close(): void {
+    this.pool.close();
     this.duckdb.closeSync();
   }
 
@@ -97,7 +132,7 @@ export class SqlEngine {
   async epochMillis(expressions: AstNode[]): Promise<number[]> {
     if (expressions.length === 0) return [];
     const select = await this.deparse(selectNode({ select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })), from_table: { type: 'EMPTY', alias: '', sample: null } }));
-    return await withConnection(this.duckdb, async (c) => {
+    return await this.pool.use(async (c) => {
       const reader = await c.runAndReadAll(`SELECT ${expressions.map((_, i) => `epoch_ms(CAST(b${i} AS TIMESTAMP))`).join(', ')} FROM (${select})`);
       return (reader.getRows()[0] ?? []).map((v) => Number(v));
     });
@@ -106,12 +141,12 @@ export class SqlEngine {
   /** A place for one query's final stage: its inputs fill as the scan stage streams rows in. */
   async openExchange(inputs: ExchangeInput[]): Promise<Exchange> {
     const schema = `q_${randomUUID().replaceAll('-', '')}`;
-    await withConnection(this.duckdb, (c) => c.run(`CREATE SCHEMA ${schema}`));
-    return new Exchange(this.duckdb, schema, inputs, [this.scratchDir]);
+    await this.pool.use((c) => c.run(`CREATE SCHEMA ${schema}`));
+    return new Exchange(this.duckdb, this.pool, schema, inputs, [this.scratchDir]);
   }
 
   private async scalar(sql: string): Promise<string> {
-    return await withConnection(this.duckdb, async (c) => String((await c.runAndReadAll(sql)).getRows()[0]![0]));
+    return await this.pool.use(async (c) => String((await c.runAndReadAll(sql)).getRows()[0]![0]));
   }
 }
 
@@ -129,6 +164,7 @@ export class Exchange {
 
   constructor(
     private readonly duckdb: DuckDBInstance,
+    private readonly pool: ConnectionPool,
     private readonly schema: string,
     private readonly inputs: ExchangeInput[],
     private readonly hide: readonly string[],
@@ -152,7 +188,7 @@ export class Exchange {
     const input = this.input(name);
     const part = `p${this.counter++}`;
     try {
-      return await withConnection(this.duckdb, async (c) => {
+      return await this.pool.use(async (c) => {
         await c.run(`CREATE TABLE ${this.schema}.${part} (${this.columnsSql(input)})`);
         this.parts.get(name)!.push(part);
         if (!this.types.has(name)) this.types.set(name, c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes()));
@@ -176,7 +212,7 @@ export class Exchange {
   async discard(name: string, part: string): Promise<void> {
     const parts = this.parts.get(name)!;
     if (parts.includes(part)) parts.splice(parts.indexOf(part), 1);
-    await withConnection(this.duckdb, (c) => c.run(`DROP TABLE IF EXISTS ${this.schema}.${part}`));
+    await this.pool.use((c) => c.run(`DROP TABLE IF EXISTS ${this.schema}.${part}`));
   }
 
   /** Runs the final SQL over the inputs. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413. */
@@ -208,6 +244,6 @@ export class Exchange {
 
   /** Drops every row the query received. */
   async close(): Promise<void> {
-    await withConnection(this.duckdb, (c) => c.run(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`));
+    await this.pool.use((c) => c.run(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`));
   }
 }

@@ -108,6 +108,13 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     return table;
   });
 
+  // What readers check their cached schema and manifest against: one indexed row, no segment list.
+  app.get('/v1/tables/:table/version', { ...quiet, schema: { params: Type.Object({ table: TableName }) } }, async (request) => {
+    const version = await store.tableVersion(request.params.table);
+    if (!version) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+    return version;
+  });
+
   app.get(
     '/v1/tables/:table/segments',
     { schema: { params: Type.Object({ table: TableName }), querystring: Type.Object({ from: Type.Optional(Type.Integer()), to: Type.Optional(Type.Integer()) }) } },

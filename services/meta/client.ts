@@ -8,9 +8,9 @@
  */
 import { HttpError } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
-import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo } from './store.js';
+import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo, TableVersion } from './store.js';
 
-export type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo };
+export type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo, TableVersion };
 
 /** The meta URLs in a comma-separated list, without trailing slashes. */
 export function parseMetaUrls(urls: string | readonly string[]): string[] {
@@ -89,6 +89,16 @@ export class MetaClient {
   async findTable(name: string): Promise<TableInfo | undefined> {
     try {
       return await this.call<TableInfo>(`/v1/tables/${encodeURIComponent(name)}`);
+    } catch (error) {
+      if (error instanceof ServiceCallError && error.status === 404) return undefined;
+      throw error;
+    }
+  }
+
+  /** The table's manifest and schema versions, or undefined when it does not exist. */
+  async tableVersion(name: string): Promise<TableVersion | undefined> {
+    try {
+      return await this.call<TableVersion>(`/v1/tables/${encodeURIComponent(name)}/version`);
     } catch (error) {
       if (error instanceof ServiceCallError && error.status === 404) return undefined;
       throw error;

@@ -63,6 +63,26 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE leases ADD COLUMN token BIGINT NOT NULL DEFAULT 0;
       CREATE SEQUENCE lease_tokens;`,
   },
+  {
+    version: 3,
+    name: 'manifest version per table',
+    // Bumped by the database itself on every change to a table's active segments (a commit, a
+    // swap, a retirement), in the same transaction: a reader that sees the same version has the
+    // same manifest, whichever code path or replica made the change.
+    sqlite: `
+      ALTER TABLE tables ADD COLUMN manifest_version INTEGER NOT NULL DEFAULT 0;
+      CREATE TRIGGER segments_added AFTER INSERT ON segments
+        BEGIN UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl; END;
+      CREATE TRIGGER segments_state_changed AFTER UPDATE OF state ON segments WHEN OLD.state IS NOT NEW.state
+        BEGIN UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl; END;`,
+    postgres: `
+      ALTER TABLE tables ADD COLUMN manifest_version BIGINT NOT NULL DEFAULT 0;
+      CREATE FUNCTION bump_manifest_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl; RETURN NULL; END $$;
+      CREATE TRIGGER segments_added AFTER INSERT ON segments FOR EACH ROW EXECUTE FUNCTION bump_manifest_version();
+      CREATE TRIGGER segments_state_changed AFTER UPDATE OF state ON segments FOR EACH ROW
+        WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION bump_manifest_version();`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -36,6 +36,8 @@ import {
   type SegmentDbRow,
   type SegmentRow,
   type TableInfo,
+  type TableVersion,
+  schemaDigest,
 } from './store.js';
 
 export interface PostgresMetaStoreOptions extends MetaStoreOptions {
@@ -182,6 +184,11 @@ export class PostgresMetaStore implements MetaStore {
   async getTable(name: string): Promise<TableInfo | undefined> {
     const rows = (await this.query<TableInfo>('get-table', 'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1', [name])).rows;
     return rows[0];
+  }
+
+  async tableVersion(name: string): Promise<TableVersion | undefined> {
+    const rows = (await this.query<TableInfo & { manifest: string }>('table-version', 'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1', [name])).rows;
+    return rows[0] && { manifest: Number(rows[0].manifest), schema: schemaDigest(rows[0].timestampColumn, rows[0].columns) };
   }
 
   async listTables(): Promise<TableInfo[]> {

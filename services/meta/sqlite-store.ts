@@ -30,6 +30,8 @@ import {
   type SegmentDbRow,
   type SegmentRow,
   type TableInfo,
+  type TableVersion,
+  schemaDigest,
 } from './store.js';
 
 export interface SqliteMetaStoreOptions extends MetaStoreOptions {
@@ -126,6 +128,13 @@ export class SqliteMetaStore implements MetaStore {
 
   async getTable(name: string): Promise<TableInfo | undefined> {
     return this.readTable(name);
+  }
+
+  async tableVersion(name: string): Promise<TableVersion | undefined> {
+    const row = this.db.prepare('SELECT timestamp_column, columns, manifest_version FROM tables WHERE name = ?').get(name) as
+      | { timestamp_column: string; columns: string; manifest_version: number }
+      | undefined;
+    return row && { manifest: row.manifest_version, schema: schemaDigest(row.timestamp_column, JSON.parse(row.columns) as ColumnSpec[]) };
   }
 
   async listTables(): Promise<TableInfo[]> {

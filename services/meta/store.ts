@@ -5,6 +5,7 @@
  * holds both to it. Every operation is idempotent, so a client may repeat any call on another
  * replica after a failure without changing the outcome.
  */
+import { createHash } from 'node:crypto';
 import { conflict, notFound } from '../common/errors.js';
 
 export interface NodeRegistration {
@@ -44,6 +45,14 @@ export interface TableInfo {
   name: string;
   timestampColumn: string;
   columns: ColumnSpec[];
+}
+
+/** What a reader caches a table by: both change whenever what they describe does. */
+export interface TableVersion {
+  /** Grows with every change to the table's active segments (commit, swap, retirement). */
+  manifest: number;
+  /** A digest of the table's timestamp column and columns. */
+  schema: string;
 }
 
 export interface Segment {
@@ -109,6 +118,8 @@ export interface MetaStore {
   /** Creates a table on first use; later calls must agree on its timestamp column. */
   ensureTable(table: TableInfo): Promise<TableInfo>;
   getTable(name: string): Promise<TableInfo | undefined>;
+  /** The table's versions: a cheap check of whether a cached schema or manifest is still current. */
+  tableVersion(name: string): Promise<TableVersion | undefined>;
   listTables(): Promise<TableInfo[]>;
   /** Commits one new segment. Committing the same segment again is a no-op; a different one under the same id is a conflict. */
   commitSegment(segment: Segment): Promise<SegmentRow>;
@@ -214,6 +225,10 @@ export function sameSegmentOrConflict(existing: SegmentRow, segment: Segment): S
   if (same) return existing;
   throw conflict('segment_exists', `segment "${segment.id}" is already committed with different contents`);
 }
+
+/** The schema digest of a table's version (TableVersion.schema). */
+export const schemaDigest = (timestampColumn: string, columns: ColumnSpec[]): string =>
+  createHash('sha256').update(JSON.stringify([timestampColumn, columns.map((c) => [c.name, c.type])])).digest('hex').slice(0, 16);
 
 /** The answer to ensureTable when `existing` already has the table's name. */
 export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {

@@ -60,7 +60,7 @@ export interface ClusterOptions {
   /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
   metaUrls?: string[];
   /** Coordinator settings: the heavy pool, the verdict, the limits, the serving group and its autoscaler. */
-  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'group'>;
+  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'maxQueueSize' | 'queueTimeoutMs' | 'group'>;
 }
 
 export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
@@ -99,7 +99,8 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     return node;
   };
 
-  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, logger: false, ...options.coordinator });
+  // Tests send bursts (a whole corpus at once) to check answers, not admission: a line long enough for them.
+  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, maxQueueSize: 1_000, logger: false, ...options.coordinator });
   const cluster: TestCluster = {
     dir,
     metaUrl,

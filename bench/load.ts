@@ -1,0 +1,206 @@
+/**
+ * bench/load: interactive throughput. A fixed mix of small dashboard queries (a time-filtered
+ * GROUP BY, a top-10 select, a count(DISTINCT), a filtered GROUP BY; each in a few variants, as a
+ * dashboard's panels repeat them) sent at concurrency 1, 8, 32 and 128 to the embedded cluster
+ * (coordinator plus 3 query nodes as processes on this machine, caches warm) and, in the same
+ * run, to one DuckDB in this process over the same files, one connection per client. A fixed
+ * number of queries per level, closed loop: each client sends its next query when its last one is
+ * answered. A 429 is counted as refused, and its client waits the Retry-After it was given before
+ * its next query, as a well-behaved client would. Every Berth answer of the mix is first checked
+ * against DuckDB's.
+ * Run: npm run bench:load [-- --queries N --levels 1,8,32,128 --profile DIR]
+ * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
+ * and write their profiles into DIR when the cluster stops.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { readJsonResult } from '../services/coordinator/result-json.js';
+import { startBenchCluster } from './bench-cluster.js';
+import { percentile } from './stats.js';
+
+const option = (name: string): string | undefined => (process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined);
+const QUERIES = Number(option('queries')) || 400;
+const LEVELS = (option('levels') ?? '1,8,32,128').split(',').map(Number);
+const PROFILE = option('profile');
+const FILES = 8;
+const ROWS_PER_FILE = 25_000;
+const SERVICES = ['api', 'web', 'auth', 'search'];
+
+/** The mix: four shapes, each in four variants (another hour, another service), in a fixed order. */
+const MIX: string[] = [0, 1, 2, 3].flatMap((v) => [
+  `SELECT service, count(*) AS n, avg(latency_ms) AS latency FROM events WHERE ts >= TIMESTAMP '2026-10-01 0${v}:00:00' AND ts < TIMESTAMP '2026-10-01 0${v}:30:00' GROUP BY service ORDER BY service`,
+  `SELECT ts, service, status, latency_ms FROM events WHERE service = '${SERVICES[v]}' ORDER BY latency_ms DESC, ts LIMIT 10`,
+  `SELECT count(DISTINCT user_id) AS users FROM events WHERE status >= ${500 + 20 * v}`,
+  `SELECT status, count(*) AS n, sum(bytes) AS bytes FROM events WHERE service = '${SERVICES[v]}' AND status >= 400 GROUP BY status ORDER BY n DESC, status LIMIT 20`,
+]);
+
+const DATA = path.join(os.tmpdir(), 'berth-bench-load', `data-${FILES}x${ROWS_PER_FILE}-v2`);
+
+/** Segment files (made once and kept for reruns): 50 ms apart, so the table spans about 2.8 hours. */
+async function makeData(): Promise<string[]> {
+  if (!existsSync(path.join(DATA, 'done'))) {
+    await rm(DATA, { recursive: true, force: true });
+    await mkdir(DATA, { recursive: true });
+    const db = await DuckDBInstance.create(':memory:');
+    const c = await db.connect();
+    for (let f = 0; f < FILES; f++) {
+      const from = f * ROWS_PER_FILE;
+      await c.run(`COPY (SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
+          ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
+          (hash(i * 3) % 600)::INTEGER AS status, (hash(i * 11) % 100000)::INTEGER AS latency_ms, (hash(i * 5) % 10000000)::BIGINT AS bytes,
+          md5((i % 5000)::VARCHAR)[1:16] AS user_id
+        FROM range(${from}, ${from + ROWS_PER_FILE}) t(i) ORDER BY ts) TO '${DATA}/events-load-${f}.parquet' (FORMAT parquet)`);
+    }
+    c.closeSync();
+    db.closeSync();
+    await writeFile(path.join(DATA, 'done'), '');
+  }
+  return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
+}
+
+/** The cluster's service processes (found by the directory each was given), by service. */
+async function servicePids(clusterDir: string): Promise<Map<string, number[]>> {
+  const services = new Map<string, number[]>();
+  const byVariable: Record<string, string> = { BERTH_COORDINATOR_DIR: 'coordinator', BERTH_NODE_CACHE_DIR: 'query nodes', BERTH_META_DIR: 'meta', BERTH_WORKER_DIR: 'worker' };
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
+    for (const variable of environ.split('\0')) {
+      const [name, value] = [variable.slice(0, variable.indexOf('=')), variable.slice(variable.indexOf('=') + 1)];
+      if (byVariable[name] && value.startsWith(clusterDir)) services.set(byVariable[name], [...(services.get(byVariable[name]) ?? []), Number(entry)]);
+    }
+  }
+  return services;
+}
+
+/** CPU time (user + system, every thread) each service has used so far, in ms. */
+async function cpuMs(pids: Map<string, number[]>): Promise<Map<string, number>> {
+  const ticks = 10; // ms per clock tick (USER_HZ = 100)
+  const out = new Map<string, number>();
+  for (const [service, list] of pids) {
+    let total = 0;
+    for (const pid of list) {
+      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).split(') ')[1]?.split(' ') ?? [];
+      total += (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * ticks;
+    }
+    out.set(service, total);
+  }
+  return out;
+}
+
+interface Level {
+  concurrency: number;
+  queries: number;
+  wallMs: number;
+  /** Latencies of answered queries. */
+  latencies: number[];
+  refused: number;
+  errors: string[];
+}
+
+/** Runs `count` queries of the mix through `clients` closed-loop clients; `send` answers 'ok', 'refused' (with a wait) or throws. */
+async function runLevel(concurrency: number, count: number, send: (client: number, sql: string) => Promise<{ refusedForMs?: number }>): Promise<Level> {
+  let next = 0;
+  const level: Level = { concurrency, queries: count, wallMs: 0, latencies: [], refused: 0, errors: [] };
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, client) => {
+      for (let i = next++; i < count; i = next++) {
+        const sql = MIX[i % MIX.length]!;
+        const t0 = performance.now();
+        try {
+          const { refusedForMs } = await send(client, sql);
+          if (refusedForMs === undefined) level.latencies.push(performance.now() - t0);
+          else {
+            level.refused++;
+            await new Promise((resolve) => setTimeout(resolve, refusedForMs));
+          }
+        } catch (error) {
+          level.errors.push((error as Error).message.slice(0, 200));
+        }
+      }
+    }),
+  );
+  level.wallMs = performance.now() - started;
+  return level;
+}
+
+const files = await makeData();
+if (PROFILE) {
+  await rm(PROFILE, { recursive: true, force: true });
+  await mkdir(PROFILE, { recursive: true });
+  // The services inherit this process's environment.
+  process.env.BERTH_PROFILE_DIR = path.resolve(PROFILE);
+  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('./load-profiler.js', import.meta.url).href}`.trim();
+}
+const clusterDir = path.join(os.tmpdir(), 'berth-bench-load', 'cluster');
+const bench = await startBenchCluster(clusterDir, [1, 1, 1], 1024 ** 3);
+delete process.env.NODE_OPTIONS;
+const results: { berth: Level; duckdb: Level; cpu: Map<string, number> }[] = [];
+try {
+  await bench.load('events', files);
+  const coordinator = bench.cluster.endpoints.coordinator;
+
+  const baseline = await DuckDBInstance.create(':memory:');
+  const connections: DuckDBConnection[] = [];
+  for (let i = 0; i < Math.max(...LEVELS); i++) connections.push(await baseline.connect());
+  await connections[0]!.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+  const duckdb = async (client: number, sql: string) => readJsonResult(await connections[client]!.stream(sql));
+
+  const berth = async (sql: string): Promise<{ refusedForMs?: number; rows?: unknown }> => {
+    const response = await fetch(`${coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+    const body = (await response.json()) as { rows: unknown; message?: string };
+    if (response.status === 429) return { refusedForMs: 1000 * Number(response.headers.get('retry-after') ?? 1) };
+    if (!response.ok) throw new Error(`${response.status}: ${body.message}`);
+    return { rows: body.rows };
+  };
+
+  // Same answers (this also warms every node's cache and the page cache for DuckDB).
+  for (const sql of MIX) {
+    const [b, d] = [await berth(sql), await duckdb(0, sql)];
+    if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
+  }
+
+  const pids = await servicePids(clusterDir);
+  for (const concurrency of LEVELS) {
+    // Fewer queries one at a time: the level measures latency, not a queue.
+    const count = concurrency === 1 ? Math.ceil(QUERIES / 4) : QUERIES;
+    const d = await runLevel(concurrency, count, async (client, sql) => {
+      await duckdb(client, sql);
+      return {};
+    });
+    const before = await cpuMs(pids);
+    const b = await runLevel(concurrency, count, (_, sql) => berth(sql));
+    const after = await cpuMs(pids);
+    const cpu = new Map([...after].map(([service, ms]) => [service, ms - (before.get(service) ?? 0)]));
+    console.error(`concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`);
+    results.push({ berth: b, duckdb: d, cpu });
+  }
+  for (const c of connections) c.closeSync();
+  baseline.closeSync();
+} finally {
+  await bench.stop();
+}
+
+const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
+const ms = (x: number) => x.toFixed(1);
+console.log(`# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries\n`);
+console.log('| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |');
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+for (const { berth: b, duckdb: d } of results) {
+  console.log(
+    `| ${b.concurrency} | ${b.queries} | ${qps(d).toFixed(1)} | ${ms(percentile(d.latencies, 50))} / ${ms(percentile(d.latencies, 99))} | ${qps(b).toFixed(1)} | ${ms(percentile(b.latencies, 50))} / ${ms(percentile(b.latencies, 99))} | ${b.refused} | ${b.errors.length} | **${(qps(b) / qps(d)).toFixed(2)}×** | **${(percentile(b.latencies, 99) / percentile(d.latencies, 99)).toFixed(2)}×** |`,
+  );
+}
+const services = ['coordinator', 'query nodes', 'meta', 'worker'];
+console.log(`\nCPU time per answered Berth query, by service (ms, every thread; the machine has ${os.availableParallelism()} cores):\n`);
+console.log(`| concurrency | ${services.join(' | ')} | all |`);
+console.log(`|---:|${services.map(() => '---:|').join('')}---:|`);
+for (const { berth: b, cpu } of results) {
+  const per = (ms: number) => (ms / Math.max(1, b.latencies.length)).toFixed(1);
+  console.log(`| ${b.concurrency} | ${services.map((s) => per(cpu.get(s) ?? 0)).join(' | ')} | ${per([...cpu.values()].reduce((x, y) => x + y, 0))} |`);
+}
+for (const { berth: b } of results) if (b.errors.length > 0) console.log(`\nErrors at concurrency ${b.concurrency} (first): ${b.errors[0]}`);

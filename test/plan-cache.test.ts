@@ -1,0 +1,152 @@
+/**
+ * The plan cache and the coordinator's catalog with the real planner and DuckDB: a query sent
+ * again is planned once, a schema change plans it again, a plan that reads the clock is never
+ * kept, and the manifest is fetched again only when its version moves. The catalog's meta is a
+ * table held in memory whose versions move as meta's do (a schema change cannot be made through
+ * meta's API); the same cache runs against real meta, ingest and merges in coordinator.test.ts
+ * and merge.test.ts.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { normalizeSql, PlanCache } from '../services/coordinator/plan-cache.js';
+import { Planner } from '../services/coordinator/planner.js';
+import { SqlEngine } from '../services/coordinator/sql-engine.js';
+import { TableCatalog } from '../services/coordinator/table-catalog.js';
+import type { SegmentRow, TableInfo, TableVersion } from '../services/meta/client.js';
+import { schemaDigest } from '../services/meta/store.js';
+import { EVENT_COLUMNS } from './helpers/event-data.js';
+
+/** Meta's answers for one table, with counts of each call. */
+class MemoryMeta {
+  table: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS };
+  manifest = 1;
+  segmentList: SegmentRow[] = [];
+  calls = { tableVersion: 0, findTable: 0, listSegments: 0 };
+
+  async tableVersion(name: string): Promise<TableVersion | undefined> {
+    this.calls.tableVersion++;
+    const answer = name === this.table.name ? { manifest: this.manifest, schema: schemaDigest(this.table.timestampColumn, this.table.columns) } : undefined;
+    await new Promise((resolve) => setTimeout(resolve, 5)); // the answer's way back
+    return answer;
+  }
+
+  async findTable(name: string): Promise<TableInfo | undefined> {
+    this.calls.findTable++;
+    return name === this.table.name ? this.table : undefined;
+  }
+
+  async listSegments(): Promise<SegmentRow[]> {
+    this.calls.listSegments++;
+    return [...this.segmentList];
+  }
+}
+
+const segment = (id: string): SegmentRow => ({ id, table: 'events', minTs: 0, maxTs: 1, rows: 1, bytes: 1, level: 0, state: 'active', createdAt: 0, retiredAt: null, replacedBy: null });
+
+describe('the plan cache', () => {
+  let dir: string;
+  let engine: SqlEngine;
+  let meta: MemoryMeta;
+  let catalog: TableCatalog;
+  let plans: PlanCache;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-plan-cache-'));
+    engine = await SqlEngine.open(path.join(dir, 'scratch'));
+  });
+  afterAll(async () => {
+    engine.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    meta = new MemoryMeta();
+    catalog = new TableCatalog(meta);
+    plans = new PlanCache({ planner: new Planner(engine, async () => undefined), catalog });
+  });
+
+  it('plans a query once, however it is laid out, and plans another literal anew', async () => {
+    const sql = "SELECT service, count(*) AS n FROM events WHERE service = 'a  b' GROUP BY service";
+    const first = await plans.plan(sql);
+    expect(first.cached).toBe(false);
+    const again = await plans.plan("\n  SELECT service,\n\tcount(*)   AS n\n  FROM events\n  WHERE service = 'a  b'\n  GROUP BY service ;".slice(0, -2));
+    expect(again).toMatchObject({ cached: true, plan: first.plan });
+    // The string's own spaces are part of the query: another string is another plan.
+    expect((await plans.plan(sql.replace("'a  b'", "'a b'"))).cached).toBe(false);
+    expect((await plans.plan(sql.replace('count(*)', 'count(1)'))).cached).toBe(false);
+  });
+
+  it('plans again after a schema change, and the new plan knows the new column', async () => {
+    const sql = 'SELECT service, count(*) AS n FROM events GROUP BY service';
+    await plans.plan(sql);
+    expect((await plans.plan(sql)).cached).toBe(true);
+    await expect(plans.plan('SELECT datacenter FROM events')).rejects.toMatchObject({ statusCode: 400 });
+
+    meta.table = { ...meta.table, columns: [...meta.table.columns, { name: 'datacenter', type: 'VARCHAR' }] };
+    const replanned = await plans.plan(sql);
+    expect(replanned.cached).toBe(false);
+    expect(replanned.plan.tables[0]!.columns.map((c) => c.name)).toContain('datacenter');
+    expect(replanned.versions.get('events')!.schema).toBe(schemaDigest('ts', meta.table.columns));
+    expect((await plans.plan('SELECT datacenter FROM events')).plan.columns).toEqual([{ name: 'datacenter', type: 'VARCHAR' }]);
+    expect((await plans.plan(sql)).cached).toBe(true);
+  });
+
+  it('never keeps a plan whose time window reads the clock', async () => {
+    for (const sql of ["SELECT count(*) FROM events WHERE ts > now() - INTERVAL 1 HOUR", 'SELECT count(*) FROM events WHERE ts < current_timestamp']) {
+      const first = await plans.plan(sql);
+      expect(first.plan.reusable).toBe(false);
+      expect((await plans.plan(sql)).cached).toBe(false);
+    }
+    expect((await plans.plan("SELECT count(*) FROM events WHERE ts > TIMESTAMP '2026-11-01' - INTERVAL 1 HOUR")).plan.reusable).toBe(true);
+  });
+
+  it('answers an unknown table 400 even after the table was known and its plan kept', async () => {
+    const sql = 'SELECT count(*) FROM events';
+    await plans.plan(sql);
+    meta.table = { ...meta.table, name: 'renamed' };
+    await expect(plans.plan(sql)).rejects.toMatchObject({ statusCode: 400, code: 'unknown_table' });
+  });
+});
+
+describe("the coordinator's catalog", () => {
+  it('fetches the segment list again only when the manifest version moves', async () => {
+    const meta = new MemoryMeta();
+    const catalog = new TableCatalog(meta);
+    meta.segmentList = [segment('a')];
+    const read = async () => (await catalog.segments('events', (await catalog.table('events'))!.version)).map((s) => s.id);
+    expect(await read()).toEqual(['a']);
+    expect(await read()).toEqual(['a']);
+    expect(meta.calls).toMatchObject({ tableVersion: 2, listSegments: 1, findTable: 1 });
+    // A commit (or a merge's swap) moves the version: the next query sees the new list.
+    meta.segmentList = [segment('a'), segment('b')];
+    meta.manifest++;
+    expect(await read()).toEqual(['a', 'b']);
+    expect(meta.calls).toMatchObject({ tableVersion: 3, listSegments: 2, findTable: 1 });
+  });
+
+  it('lets queries that arrive together share version checks, each one begun after the query arrived', async () => {
+    const meta = new MemoryMeta();
+    const catalog = new TableCatalog(meta);
+    const first = catalog.table('events');
+    // Arrives while the first check is in flight: a change made now must be seen by it.
+    meta.manifest = 2;
+    const together = await Promise.all([catalog.table('events'), ...Array.from({ length: 30 }, () => catalog.table('events'))]);
+    expect((await first)!.version.manifest).toBe(1);
+    expect(together.every((t) => t!.version.manifest === 2)).toBe(true);
+    expect(meta.calls.tableVersion).toBe(2);
+  });
+});
+
+describe('normalizeSql', () => {
+  it('makes each run of whitespace outside strings, quoted names and comments one space', () => {
+    expect(normalizeSql(' SELECT\n\ta ,  "b  c"\tFROM t -- x  y\n  WHERE s = \'p  q\' /* r  s */  ')).toBe('SELECT a , "b  c" FROM t -- x  y\n WHERE s = \'p  q\' /* r  s */');
+    expect(normalizeSql("SELECT 'it''s  so'")).toBe("SELECT 'it''s  so'");
+    expect(normalizeSql("SELECT 'open  string")).toBe("SELECT 'open  string");
+  });
+
+  it('keeps text with a backslash or a dollar sign as it is', () => {
+    expect(normalizeSql("SELECT E'a\\'  b'  ")).toBe("SELECT E'a\\'  b'  ");
+    expect(normalizeSql('SELECT $$a  b$$')).toBe('SELECT $$a  b$$');
+  });
+});
