@@ -99,7 +99,7 @@ describe('planner decompositions', () => {
     ['SELECT 1; SELECT 2', /exactly one/],
     ["COPY events TO 'x.csv'", /./],
   ])('rejects %s with a 400 that carries the reason', async (sql, message) => {
-    await expect(planner.plan(sql)).rejects.toMatchObject({ statusCode: 400, message: expect.stringMatching(message) });
+    await expect(planner.plan(sql)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
   });
 });
 

@@ -11,6 +11,11 @@ export class ServiceCallError extends Error {
   ) {
     super(message);
   }
+
+  /** The code the service answered with (its `error` field), which callers branch on. */
+  get code(): string | undefined {
+    return this.body?.error;
+  }
 }
 
 export interface CallOptions {

@@ -9,7 +9,7 @@ import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@te
 import { Type } from 'typebox';
 import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { requireToken } from '../common/auth.js';
-import { badRequest, HttpError, installErrorHandler, notFound } from '../common/errors.js';
+import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import { launchPool, poolStatus, poolUsage, runPreflight } from './pool-client.js';
 import { servePoolMetrics } from './pool-metrics.js';
@@ -105,7 +105,7 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
       return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });
     } catch (error) {
       if (error instanceof WorkflowFailedError) {
-        throw new HttpError(502, 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
+        throw new DomainError('upstream_failed', 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
       }
       throw error;
     }

@@ -99,7 +99,9 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });
   const meta = new MetaClient(config.metaUrl, config.token);
   const servingGroup = config.group ?? 'serving';
-  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs });
+  // Background loops report their failures to the app's log (it exists by the time they run).
+  const logFailure = (what: string) => (error: Error) => app.log.warn({ err: error }, what);
+  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs, onError: logFailure('reading the member list failed') });
   const views = [view];
   const deadlineMs = config.queryDeadlineMs ?? 300_000;
   const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
@@ -113,7 +115,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   if (config.heavyPool) {
     const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
     const settings = poolSettings(pool);
-    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs });
+    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs, onError: logFailure('reading the heavy pool’s member list failed') });
     views.push(poolView);
     scatters.set(pool.group, scatterOver(poolView, []));
     temporal = Connection.lazy({ address: temporalAddress });
@@ -131,6 +133,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       queueTimeoutMs: config.heavyPool.queueTimeoutMs,
       pollMs: config.heavyPool.admissionPollMs,
       heartbeatMs: settings.reportTtlMs / 3,
+      onError: logFailure('reporting to the heavy pool failed'),
     });
     heavyPool = {
       group: pool.group,
@@ -166,6 +169,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       read: () => queries.servingLoad(),
       send: (load) => reportServingLoad(options, { coordinator, ...load }),
       everyMs: config.servingScaler.reportEveryMs,
+      onError: logFailure('reporting the serving load failed'),
     });
   }
 

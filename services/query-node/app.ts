@@ -8,7 +8,7 @@ import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
-import { HttpError, installErrorHandler, resultTooLarge } from '../common/errors.js';
+import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { SegmentId, TableName } from '../common/schemas.js';
@@ -122,12 +122,12 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
     const placement = view.placement;
     try {
-      tables = await Promise.all(
+      tables = await settleAll(
         request.body.tables.map(async (table) => ({
           name: table.name,
           schema: table.schema,
           columns: table.columns,
-          files: await Promise.all(
+          files: await settleAll(
             table.segments.map((id) =>
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
@@ -144,7 +144,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
       if (held.some((s) => !s.complete)) {
         const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
-        await Promise.all(held.map((segment) => limit(() => segment.ensure(columns))));
+        await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
       scan = await scanner.open(request.body.sql, tables, hangUp.signal);
     } catch (error) {
@@ -225,7 +225,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     } catch (error) {
       // The point of the canary is to say why a backend cannot serve: say it.
       const e = error as Error;
-      throw new HttpError(502, 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
+      throw new DomainError('upstream_failed', 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
     }
   });
 
@@ -284,8 +284,21 @@ function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry;
   return { registry, segmentReads };
 }
 
+/**
+ * Promise.all that waits for every promise to settle before it rejects: a scan that fails on one
+ * segment releases its pins only once no acquire of another is still in flight, or those would
+ * be pinned for good.
+ */
+async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}
+
 /** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */
 function scanError(error: unknown): { status: number; error: string; message: string } {
-  if (error instanceof HttpError) return { status: error.statusCode, error: error.code, message: error.message };
+  const answer = httpAnswerOf(error);
+  if (answer) return { status: answer.status, error: answer.code, message: answer.message };
   return { status: 500, error: 'scan_failed', message: error instanceof Error ? error.message.split('\n')[0]! : String(error) };
 }
