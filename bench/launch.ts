@@ -16,7 +16,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
+import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
 import { tokenFile } from '../cli/embedded/cluster.js';
 import { bearer } from '../services/common/auth.js';
 import type { PoolStatus } from '../workflows/api.js';

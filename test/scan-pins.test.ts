@@ -14,7 +14,7 @@ import { MemberView } from '../services/common/member-view.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
 import { buildQueryNodeApp } from '../services/query-node/app.js';
-import { Scanner } from '../services/query-node/scanner.js';
+import { Scanner } from '../services/common/scanner.js';
 import { SegmentCache } from '../services/query-node/segment-cache.js';
 import { Warmer } from '../services/query-node/warmer.js';
 

@@ -1,26 +1,18 @@
 /** A worker's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
-import {
-  CommonSettings,
-  HeavyPoolSettings,
-  MetaUrlSettings,
-  Millis,
-  S3Settings,
-  ServingScalerSettings,
-  TemporalSettings,
-} from '../services/common/config.js';
+import { Millis, Settings } from '../services/common/config.js';
 import { SCHEDULE_DEFAULTS } from './schedules.js';
 import { WORKER_DEFAULTS } from './worker.js';
 
 export const WorkerConfig = Type.Object({
-  ...CommonSettings,
-  ...S3Settings,
-  ...MetaUrlSettings,
-  ...TemporalSettings,
+  ...Settings.common,
+  ...Settings.s3,
+  ...Settings.metaUrl,
+  ...Settings.temporal,
   // The worker drives the platform: it needs the heavy group and its cap (for preflight), and the serving group (merges push to its owners).
-  BERTH_HEAVY_GROUP: HeavyPoolSettings.BERTH_HEAVY_GROUP,
-  BERTH_HEAVY_MAX_REPLICAS: HeavyPoolSettings.BERTH_HEAVY_MAX_REPLICAS,
-  ...ServingScalerSettings,
+  BERTH_HEAVY_GROUP: Settings.heavyPool.BERTH_HEAVY_GROUP,
+  BERTH_HEAVY_MAX_REPLICAS: Settings.heavyPool.BERTH_HEAVY_MAX_REPLICAS,
+  ...Settings.servingScaler,
   BERTH_HEAVY_RECONCILE_MS: Millis({ default: 60_000 }),
   BERTH_PLATFORM: Type.Enum(['local', 'kubernetes'], { default: 'local' }),
   /** Required for kubernetes: where the workloads (or custom resource) are. */

@@ -11,7 +11,7 @@ import type { ComputePlatform } from '../activities/platform/compute-platform.js
 import { KubernetesPlatform, type KubernetesTarget, type WorkloadRef } from '../activities/platform/kubernetes-platform.js';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { localPreflight } from '../activities/platform/local-preflight.js';
-import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
+import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
 import { ConfigError, servingScalerConfigOf } from '../services/common/config.js';
 import type { WorkerConfig } from './config.js';
 

@@ -26,14 +26,14 @@ export const GroupName = (options: { default?: string } = {}) => Type.String({ p
 export const Host = (defaultHost = '127.0.0.1') => Type.String({ minLength: 1, default: defaultHost });
 
 /** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
-export const CommonSettings = {
+const CommonSettings = {
   BERTH_TOKEN: Type.String(),
   BERTH_DATA_DIR: Type.String({ minLength: 1, default: '.berth' }),
   BERTH_LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
 };
 
 /** Where Berth's objects are; the credentials fall back to the AWS chain. */
-export const S3Settings = {
+const S3Settings = {
   BERTH_S3_ENDPOINT: Type.Optional(Type.String()),
   BERTH_S3_REGION: Type.Optional(Type.String()),
   BERTH_S3_ACCESS_KEY_ID: Type.Optional(Type.String()),
@@ -41,19 +41,19 @@ export const S3Settings = {
   BERTH_S3_BUCKET: Type.String({ minLength: 1, default: 'berth' }),
 };
 
-export const MetaUrlSettings = {
+const MetaUrlSettings = {
   /** One meta URL, or several comma-separated. */
   BERTH_META_URL: Type.String({ minLength: 1 }),
 };
 
-export const TemporalSettings = {
+const TemporalSettings = {
   BERTH_TEMPORAL_ADDRESS: Type.String({ minLength: 1, default: '127.0.0.1:7233' }),
   BERTH_TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: 'default' }),
   BERTH_TASK_QUEUE: Type.String({ minLength: 1, default: TASK_QUEUE }),
 };
 
 /** The heavy pool's settings, read by every process that may start its workflow; no BERTH_HEAVY_GROUP, no pool. */
-export const HeavyPoolSettings = {
+const HeavyPoolSettings = {
   BERTH_HEAVY_GROUP: Type.Optional(GroupName()),
   BERTH_HEAVY_INCREMENT: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.increment }),
   BERTH_HEAVY_MAX_REPLICAS: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.maxReplicas }),
@@ -68,7 +68,7 @@ export const HeavyPoolSettings = {
 };
 
 /** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
-export const ServingScalerSettings = {
+const ServingScalerSettings = {
   BERTH_SERVING_GROUP: GroupName({ default: 'serving' }),
   BERTH_SERVING_AUTOSCALE: Type.Boolean({ default: false }),
   BERTH_SERVING_MIN_REPLICAS: Type.Integer({ minimum: 0, default: SERVING_SCALER_DEFAULTS.floor }),
@@ -79,15 +79,29 @@ export const ServingScalerSettings = {
   BERTH_SERVING_REPORT_TTL_MS: Millis({ default: SERVING_SCALER_DEFAULTS.reportTtlMs }),
 };
 
-export const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: 5_000 }) };
-export const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: 10_000 }) };
+const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: 5_000 }) };
+const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: 10_000 }) };
 /** DuckDB's memory limit per engine (e.g. 2GB); unset: a quarter of the memory available. */
-export const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(Type.String()) };
+const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(Type.String()) };
 
 /** The routing verdict's thresholds. */
-export const VerdictSettings = {
+const VerdictSettings = {
   BERTH_HEAVY_SCAN_BYTES: Bytes({ default: DEFAULT_VERDICT_THRESHOLDS.scanBytes }),
   BERTH_HEAVY_MEMORY_BYTES: Bytes({ default: DEFAULT_VERDICT_THRESHOLDS.memoryBytes }),
+};
+
+/** The groups of settings more than one process reads, each defined once; a process's config.ts spreads the ones it reads. */
+export const Settings = {
+  common: CommonSettings,
+  s3: S3Settings,
+  metaUrl: MetaUrlSettings,
+  temporal: TemporalSettings,
+  heavyPool: HeavyPoolSettings,
+  servingScaler: ServingScalerSettings,
+  heartbeat: HeartbeatSettings,
+  memberPoll: MemberPollSettings,
+  duckDbMemory: DuckDbMemorySettings,
+  verdict: VerdictSettings,
 };
 
 export type HeavyPoolEnv = Static<TObject<typeof HeavyPoolSettings>>;

@@ -11,9 +11,9 @@ import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type Serving
 import { requireToken } from '../common/auth.js';
 import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
-import { launchPool, poolStatus, poolUsage, runPreflight } from './pool-client.js';
+import { launchPool, poolStatus, poolUsage, runPreflight } from '../../workflows/pool-client.js';
 import { servePoolMetrics } from './pool-metrics.js';
-import { servingScalerStatus } from './serving-scaler-client.js';
+import { servingScalerStatus } from '../../workflows/serving-scaler-client.js';
 
 export interface ControllerAppOptions {
   client: Client;

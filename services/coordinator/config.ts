@@ -1,31 +1,17 @@
 /** The coordinator's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
-import {
-  Bytes,
-  CommonSettings,
-  DuckDbMemorySettings,
-  HeavyPoolSettings,
-  Host,
-  MemberPollSettings,
-  MetaUrlSettings,
-  Millis,
-  Port,
-  S3Settings,
-  ServingScalerSettings,
-  TemporalSettings,
-  VerdictSettings,
-} from '../common/config.js';
+import { Bytes, Host, Millis, Port, Settings } from '../common/config.js';
 
 export const CoordinatorConfig = Type.Object({
-  ...CommonSettings,
-  ...S3Settings,
-  ...MetaUrlSettings,
-  ...MemberPollSettings,
-  ...DuckDbMemorySettings,
-  ...TemporalSettings,
-  ...HeavyPoolSettings,
-  ...ServingScalerSettings,
-  ...VerdictSettings,
+  ...Settings.common,
+  ...Settings.s3,
+  ...Settings.metaUrl,
+  ...Settings.memberPoll,
+  ...Settings.duckDbMemory,
+  ...Settings.temporal,
+  ...Settings.heavyPool,
+  ...Settings.servingScaler,
+  ...Settings.verdict,
   /** @default DATA/coordinator */
   BERTH_COORDINATOR_DIR: Type.Optional(Type.String()),
   BERTH_COORDINATOR_HOST: Host(),

@@ -1,10 +1,10 @@
 /** The meta service's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
-import { CommonSettings, HeartbeatSettings, Host, Millis, Port } from '../common/config.js';
+import { Host, Millis, Port, Settings } from '../common/config.js';
 
 export const MetaConfig = Type.Object({
-  ...CommonSettings,
-  ...HeartbeatSettings,
+  ...Settings.common,
+  ...Settings.heartbeat,
   /** postgres://… for any number of replicas; unset: SQLite in BERTH_META_DIR. */
   BERTH_META_DATABASE: Type.Optional(Type.String()),
   /** @default DATA/meta */

@@ -12,9 +12,10 @@ import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { SegmentId, TableName } from '../common/schemas.js';
+import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, ScanRequest, type ScanStats } from './api.js';
 import type { CanaryResult } from './canary.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
-import type { OpenScan, Scanner, TableFiles } from './scanner.js';
+import type { OpenScan, Scanner, TableFiles } from '../common/scanner.js';
 import type { Warmer } from './warmer.js';
 
 export interface QueryNodeAppOptions {
@@ -36,46 +37,6 @@ export interface QueryNodeAppOptions {
   /** @default true */
   logger?: boolean;
 }
-
-/** What a scan reports after its rows (the `x-berth-scan-stats` trailer). */
-export interface ScanStats {
-  node: string;
-  segments: number;
-  hits: number;
-  misses: number;
-  s3Gets: number;
-  bytesFromS3: number;
-  /** Segments read from S3 for this scan only, not kept: this node does not own them. */
-  readThrough: number;
-  rows: number;
-  /** Bytes of Arrow IPC sent. */
-  bytes: number;
-  ms: number;
-}
-
-/** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
-export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
-export const SCAN_ERROR_TRAILER = 'x-berth-scan-error';
-
-const ScanRequest = Type.Object(
-  {
-    sql: Type.String({ minLength: 1, maxLength: 1 << 20 }),
-    tables: Type.Array(
-      Type.Object({
-        name: TableName,
-        /** The table's schema. */
-        schema: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
-        /** The columns the scan reads (the view over the segments has only these); all when absent. */
-        columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
-        segments: Type.Array(SegmentId, { maxItems: 100_000 }),
-      }),
-      { minItems: 1, maxItems: 16 },
-    ),
-    /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
-    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
-  },
-  { additionalProperties: false },
-);
 
 export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance {
   const app = Fastify({ logger: options.logger === false ? false : loggerOptions('query-node'), bodyLimit: 2 << 20 }).withTypeProvider<TypeBoxTypeProvider>();

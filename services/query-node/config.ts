@@ -1,26 +1,14 @@
 /** A query node's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
-import {
-  Bytes,
-  CommonSettings,
-  DuckDbMemorySettings,
-  GroupName,
-  HeartbeatSettings,
-  Host,
-  MemberPollSettings,
-  MetaUrlSettings,
-  Millis,
-  Port,
-  S3Settings,
-} from '../common/config.js';
+import { Bytes, GroupName, Host, Millis, Port, Settings } from '../common/config.js';
 
 export const QueryNodeConfig = Type.Object({
-  ...CommonSettings,
-  ...S3Settings,
-  ...MetaUrlSettings,
-  ...HeartbeatSettings,
-  ...MemberPollSettings,
-  ...DuckDbMemorySettings,
+  ...Settings.common,
+  ...Settings.s3,
+  ...Settings.metaUrl,
+  ...Settings.heartbeat,
+  ...Settings.memberPoll,
+  ...Settings.duckDbMemory,
   /** Identity and cache: keep it on a volume. @default DATA/node */
   BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
   BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),

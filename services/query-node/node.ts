@@ -9,7 +9,7 @@ import { buildQueryNodeApp } from './app.js';
 import { runCanary } from './canary.js';
 import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
-import { Scanner } from './scanner.js';
+import { Scanner } from '../common/scanner.js';
 import { SegmentCache } from './segment-cache.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
