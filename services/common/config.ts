@@ -22,7 +22,7 @@ export const Bytes = (options: { default?: number } = {}) => Type.Integer({ mini
 /** A TCP port; 0 takes any free port. */
 export const Port = (defaultPort: number) => Type.Integer({ minimum: 0, maximum: 65_535, default: defaultPort });
 /** A compute group's name (the shape node ids have). */
-export const GroupName = (options: { default?: string } = {}) => Type.String({ pattern: NODE_ID.source, ...options });
+export const GroupSetting = (options: { default?: string } = {}) => Type.String({ pattern: NODE_ID.source, ...options });
 export const Host = (defaultHost = '127.0.0.1') => Type.String({ minLength: 1, default: defaultHost });
 
 /** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
@@ -54,7 +54,7 @@ const TemporalSettings = {
 
 /** The heavy pool's settings, read by every process that may start its workflow; no BERTH_HEAVY_GROUP, no pool. */
 const HeavyPoolSettings = {
-  BERTH_HEAVY_GROUP: Type.Optional(GroupName()),
+  BERTH_HEAVY_GROUP: Type.Optional(GroupSetting()),
   BERTH_HEAVY_INCREMENT: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.increment }),
   BERTH_HEAVY_MAX_REPLICAS: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.maxReplicas }),
   BERTH_HEAVY_IDLE_TIMEOUT_MS: Millis({ default: POOL_DEFAULTS.idleTimeoutMs }),
@@ -69,7 +69,7 @@ const HeavyPoolSettings = {
 
 /** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
 const ServingScalerSettings = {
-  BERTH_SERVING_GROUP: GroupName({ default: 'serving' }),
+  BERTH_SERVING_GROUP: GroupSetting({ default: 'serving' }),
   BERTH_SERVING_AUTOSCALE: Type.Boolean({ default: false }),
   BERTH_SERVING_MIN_REPLICAS: Type.Integer({ minimum: 0, default: SERVING_SCALER_DEFAULTS.floor }),
   BERTH_SERVING_MAX_REPLICAS: Type.Integer({ minimum: 1, default: SERVING_SCALER_DEFAULTS.max }),

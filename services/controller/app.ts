@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
+import { GroupName } from '../common/schemas.js';
 import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { requireToken } from '../common/auth.js';
 import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
@@ -29,7 +30,7 @@ export interface ControllerAppOptions {
   logger?: boolean;
 }
 
-const Group = Type.Object({ group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }) });
+const Group = Type.Object({ group: GroupName });
 
 export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
   // Strict bodies: "2" or true is not a target, and an unknown field is an error, not dropped.

@@ -1,6 +1,6 @@
 /** A query node's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
-import { Bytes, GroupName, Host, Millis, Port, Settings } from '../common/config.js';
+import { Bytes, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
 
 export const QueryNodeConfig = Type.Object({
   ...Settings.common,
@@ -12,7 +12,7 @@ export const QueryNodeConfig = Type.Object({
   /** Identity and cache: keep it on a volume. @default DATA/node */
   BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
   BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),
-  BERTH_NODE_GROUP: GroupName({ default: 'serving' }),
+  BERTH_NODE_GROUP: GroupSetting({ default: 'serving' }),
   BERTH_NODE_HOST: Host(),
   BERTH_NODE_PORT: Port(0),
   /** The URL peers use, when it is not the one the node listens on (in a container). */
