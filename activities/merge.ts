@@ -28,7 +28,7 @@ import { ServiceCallError } from '../services/common/http-client.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { pushToNode } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
-import { LOST_MERGE_RACE } from '../workflows/api.js';
+import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/api.js';
 
 export interface MergeActivityDeps {
   s3: S3Client;
@@ -139,7 +139,7 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     );
   },
 
-  /** Swaps the inputs for the merged segment in the manifest, atomically and once; fenced, only while the merge's lease is still its own. */
+  /** Swaps the inputs for the merged segment in the manifest (see commit below). */
   async commitMerge(input: { inputs: string[]; merged: Segment; fence?: Fence }): Promise<void> {
     await commit(deps, input.inputs, input.merged, input.fence);
   },
@@ -284,14 +284,26 @@ async function readObject(deps: MergeActivityDeps, table: string, segmentId: str
   return Buffer.from(await object.Body!.transformToByteArray());
 }
 
-/** Swaps the inputs for the merged segment in the manifest; a conflict (another merge won, or the lease was lost) is final. */
+/**
+ * Swaps the inputs for the merged segment in the manifest, atomically and once; fenced, only while
+ * the merge's lease is still its own. Only inputs another merge retired first are a lost race; a
+ * merged id already committed with other contents means the merge is not deterministic, a bug
+ * that must fail the workflow rather than pass as a race.
+ */
 async function commit(deps: MergeActivityDeps, inputs: string[], merged: Segment, fence: Fence | undefined): Promise<void> {
   try {
     await deps.meta.swapSegments(inputs, merged, fence);
   } catch (error) {
-    if (error instanceof ServiceCallError && error.status === 409) {
-      throw ApplicationFailure.nonRetryable(error.body?.message ?? error.message, LOST_MERGE_RACE);
+    if (!(error instanceof ServiceCallError) || error.status >= 500) throw error;
+    const message = error.body?.message ?? error.message;
+    if (error.code === 'segment_retired') throw ApplicationFailure.nonRetryable(message, LOST_MERGE_RACE);
+    if (error.code === 'lease_lost') throw ApplicationFailure.nonRetryable(message, LEASE_LOST);
+    if (error.code === 'segment_exists') {
+      throw ApplicationFailure.nonRetryable(
+        `merged segment ${merged.id} is already committed with different contents: the same inputs merged to different bytes, so the merge is not deterministic (${message})`,
+        MERGE_REFUSED,
+      );
     }
-    throw error;
+    throw ApplicationFailure.nonRetryable(`meta refused the swap for ${merged.id} (${error.code ?? error.status}): ${message}`, MERGE_REFUSED);
   }
 }

@@ -16,10 +16,11 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
+import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
 import { tokenFile } from '../cli/embedded/cluster.js';
-import { bearer } from '../services/common/auth.js';
-import type { PoolStatus } from '../workflows/api.js';
+import { callJson } from '../services/common/http-client.js';
+import { ControllerClient } from '../services/controller/client.js';
+import { CoordinatorClient } from '../services/coordinator/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { median, percentile } from './stats.js';
 
@@ -56,20 +57,16 @@ const bench = await startBenchCluster(dataDir, [2], 256 * 1024 * 1024, {
 }, { memoryBytes: 1 }); // every shape that runs its own SQL in the final stage is heavy here
 const { endpoints } = bench.cluster;
 const token = (await readFile(tokenFile(dataDir), 'utf8')).trim();
-const status = async () => (await (await fetch(`${endpoints.controller}/v1/pools/heavy/status`)).json()) as PoolStatus;
-const launch = () => fetch(`${endpoints.controller}/v1/pools/heavy/launch`, { method: 'POST', headers: { 'content-type': 'application/json', ...bearer(token) }, body: JSON.stringify({ target: 2 }) });
+const controller = new ControllerClient(endpoints.controller, token);
+const status = () => controller.poolStatus('heavy');
+const launch = () => controller.launch('heavy', 2);
 const until = async <T>(read: () => Promise<T>, test: (value: T) => boolean): Promise<number> => {
   for (;;) {
     if (test(await read())) return performance.now();
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 };
-const query = async (url: string) => {
-  const response = await fetch(`${url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: QUERY }) });
-  const body = (await response.json()) as { stats?: { group: string }; message?: string };
-  if (!response.ok) throw new Error(`query failed: ${response.status} ${body.message}`);
-  return body;
-};
+const query = (url: string) => new CoordinatorClient(url).query(QUERY);
 /** Sends QUERIES queries, CONCURRENCY at a time; returns the wall time in ms. */
 const burst = async (url: string, group: string) => {
   const started = performance.now();
@@ -78,7 +75,7 @@ const burst = async (url: string, group: string) => {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next++ < QUERIES) {
         const body = await query(url);
-        if (body.stats?.group !== group) throw new Error(`ran on ${body.stats?.group}, not ${group}`);
+        if (body.stats.group !== group) throw new Error(`ran on ${body.stats.group}, not ${group}`);
       }
     }),
   );
@@ -90,7 +87,7 @@ const launchRound = async () => {
   await until(status, (s) => s.phase === 'parked');
   const started = performance.now();
   const startedAt = Date.now();
-  if (!(await launch()).ok) throw new Error('launch refused');
+  await launch();
   const alive = await until(() => bench.meta.backends('heavy'), (b) => b.filter((x) => x.alive && Date.parse(x.lastStartTime) >= startedAt).length >= 2);
   const ready = await until(status, (s) => s.serveReady);
   return { total: ready - started, platform: alive - started };
@@ -132,15 +129,14 @@ try {
   const platform = launches.map((l) => l.platform);
   const orchestration = launches.map((l) => l.total - l.platform);
 
-  const timed = async (call: () => Promise<Response>) => {
+  // Both through the same HTTP client, so that only the controller's work differs.
+  const timed = async (call: () => Promise<unknown>) => {
     const t = performance.now();
-    const response = await call();
-    await response.text();
-    if (!response.ok) throw new Error(`call failed: ${response.status}`);
+    await call();
     return performance.now() - t;
   };
   const launchLatencies = await Promise.all(Array.from({ length: CALLERS }, () => timed(launch)));
-  const healthLatencies = await Promise.all(Array.from({ length: CALLERS }, () => timed(() => fetch(`${endpoints.controller}/healthz`))));
+  const healthLatencies = await Promise.all(Array.from({ length: CALLERS }, () => timed(() => callJson(`${endpoints.controller}/healthz`))));
 
   const lines = [
     `# bench/launch — local driver, boot delay ${BOOT_DELAY_MS} ms, 0 → 2 backends, ${os.availableParallelism()} cores\n`,

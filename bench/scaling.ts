@@ -22,7 +22,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { Placement } from '../core/ownership.js';
 import { startPostgresServer } from '../cli/embedded/postgres-server.js';
-import { startServiceProcess, type ServiceProcess } from '../cli/embedded/service-process.js';
+import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
 import { MetaClient } from '../services/meta/client.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore } from '../services/meta/store.js';

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { tokenFile } from '../cli/embedded/cluster.js';
 import { readJsonResult } from '../services/coordinator/result-json.js';
+import { CoordinatorClient } from '../services/coordinator/client.js';
 import { scanOnNode } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { median } from './stats.js';
@@ -90,18 +91,10 @@ try {
   await bench.load('events', files);
   await bench.load('events_copy', files); // other segment ids: cold again
 
-  interface Stats {
-    cacheMisses: number;
-    bytesFromS3: number;
-    route: string;
-    bytesMoved: number;
-    stages: { scan: { kind: string }[] };
-  }
+  const coordinator = new CoordinatorClient(cluster.endpoints.coordinator);
   const berthQuery = async (sql = QUERY) => {
     const started = performance.now();
-    const response = await fetch(`${cluster.endpoints.coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-    const result = (await response.json()) as { rows: unknown[][]; stats: Stats };
-    if (!response.ok) throw new Error(JSON.stringify(result));
+    const result = await coordinator.query(sql);
     return { ms: performance.now() - started, result };
   };
   const baseline = await DuckDBInstance.create(':memory:');
@@ -179,7 +172,7 @@ try {
   console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
   console.log('| cold query (nodes holding nothing of the table) | ms | vs warm | moved from S3 | of the objects | its columns\' chunks | moved / chunks | segments missed |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
-  const row = (label: string, run: { ms: number; result: { stats: Stats } }, columns: string[]) =>
+  const row = (label: string, run: Awaited<ReturnType<typeof berthQuery>>, columns: string[]) =>
     console.log(
       `| ${label} | ${run.ms.toFixed(0)} | **${(run.ms / b).toFixed(2)}×** | ${gb(run.result.stats.bytesFromS3)} | ${share(run.result.stats.bytesFromS3)} | ${gb(bytesOf(columns))} (${share(bytesOf(columns))}) | ${(run.result.stats.bytesFromS3 / bytesOf(columns)).toFixed(3)} | ${run.result.stats.cacheMisses} |`,
     );

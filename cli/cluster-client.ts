@@ -2,7 +2,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Option } from 'commander';
-import { bearer } from '../services/common/auth.js';
+import { ServiceCallError } from '../services/common/http-client.js';
+import { ControllerClient } from '../services/controller/client.js';
+import { CoordinatorClient } from '../services/coordinator/client.js';
 import { endpointsFile, tokenFile, type Endpoints } from './embedded/cluster.js';
 import { UsageError } from './usage-error.js';
 
@@ -11,6 +13,8 @@ export const dataDirOption = () => new Option('--data-dir <dir>', 'the data dir 
 export interface ClusterHandle {
   endpoints: Endpoints;
   token: string;
+  coordinator: CoordinatorClient;
+  controller: ControllerClient;
 }
 
 export async function openCluster(dataDir: string): Promise<ClusterHandle> {
@@ -18,35 +22,19 @@ export async function openCluster(dataDir: string): Promise<ClusterHandle> {
   try {
     const endpoints = JSON.parse(await readFile(endpointsFile(dir), 'utf8')) as Endpoints;
     const token = (await readFile(tokenFile(dir), 'utf8')).trim();
-    return { endpoints, token };
+    return { endpoints, token, coordinator: new CoordinatorClient(endpoints.coordinator, token), controller: new ControllerClient(endpoints.controller, token) };
   } catch {
     throw new UsageError(`no cluster found in ${dir}: start one with \`berth up --data-dir ${dataDir}\``);
   }
 }
 
-/** Calls the coordinator; its 4xx messages become one-line usage errors. */
-export async function callCoordinator<T>(cluster: ClusterHandle, route: string, init: RequestInit = {}): Promise<T> {
-  let response: Response;
+/** Runs `call` on the coordinator or the controller; their refusals and their silence become one-line usage errors. */
+export async function ask<C extends CoordinatorClient | ControllerClient, T>(client: C, call: (client: C) => Promise<T>): Promise<T> {
+  const service = client instanceof CoordinatorClient ? 'coordinator' : 'controller';
   try {
-    response = await fetch(`${cluster.endpoints.coordinator}${route}`, init);
-  } catch {
-    throw new UsageError(`the coordinator at ${cluster.endpoints.coordinator} does not answer: is \`berth up\` running?`);
+    return await call(client);
+  } catch (error) {
+    if (error instanceof ServiceCallError) throw new UsageError(error.body?.message ?? `the ${service} answered ${error.status}`);
+    throw new UsageError(`the ${service} at ${client.url} does not answer: is \`berth up\` running? (${(error as Error).message})`);
   }
-  const body = (await response.json()) as T & { message?: string };
-  if (!response.ok) throw new UsageError(body.message ?? `the coordinator answered ${response.status}`);
-  return body;
-}
-
-/** Calls the controller with the cluster's token; its 4xx and 5xx messages become one-line usage errors. */
-export async function callController<T>(dataDir: string, route: string, init: RequestInit = {}): Promise<T> {
-  const { endpoints, token } = await openCluster(dataDir);
-  let response: Response;
-  try {
-    response = await fetch(`${endpoints.controller}${route}`, { ...init, headers: { ...init.headers, ...bearer(token) } });
-  } catch {
-    throw new UsageError(`the controller at ${endpoints.controller} does not answer: is \`berth up\` running?`);
-  }
-  const body = (await response.json()) as T & { message?: string };
-  if (!response.ok) throw new UsageError(body.message ?? `the controller answered ${response.status}`);
-  return body;
 }

@@ -10,9 +10,10 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { SingleBar } from 'cli-progress';
-import { bearer } from '../services/common/auth.js';
-import type { QueryResult } from '../services/coordinator/query-service.js';
-import { MERGE_TASK_QUEUE, type PoolStatus, type TableMergeResult } from '../workflows/api.js';
+import { ControllerClient } from '../services/controller/client.js';
+import { CoordinatorClient, type QueryResult } from '../services/coordinator/client.js';
+import { MetaClient } from '../services/meta/client.js';
+import { MERGE_TASK_QUEUE, type TableMergeResult } from '../workflows/api.js';
 import type { tableMergeWorkflow } from '../workflows/index.js';
 import type { Endpoints } from './embedded/cluster.js';
 import { count } from './format.js';
@@ -60,17 +61,8 @@ export const HEAVY_SQL = `SELECT day, service, errors, sum(errors) OVER (PARTITI
 
 export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const { endpoints, token, say } = options;
-  const post = async <T>(route: string, body: string, contentType: string, auth = false): Promise<T> => {
-    const response = await fetch(`${endpoints.coordinator}${route}`, {
-      method: 'POST',
-      headers: { 'content-type': contentType, ...(auth ? bearer(token) : {}) },
-      body,
-    });
-    const result = (await response.json()) as T & { message?: string };
-    if (!response.ok) throw new Error(`${route} answered ${response.status}: ${result.message}`);
-    return result;
-  };
-  const poolStatus = async () => (await (await fetch(`${endpoints.controller}/v1/pools/heavy/status`)).json()) as PoolStatus;
+  const coordinator = new CoordinatorClient(endpoints.coordinator, token);
+  const poolStatus = () => new ControllerClient(endpoints.controller).poolStatus('heavy');
 
   // 1. A month of events, four batches a day: each batch is one level-0 segment.
   const rowsPerBatch = Math.ceil(options.rows / (DAYS * BATCHES_PER_DAY));
@@ -85,7 +77,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
       for (let batch = 0; batch < BATCHES_PER_DAY; batch++) {
         const file = path.join(dir, 'batch.ndjson');
         await c.run(`COPY (${batchSql(day, batch, rowsPerBatch)}) TO '${file}' (FORMAT json)`);
-        await post('/v1/tables/events/rows', await readFile(file, 'utf8'), 'application/x-ndjson', true);
+        await coordinator.ingest('events', await readFile(file, 'utf8'));
         bar?.increment();
       }
     }
@@ -95,7 +87,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     duckdb.closeSync();
     await rm(dir, { recursive: true, force: true });
   }
-  const segmentsOf = async () => ((await (await fetch(`${endpoints.meta}/v1/tables/events/segments`)).json()) as { segments: unknown[] }).segments.length;
+  const meta = new MetaClient(endpoints.meta, token);
+  const segmentsOf = async () => (await meta.listSegments('events')).length;
   const ingested = await segmentsOf();
 
   // 2. Merge the small segments now, as the table's schedule would.
@@ -112,7 +105,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   say(`  ${merged.partitions.filter((p) => p.outcome === 'merged').length} partitions merged: ${ingested} → ${afterMerge} segments, each pushed into its owner's cache`);
 
   // 3. A light query: served by the owners in the serving group, from their caches.
-  const light = await post<QueryResult>('/v1/query', JSON.stringify({ sql: LIGHT_SQL }), 'application/json');
+  const light = await coordinator.query(LIGHT_SQL);
   say(`light query: verdict ${light.stats.verdict.class}, route ${light.stats.route}, ${light.stats.segments.scanned} segments on ${Object.entries(light.stats.nodes).map(([n, k]) => `${n} (${k})`).join(', ')}, ${light.stats.cacheHits} cache hits, ${light.stats.cacheMisses} misses, ${light.stats.elapsedMs} ms`);
 
   // 4. A heavy query: the verdict launches the pool from zero; show each readiness layer as it passes.
@@ -129,7 +122,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   }, 250);
   let heavy: QueryResult;
   try {
-    heavy = await post<QueryResult>('/v1/query', JSON.stringify({ sql: HEAVY_SQL }), 'application/json');
+    heavy = await coordinator.query(HEAVY_SQL);
   } finally {
     clearInterval(watch);
   }

@@ -15,7 +15,7 @@ import type { CostReport } from '../cli/commands/cost.js';
 import { concentration, type LoggedQuery } from '../core/compute-concentration.js';
 import { bill, HOUR_MS, LEDGER_DAYS, nodeHoursNow, recordReplicas, usageWindow, windowStart, type NodeUsage } from '../core/node-hours.js';
 import { buildControllerApp } from '../services/controller/app.js';
-import { launchPool, poolStatus } from '../services/controller/pool-client.js';
+import { launchPool, poolStatus } from '../workflows/pool-client.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';

@@ -12,7 +12,7 @@ import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernet
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
-import { poolStatus } from '../services/controller/pool-client.js';
+import { poolStatus } from '../workflows/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';

@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
-import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../services/controller/pool-client.js';
+import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../workflows/pool-client.js';
 import { registerSearchAttributes } from '../workers/search-attributes.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
 import { workerTracingOptions } from '../workers/tracing.js';

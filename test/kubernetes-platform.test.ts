@@ -7,7 +7,9 @@ import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeGroupNotFoundError } from '../activities/platform/compute-platform.js';
 import { KubernetesPlatform, labelSelectorString, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
-import { heavyPoolFromEnv } from '../workers/platform-from-env.js';
+import { parseConfig } from '../services/common/config.js';
+import { WorkerConfig } from '../workers/config.js';
+import { heavyPoolPlatform } from '../workers/platform-from-env.js';
 import { startKubeApiProxy, type KubeApiProxy } from './helpers/kube-api-proxy.js';
 import {
   applyManifests,
@@ -214,22 +216,15 @@ describe('labelSelectorString', () => {
 });
 
 describe('the worker’s Kubernetes settings', () => {
-  const withEnv = async (env: Record<string, string>, run: () => Promise<unknown>) => {
-    const saved = { ...process.env };
-    Object.assign(process.env, { BERTH_HEAVY_GROUP: 'heavy', BERTH_PLATFORM: 'kubernetes', BERTH_K8S_NAMESPACE: 'berth' }, env);
-    try {
-      return await run();
-    } finally {
-      process.env = saved;
-    }
-  };
+  const platformFor = (env: Record<string, string>) =>
+    heavyPoolPlatform(parseConfig(WorkerConfig, { BERTH_TOKEN: 'x'.repeat(32), BERTH_META_URL: 'http://127.0.0.1:1', BERTH_HEAVY_GROUP: 'heavy', BERTH_PLATFORM: 'kubernetes', BERTH_K8S_NAMESPACE: 'berth', ...env }));
 
   it('needs the pod selector for a custom resource, since none can be read from it', async () => {
-    await withEnv({ BERTH_K8S_TARGET: 'custom-resource', BERTH_K8S_NAME: 'analytics' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_POD_SELECTOR must be set'));
+    await expect(platformFor({ BERTH_K8S_TARGET: 'custom-resource', BERTH_K8S_NAME: 'analytics' })).rejects.toThrow('BERTH_K8S_POD_SELECTOR must be set when BERTH_K8S_TARGET=custom-resource');
   });
 
   it('names a workload as kind/name', async () => {
-    await withEnv({ BERTH_K8S_WORKLOAD: 'berth-heavy' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_WORKLOAD must be statefulset/NAME or deployment/NAME, not "berth-heavy"'));
-    await withEnv({ BERTH_K8S_TARGET: 'operator' }, () => expect(heavyPoolFromEnv()).rejects.toThrow('BERTH_K8S_TARGET must be "workload" or "custom-resource", not "operator"'));
+    await expect(platformFor({ BERTH_K8S_WORKLOAD: 'berth-heavy' })).rejects.toThrow('BERTH_K8S_WORKLOAD must be statefulset/NAME or deployment/NAME, not "berth-heavy"');
+    expect(() => platformFor({ BERTH_K8S_TARGET: 'operator' })).toThrow('BERTH_K8S_TARGET must be one of workload, custom-resource, not "operator"');
   });
 });

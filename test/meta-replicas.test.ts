@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServiceProcess, type ServiceProcess } from '../cli/embedded/service-process.js';
+import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
 import { MetaClient } from '../services/meta/client.js';
 import { mergeTaskQueueFor, type MergeResult } from '../workflows/api.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';

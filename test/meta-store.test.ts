@@ -9,7 +9,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { HttpError } from '../services/common/errors.js';
+import type { DomainError } from '../services/common/errors.js';
 import { SCHEMA_VERSION } from '../services/meta/migrations.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore, MetaStoreOptions, Segment } from '../services/meta/store.js';
@@ -168,7 +168,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.commitSegment(segment('s1'))).toEqual(first);
       expect(await store.listSegments('events')).toHaveLength(1);
       await expect(store.commitSegment(segment('s1', { rows: 11 }))).rejects.toThrow(/already committed with different contents/);
-      await expect(store.commitSegment(segment('s2', { table: 'nope' }))).rejects.toMatchObject({ statusCode: 404, code: 'table_not_found' });
+      await expect(store.commitSegment(segment('s2', { table: 'nope' }))).rejects.toMatchObject({ kind: 'not_found', code: 'table_not_found' });
     });
 
     it('swaps inputs for a merged segment atomically, once, and lets only one of two racing swaps win', async () => {
@@ -183,13 +183,13 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await expect(store.swapSegments(['b', 'c'], segment('m2', { level: 1 }))).rejects.toThrow(/already retired by "m1"/);
       expect(await store.getSegment('m2')).toBeUndefined();
       expect((await store.getSegment('c'))?.state).toBe('active');
-      await expect(store.swapSegments(['c', 'ghost'], segment('m3'))).rejects.toMatchObject({ statusCode: 404 });
+      await expect(store.swapSegments(['c', 'ghost'], segment('m3'))).rejects.toMatchObject({ code: 'segment_not_found' });
       expect((await store.getSegment('c'))?.state).toBe('active');
     });
 
     it('retires, lists and forgets retired segments, never an active one', async () => {
       for (const id of ['a', 'b']) await store.commitSegment(segment(id));
-      await expect(store.retireSegments(['a', 'ghost'])).rejects.toMatchObject({ statusCode: 404 });
+      await expect(store.retireSegments(['a', 'ghost'])).rejects.toMatchObject({ code: 'segment_not_found' });
       expect((await store.getSegment('a'))?.state).toBe('active');
       await store.retireSegments(['a']);
       clock += 1_000;
@@ -197,7 +197,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await store.getSegment('a'))?.retiredAt).toBe(clock - 1_000);
       expect((await store.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
       expect(await store.listRetired(clock - 1_000)).toEqual([]);
-      await expect(store.forgetSegment('b')).rejects.toMatchObject({ statusCode: 409, code: 'segment_active' });
+      await expect(store.forgetSegment('b')).rejects.toMatchObject({ kind: 'conflict', code: 'segment_active' });
       await store.forgetSegment('a');
       await store.forgetSegment('a');
       expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b']);
@@ -268,7 +268,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       clock += 2_000; // w1 stalls past its lease; w2 takes over
       const current = (await store.acquireLease('merge:events', 'w2', 60_000)).lease.token;
       const lost = store.swapSegments(['a', 'b'], segment('m-w1'), { lease: 'merge:events', token: stale });
-      await expect(lost).rejects.toMatchObject({ statusCode: 409, code: 'lease_lost' });
+      await expect(lost).rejects.toMatchObject({ kind: 'conflict', code: 'lease_lost' });
       await expect(lost).rejects.toThrow(/held by "w2"/);
       expect(await store.getSegment('m-w1')).toBeUndefined();
       expect((await store.getSegment('a'))?.state).toBe('active');
@@ -307,8 +307,8 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
         return [store.swapSegments(retire, add), other.swapSegments(retire, add)].map((p) =>
           p.then(
             () => ({ i, won: true }),
-            (error: HttpError) => {
-              expect(error.statusCode).toBe(409);
+            (error: DomainError) => {
+              expect(error).toMatchObject({ kind: 'conflict', code: 'segment_retired' });
               return { i, won: false };
             },
           ),

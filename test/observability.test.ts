@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { freePort } from '../cli/embedded/free-port.js';
 import { buildControllerApp } from '../services/controller/app.js';
-import { launchPool } from '../services/controller/pool-client.js';
+import { launchPool } from '../workflows/pool-client.js';
 import { loggerOptions } from '../services/common/logger.js';
 import { spanExportersFromEnv, TelemetryConfigError } from '../services/common/telemetry.js';
 import { startQueryNode } from '../services/query-node/node.js';

@@ -10,7 +10,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowStream } from '../services/common/arrow-exchange.js';
 import { Planner } from '../services/coordinator/planner.js';
-import { Scanner } from '../services/query-node/scanner.js';
+import { Scanner } from '../services/common/scanner.js';
 import { toJsonResult } from '../services/coordinator/result-json.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import type { TableInfo } from '../services/meta/client.js';
@@ -99,7 +99,7 @@ describe('planner decompositions', () => {
     ['SELECT 1; SELECT 2', /exactly one/],
     ["COPY events TO 'x.csv'", /./],
   ])('rejects %s with a 400 that carries the reason', async (sql, message) => {
-    await expect(planner.plan(sql)).rejects.toMatchObject({ statusCode: 400, message: expect.stringMatching(message) });
+    await expect(planner.plan(sql)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
   });
 });
 

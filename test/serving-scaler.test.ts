@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { decideServingScale, planServingChange, type ServingScaleSettings } from '../core/serving-scale.js';
 import { buildControllerApp } from '../services/controller/app.js';
-import { servingScalerStatus } from '../services/controller/serving-scaler-client.js';
+import { servingScalerStatus } from '../workflows/serving-scaler-client.js';
 import { ServingLoadReporter } from '../services/coordinator/serving-load.js';
 import { servingScalerWorkflowId, type ServingScalerConfig } from '../workflows/api.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';

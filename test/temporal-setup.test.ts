@@ -8,7 +8,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../cli/embedded/temporal-server.js';
-import { launchPool } from '../services/controller/pool-client.js';
+import { launchPool } from '../workflows/pool-client.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
 import { registerSearchAttributesOrWarn } from '../workers/search-attributes.js';
 import { mergeScheduleId, mergeTaskQueueFor, poolWorkflowId, SEARCH_ATTRIBUTES } from '../workflows/api.js';

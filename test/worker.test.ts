@@ -11,7 +11,7 @@ import path from 'node:path';
 import { CancelledFailure, defaultPayloadConverter, WorkflowFailedError, type Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { openSandboxedDuckDB, withConnection } from '../services/common/duckdb.js';
-import { launchPool } from '../services/controller/pool-client.js';
+import { launchPool } from '../workflows/pool-client.js';
 import { mergeTaskQueueFor, poolWorkflowId, type MergeResult } from '../workflows/api.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';

@@ -9,15 +9,15 @@
 import { stopTracing } from '../services/common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { envNumber, envOptionalNumber, envString } from '../services/common/env.js';
+import { loadConfig, servingScalerConfigOf } from '../services/common/config.js';
 import { startService } from '../services/common/startup.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
-import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
 import { MetaClient } from '../services/meta/client.js';
+import { WorkerConfig } from './config.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
-import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
-import { heavyPoolFromEnv } from './platform-from-env.js';
+import { mergeTaskQueueFor } from '../workflows/api.js';
+import { heavyPoolPlatform } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
 import { installWorkerRuntime } from './runtime.js';
@@ -31,50 +31,49 @@ let stop = () => {
 process.once('SIGINT', () => stop());
 process.once('SIGTERM', () => stop());
 
-installWorkerRuntime({ metricsAddress: process.env.BERTH_WORKER_METRICS_ADDRESS || undefined });
-const temporalAddress = envString('BERTH_TEMPORAL_ADDRESS', '127.0.0.1:7233');
-const namespace = envString('BERTH_TEMPORAL_NAMESPACE', 'default');
-const metaUrl = envString('BERTH_META_URL');
-const { token } = startService();
-const taskQueue = envString('BERTH_TASK_QUEUE', TASK_QUEUE);
+const config = loadConfig(WorkerConfig);
+installWorkerRuntime({ metricsAddress: config.BERTH_WORKER_METRICS_ADDRESS });
+const { BERTH_TEMPORAL_ADDRESS: temporalAddress, BERTH_TEMPORAL_NAMESPACE: namespace, BERTH_META_URL: metaUrl, BERTH_TASK_QUEUE: taskQueue } = config;
+const { token } = startService(config);
 const schedules: ScheduleConfig = {
-  mergeEveryMs: envNumber('BERTH_MERGE_EVERY_MS', 300_000),
-  mergeMinInputs: envNumber('BERTH_MERGE_MIN_INPUTS', 10),
-  mergeMaxInputs: envNumber('BERTH_MERGE_MAX_INPUTS', 100),
-  janitorEveryMs: envNumber('BERTH_JANITOR_EVERY_MS', 900_000),
-  janitorGraceMs: envNumber('BERTH_JANITOR_GRACE_MS', 3_600_000),
-  catchupWindowMs: envOptionalNumber('BERTH_SCHEDULE_CATCHUP_MS'),
+  mergeEveryMs: config.BERTH_MERGE_EVERY_MS,
+  mergeMinInputs: config.BERTH_MERGE_MIN_INPUTS,
+  mergeMaxInputs: config.BERTH_MERGE_MAX_INPUTS,
+  janitorEveryMs: config.BERTH_JANITOR_EVERY_MS,
+  janitorGraceMs: config.BERTH_JANITOR_GRACE_MS,
+  catchupWindowMs: config.BERTH_SCHEDULE_CATCHUP_MS,
   taskQueue: mergeTaskQueueFor(taskQueue),
 };
 
-const heavyPool = await heavyPoolFromEnv();
+const heavyPool = await heavyPoolPlatform(config);
 const berthWorker = await createBerthWorker({
   temporalAddress,
   namespace,
   taskQueue,
-  workflows: { workflowBundle: await prebuiltWorkflowBundle() },
+  workflows: { workflowBundle: await prebuiltWorkflowBundle(config.BERTH_WORKFLOW_BUNDLE) },
   metaUrl,
   token,
-  s3: s3ConfigFromEnv(),
-  bucket: envString('BERTH_S3_BUCKET', 'berth'),
-  workDir: envString('BERTH_WORKER_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'worker')),
-  heavyPool: heavyPool && process.env.BERTH_HEAVY_GROUP ? { platform: heavyPool.platform } : undefined,
-  servingScaler: heavyPool && servingScalerConfigFromEnv() ? { platform: heavyPool.platform } : undefined,
-  mergeConcurrency: envNumber('BERTH_MERGE_CONCURRENCY', 2),
-  shutdownGraceMs: envNumber('BERTH_WORKER_SHUTDOWN_GRACE_MS', 20_000),
+  s3: s3ConfigFromEnv(config),
+  bucket: config.BERTH_S3_BUCKET,
+  workDir: config.BERTH_WORKER_DIR ?? path.join(config.BERTH_DATA_DIR, 'worker'),
+  servingGroup: config.BERTH_SERVING_GROUP,
+  heavyPool: heavyPool && config.BERTH_HEAVY_GROUP ? { platform: heavyPool.platform } : undefined,
+  servingScaler: heavyPool && servingScalerConfigOf(config) ? { platform: heavyPool.platform } : undefined,
+  mergeConcurrency: config.BERTH_MERGE_CONCURRENCY,
+  shutdownGraceMs: config.BERTH_WORKER_SHUTDOWN_GRACE_MS,
 });
 
 // New tables, changed settings and dropped tables reach the schedules within one sync interval.
 const client = new Client({ connection: await Connection.connect({ address: temporalAddress }), namespace });
 const meta = new MetaClient(metaUrl, token);
-const heavyGroup = process.env.BERTH_HEAVY_GROUP;
+const heavyGroup = config.BERTH_HEAVY_GROUP;
 const sync = async () => {
   // The reconciler runs on the pool's queue, next to the pool it reconciles.
-  if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: envNumber('BERTH_HEAVY_RECONCILE_MS', 60_000), taskQueue });
+  if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: config.BERTH_HEAVY_RECONCILE_MS, taskQueue });
   const { created, updated, deleted } = await syncSchedules(client, (await meta.listTables()).map((t) => t.name), schedules);
   for (const [what, ids] of Object.entries({ created, updated, deleted })) if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
 };
-const syncEveryMs = envNumber('BERTH_SCHEDULE_SYNC_MS', 30_000); // 0 turns the schedules off
+const syncEveryMs = config.BERTH_SCHEDULE_SYNC_MS; // 0 turns the schedules off
 const reportSyncFailure = (error: Error) => console.error(`schedule sync failed: ${error.message}`);
 if (syncEveryMs > 0) await sync().catch(reportSyncFailure);
 const timer = syncEveryMs > 0 ? setInterval(() => void sync().catch(reportSyncFailure), syncEveryMs) : undefined;

@@ -11,28 +11,26 @@ import type { ComputePlatform } from '../activities/platform/compute-platform.js
 import { KubernetesPlatform, type KubernetesTarget, type WorkloadRef } from '../activities/platform/kubernetes-platform.js';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { localPreflight } from '../activities/platform/local-preflight.js';
-import { SERVICE_SCRIPTS, startServiceProcess } from '../cli/embedded/service-process.js';
-import { envNumber, envString } from '../services/common/env.js';
-import { servingScalerConfigFromEnv } from '../services/common/serving-scaler-config.js';
-import { POOL_DEFAULTS } from '../workflows/api.js';
+import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
+import { ConfigError, servingScalerConfigOf } from '../services/common/config.js';
+import type { WorkerConfig } from './config.js';
 
-export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
-  const heavyGroup = process.env.BERTH_HEAVY_GROUP;
-  const serving = servingScalerConfigFromEnv();
+export async function heavyPoolPlatform(config: WorkerConfig): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
+  const heavyGroup = config.BERTH_HEAVY_GROUP;
+  const serving = servingScalerConfigOf(config);
   if (!heavyGroup && !serving) return undefined;
-  const kind = envString('BERTH_PLATFORM', 'local');
-  if (kind === 'kubernetes') {
+  if (config.BERTH_PLATFORM === 'kubernetes') {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
-    return { platform: new KubernetesPlatform({ kubeConfig, namespace: envString('BERTH_K8S_NAMESPACE'), target: kubernetesTargetFromEnv(heavyGroup, serving?.group) }), close: async () => {} };
+    const namespace = required(config, 'BERTH_K8S_NAMESPACE', 'BERTH_PLATFORM=kubernetes');
+    return { platform: new KubernetesPlatform({ kubeConfig, namespace, target: kubernetesTarget(config, heavyGroup, serving?.group) }), close: async () => {} };
   }
-  if (kind !== 'local') throw new Error(`BERTH_PLATFORM must be "local" or "kubernetes", not "${kind}"`);
-  const dir = envString('BERTH_HEAVY_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'heavy'));
+  const dir = config.BERTH_HEAVY_DIR ?? path.join(config.BERTH_DATA_DIR, 'heavy');
   await mkdir(dir, { recursive: true });
-  const vcpus = envString('BERTH_HEAVY_VCPUS', '2');
+  const vcpus = config.BERTH_HEAVY_VCPUS;
   const platform = new LocalPlatform({
-    bootDelayMs: envNumber('BERTH_HEAVY_BOOT_DELAY_MS', 2_000),
-    preflight: () => localPreflight({ script: SERVICE_SCRIPTS['query-node'], dir, vcpus: Number(vcpus), maxReplicas: envNumber('BERTH_HEAVY_MAX_REPLICAS', POOL_DEFAULTS.maxReplicas) }),
+    bootDelayMs: config.BERTH_HEAVY_BOOT_DELAY_MS,
+    preflight: () => localPreflight({ script: SERVICE_SCRIPTS['query-node'], dir, vcpus, maxReplicas: config.BERTH_HEAVY_MAX_REPLICAS }),
     // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be.
     startBackend: (group, index) =>
       startServiceProcess(
@@ -41,7 +39,7 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
         {
           BERTH_NODE_GROUP: group,
           BERTH_NODE_CACHE_DIR: path.join(dir, `${group}-${Date.now()}-${index}`),
-          BERTH_NODE_VCPUS: vcpus,
+          BERTH_NODE_VCPUS: String(vcpus),
         },
         path.join(dir, `${group}-${index}.log`),
       ),
@@ -56,14 +54,13 @@ export async function heavyPoolFromEnv(): Promise<{ platform: ComputePlatform; c
  * compute group inside an operator's resource, whose pods carry the labels BERTH_K8S_POD_SELECTOR
  * names ({group} stands for the group): it is required, because no selector can be read from the resource.
  */
-function kubernetesTargetFromEnv(heavyGroup: string | undefined, servingGroup: string | undefined): KubernetesTarget {
-  const kind = envString('BERTH_K8S_TARGET', 'workload');
-  if (kind === 'workload') {
-    const workload = (variable: string, fallback: string): WorkloadRef => {
-      const spec = envString(variable, fallback);
+function kubernetesTarget(config: WorkerConfig, heavyGroup: string | undefined, servingGroup: string | undefined): KubernetesTarget {
+  if (config.BERTH_K8S_TARGET === 'workload') {
+    const workload = (variable: 'BERTH_K8S_WORKLOAD' | 'BERTH_K8S_SERVING_WORKLOAD', fallback: string): WorkloadRef => {
+      const spec = config[variable] ?? fallback;
       const [workloadKind, name] = spec.split('/');
       if ((workloadKind !== 'statefulset' && workloadKind !== 'deployment') || !name) {
-        throw new Error(`${variable} must be statefulset/NAME or deployment/NAME, not "${spec}"`);
+        throw new ConfigError(`${variable} must be statefulset/NAME or deployment/NAME, not "${spec}"`);
       }
       return { kind: workloadKind, name };
     };
@@ -71,18 +68,24 @@ function kubernetesTargetFromEnv(heavyGroup: string | undefined, servingGroup: s
       kind: 'workload',
       workloads: {
         ...(heavyGroup ? { [heavyGroup]: workload('BERTH_K8S_WORKLOAD', `statefulset/berth-${heavyGroup}`) } : {}),
-        ...(servingGroup ? { [servingGroup]: workload('BERTH_K8S_SERVING_WORKLOAD', 'statefulset/berth-query') } : {}),
+        ...(servingGroup ? { [servingGroup]: workload('BERTH_K8S_SERVING_WORKLOAD', config.BERTH_K8S_SERVING_WORKLOAD) } : {}),
       },
     };
   }
-  if (kind !== 'custom-resource') throw new Error(`BERTH_K8S_TARGET must be "workload" or "custom-resource", not "${kind}"`);
-  const selector = envString('BERTH_K8S_POD_SELECTOR');
+  const selector = required(config, 'BERTH_K8S_POD_SELECTOR', 'BERTH_K8S_TARGET=custom-resource');
   return {
     kind: 'custom-resource',
-    name: envString('BERTH_K8S_NAME'),
-    group: envString('BERTH_K8S_CR_GROUP', 'disaggregated.cluster.doris.com'),
-    version: envString('BERTH_K8S_CR_VERSION', 'v1'),
-    plural: envString('BERTH_K8S_CR_PLURAL', 'dorisdisaggregatedclusters'),
+    name: required(config, 'BERTH_K8S_NAME', 'BERTH_K8S_TARGET=custom-resource'),
+    group: config.BERTH_K8S_CR_GROUP,
+    version: config.BERTH_K8S_CR_VERSION,
+    plural: config.BERTH_K8S_CR_PLURAL,
     podSelector: (computeGroup) => selector.replaceAll('{group}', computeGroup),
   };
+}
+
+/** A variable the schema leaves optional because only one platform or target needs it. */
+function required(config: WorkerConfig, variable: 'BERTH_K8S_NAMESPACE' | 'BERTH_K8S_NAME' | 'BERTH_K8S_POD_SELECTOR', when: string): string {
+  const value = config[variable];
+  if (!value) throw new ConfigError(`${variable} must be set when ${when}`);
+  return value;
 }

@@ -38,6 +38,9 @@ export interface ScheduleConfig {
   taskQueue?: string;
 }
 
+/** The defaults of the settings above; the worker's configuration (config.ts) takes them from here. */
+export const SCHEDULE_DEFAULTS = { mergeEveryMs: 300_000, mergeMinInputs: 10, mergeMaxInputs: 100, janitorEveryMs: 900_000, janitorGraceMs: 3_600_000 };
+
 export type ScheduleChange = 'created' | 'updated' | 'unchanged';
 
 export interface ScheduleSyncResult {
@@ -59,7 +62,7 @@ interface WantedSchedule {
 const catchupFor = (everyMs: number, config: ScheduleConfig) => config.catchupWindowMs ?? Math.max(everyMs, 60_000);
 
 function mergeSchedule(table: string, config: ScheduleConfig): WantedSchedule {
-  const everyMs = config.mergeEveryMs ?? 300_000;
+  const everyMs = config.mergeEveryMs ?? SCHEDULE_DEFAULTS.mergeEveryMs;
   return {
     scheduleId: mergeScheduleId(table),
     everyMs,
@@ -69,7 +72,7 @@ function mergeSchedule(table: string, config: ScheduleConfig): WantedSchedule {
       workflowType: 'tableMergeWorkflow' satisfies (typeof tableMergeWorkflow)['name'],
       workflowId: `merge-${table}-scheduled`,
       taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
-      args: [{ table, minInputs: config.mergeMinInputs ?? 10, maxInputs: config.mergeMaxInputs ?? 100 }],
+      args: [{ table, minInputs: config.mergeMinInputs ?? SCHEDULE_DEFAULTS.mergeMinInputs, maxInputs: config.mergeMaxInputs ?? SCHEDULE_DEFAULTS.mergeMaxInputs }],
       typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.table, value: table }],
     },
     memo: { berthTable: table },
@@ -77,7 +80,7 @@ function mergeSchedule(table: string, config: ScheduleConfig): WantedSchedule {
 }
 
 function janitorSchedule(config: ScheduleConfig): WantedSchedule {
-  const everyMs = config.janitorEveryMs ?? 900_000;
+  const everyMs = config.janitorEveryMs ?? SCHEDULE_DEFAULTS.janitorEveryMs;
   return {
     scheduleId: JANITOR_SCHEDULE_ID,
     everyMs,
@@ -87,7 +90,7 @@ function janitorSchedule(config: ScheduleConfig): WantedSchedule {
       workflowType: 'janitorWorkflow' satisfies (typeof janitorWorkflow)['name'],
       workflowId: 'janitor-scheduled',
       taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
-      args: [{ graceMs: config.janitorGraceMs ?? 3_600_000 }],
+      args: [{ graceMs: config.janitorGraceMs ?? SCHEDULE_DEFAULTS.janitorGraceMs }],
     },
   };
 }

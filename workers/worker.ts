@@ -44,6 +44,9 @@ export interface BerthWorkerConfig {
   shutdownGraceMs?: number;
 }
 
+/** The defaults of the settings above that the worker's configuration (config.ts) also offers. */
+export const WORKER_DEFAULTS = { mergeConcurrency: 2, shutdownGraceMs: 20_000 };
+
 export interface BerthWorker {
   /** Pool control (only with a heavy pool) and merges. */
   workers: { pool?: Worker; merge: Worker };
@@ -68,7 +71,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     duckdb.closeSync();
     s3.destroy();
   };
-  const graceMs = config.shutdownGraceMs ?? 20_000;
+  const graceMs = config.shutdownGraceMs ?? WORKER_DEFAULTS.shutdownGraceMs;
   // Past the grace time, cancelled activities get a few seconds to stop; then the worker stops anyway.
   const common = { connection, namespace, ...config.workflows, ...workerTracingOptions(), shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 5_000 };
 
@@ -79,7 +82,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     const merge = await Worker.create({
       ...common,
       taskQueue: mergeTaskQueueFor(taskQueue),
-      maxConcurrentActivityTaskExecutions: config.mergeConcurrency ?? 2,
+      maxConcurrentActivityTaskExecutions: config.mergeConcurrency ?? WORKER_DEFAULTS.mergeConcurrency,
       activities: {
         ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 export const WORKFLOW_BUNDLE_FILE = fileURLToPath(new URL('../workflow-bundle.js', import.meta.url));
 
 /** The bundle for Worker.create's `workflowBundle`; a clear error when it was never built. */
-export async function prebuiltWorkflowBundle(file = process.env.BERTH_WORKFLOW_BUNDLE || WORKFLOW_BUNDLE_FILE): Promise<{ codePath: string }> {
+export async function prebuiltWorkflowBundle(file = WORKFLOW_BUNDLE_FILE): Promise<{ codePath: string }> {
   try {
     await access(file);
   } catch {

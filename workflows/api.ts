@@ -27,6 +27,8 @@ export const SEARCH_ATTRIBUTES = {
 export const LOST_MERGE_RACE = 'LostMergeRace';
 /** The failure type of a step whose lease another holder took while it ran (never retried). */
 export const LEASE_LOST = 'LeaseLost';
+/** The failure type of a merge commit that meta refused for a reason no retry can change, e.g. a merged id already committed with other contents (never retried). */
+export const MERGE_REFUSED = 'MergeRefused';
 
 // ── merge ────────────────────────────────────────────────────────────────────────────────────
 

@@ -7,9 +7,9 @@
  */
 import { Command } from 'commander';
 import type { Concentration } from '../../core/compute-concentration.js';
-import { bill, usageWindow, windowStart, type Bill, type NodeUsage, type UsageWindow } from '../../core/node-hours.js';
+import { bill, usageWindow, windowStart, type Bill, type UsageWindow } from '../../core/node-hours.js';
 import { formatBytes } from '../../core/bytes.js';
-import { callController, callCoordinator, dataDirOption, openCluster } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, percent, table } from '../format.js';
 import { UsageError } from '../usage-error.js';
 
@@ -81,11 +81,12 @@ export function costCommand(): Command {
       const days = parseDays(options.since);
       const price = options.pricePerNodeHour === undefined ? DEFAULT_PRICE_PER_NODE_HOUR : parsePositive(options.pricePerNodeHour, '--price-per-node-hour');
       const resident = options.residentNodes === undefined ? undefined : parsePositive(options.residentNodes, '--resident-nodes', true);
-      const usage = await callController<NodeUsage>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/usage`);
+      const cluster = await openCluster(options.dataDir);
+      const usage = await ask(cluster.controller, (c) => c.poolUsage(group));
       const now = Date.now();
       const fromDay = windowStart(now, days);
       const window = usageWindow(usage, fromDay, now);
-      const concentration = await callCoordinator<CostReport['concentration']>(await openCluster(options.dataDir), `/v1/query-log/concentration?since=${Date.parse(`${fromDay}T00:00:00Z`)}`);
+      const concentration = await ask(cluster.coordinator, (c) => c.concentration(Date.parse(`${fromDay}T00:00:00Z`)));
       const report: CostReport = { group, window: { ...window, days }, bill: bill(window, price, resident ?? window.peak), concentration };
       console.log(options.json ? JSON.stringify(report) : formatCost(report));
     });

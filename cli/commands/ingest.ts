@@ -4,9 +4,8 @@ import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { Command, Option } from 'commander';
-import { bearer } from '../../services/common/auth.js';
-import type { IngestResult } from '../../services/coordinator/ingest.js';
-import { callCoordinator, dataDirOption, openCluster, type ClusterHandle } from '../cluster-client.js';
+import type { IngestResult } from '../../services/coordinator/client.js';
+import { ask, dataDirOption, openCluster, type ClusterHandle } from '../cluster-client.js';
 import { count } from '../format.js';
 import { UsageError } from '../usage-error.js';
 
@@ -53,10 +52,5 @@ export function ingestCommand(): Command {
 }
 
 async function send(cluster: ClusterHandle, table: string, body: string, timestampColumn?: string): Promise<IngestResult> {
-  const query = timestampColumn ? `?timestampColumn=${encodeURIComponent(timestampColumn)}` : '';
-  return await callCoordinator<IngestResult>(cluster, `/v1/tables/${encodeURIComponent(table)}/rows${query}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-ndjson', ...bearer(cluster.token) },
-    body,
-  });
+  return await ask(cluster.coordinator, (c) => c.ingest(table, body, { timestampColumn }));
 }

@@ -5,20 +5,8 @@
  */
 import { Command } from 'commander';
 import { formatBytes } from '../../core/bytes.js';
-import type { Warmth } from '../../services/query-node/warmer.js';
-import { callCoordinator, dataDirOption, openCluster } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { percent, table } from '../format.js';
-
-interface NodeRow {
-  id: string;
-  group: string;
-  url: string;
-  weight: number;
-  share: number;
-  alive: boolean;
-  lastHeartbeat: string;
-  warmth?: Warmth;
-}
 
 export function nodesCommand(): Command {
   return new Command('nodes')
@@ -26,7 +14,7 @@ export function nodesCommand(): Command {
     .option('--json', 'print the list as JSON')
     .addOption(dataDirOption())
     .action(async (options: { json?: boolean; dataDir: string }) => {
-      const { nodes } = await callCoordinator<{ nodes: NodeRow[] }>(await openCluster(options.dataDir), '/v1/nodes');
+      const nodes = await ask((await openCluster(options.dataDir)).coordinator, (c) => c.nodes());
       if (options.json) {
         console.log(JSON.stringify(nodes));
         return;

@@ -1,7 +1,6 @@
 /** `berth pool launch|status`: the heavy pool through its controller. */
 import { Command } from 'commander';
-import type { LaunchAccepted, PoolStatus } from '../../workflows/api.js';
-import { callController, dataDirOption } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 
 export function poolCommand(): Command {
   const pool = new Command('pool').description('launch and watch the elastic heavy pool');
@@ -15,11 +14,7 @@ export function poolCommand(): Command {
     .addOption(dataDirOption())
     .action(async (group: string, options: { target: string; json?: boolean; dataDir: string }) => {
       const target = Number(options.target);
-      const accepted = await callController<LaunchAccepted>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/launch`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ target: Number.isFinite(target) ? target : options.target }),
-      });
+      const accepted = await ask((await openCluster(options.dataDir)).controller, (c) => c.launch(group, target));
       console.log(options.json ? JSON.stringify(accepted) : `${group}: target ${accepted.accepted} accepted (workflow ${accepted.workflowId})`);
     });
 
@@ -30,7 +25,7 @@ export function poolCommand(): Command {
     .option('--json', 'print the status as JSON')
     .addOption(dataDirOption())
     .action(async (group: string, options: { json?: boolean; dataDir: string }) => {
-      const s = await callController<PoolStatus & { links?: { preflight: string } }>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/status`);
+      const s = await ask((await openCluster(options.dataDir)).controller, (c) => c.poolStatus(group));
       if (options.json) {
         console.log(JSON.stringify(s));
         return;

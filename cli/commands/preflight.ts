@@ -5,7 +5,7 @@
  */
 import { Command } from 'commander';
 import type { PreflightReport } from '../../core/preflight.js';
-import { callController, dataDirOption } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 
 export function formatPreflight(report: PreflightReport): string {
   const width = Math.max(...report.checks.map((c) => c.area.length));
@@ -26,7 +26,7 @@ export function preflightCommand(): Command {
     .option('--json', 'print the report as JSON')
     .addOption(dataDirOption())
     .action(async (group: string, options: { json?: boolean; dataDir: string }) => {
-      const report = await callController<PreflightReport>(options.dataDir, `/v1/pools/${encodeURIComponent(group)}/preflight`);
+      const report = await ask((await openCluster(options.dataDir)).controller, (c) => c.preflight(group));
       console.log(options.json ? JSON.stringify(report) : formatPreflight(report));
       if (report.findings > 0) process.exitCode = 1;
     });

@@ -1,7 +1,6 @@
 /** `berth query "SQL"`: runs SQL on the cluster and shows the rows and how they were served. */
 import { Command } from 'commander';
-import type { QueryResult } from '../../services/coordinator/query-service.js';
-import { callCoordinator, dataDirOption, openCluster } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, table } from '../format.js';
 
 export function queryCommand(): Command {
@@ -12,11 +11,7 @@ export function queryCommand(): Command {
     .addOption(dataDirOption())
     .action(async (sql: string, options: { json?: boolean; dataDir: string }) => {
       const cluster = await openCluster(options.dataDir);
-      const result = await callCoordinator<QueryResult>(cluster, '/v1/query', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ sql }),
-      });
+      const result = await ask(cluster.coordinator, (c) => c.query(sql));
       if (options.json) {
         console.log(JSON.stringify({ columns: result.columns, rows: result.rows, stats: result.stats }));
         return;

@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import { formatBytes } from '../../core/bytes.js';
 import type { ServingScalerStatus } from '../../workflows/api.js';
-import { callController, dataDirOption } from '../cluster-client.js';
+import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { percent } from '../format.js';
 
 export function formatServingScaler(s: ServingScalerStatus): string {
@@ -27,7 +27,7 @@ export function servingCommand(): Command {
     .option('--json', 'print the status as JSON')
     .addOption(dataDirOption())
     .action(async (group: string, options: { json?: boolean; dataDir: string }) => {
-      const status = await callController<ServingScalerStatus>(options.dataDir, `/v1/serving/${encodeURIComponent(group)}/autoscaler`);
+      const status = await ask((await openCluster(options.dataDir)).controller, (c) => c.servingAutoscaler(group));
       console.log(options.json ? JSON.stringify(status) : formatServingScaler(status));
     });
   return serving;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { MetaClient } from '../../services/meta/client.js';
 import { freePort } from './free-port.js';
 import { startS3Server, type SeaweedPorts } from './s3-server.js';
-import { SERVICE_SCRIPTS, startServiceProcess, type ServiceProcess } from './service-process.js';
+import { SERVICE_SCRIPTS, startServiceProcess, type ServiceProcess } from '../../activities/platform/service-process.js';
 import { resolveTemporalCli } from './temporal-cli.js';
 import { startTemporalDevServer } from './temporal-server.js';
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { badRequest, type HttpError } from './errors.js';
+import { badRequest, type DomainError } from './errors.js';
 
 export interface SandboxedDuckDBOptions {
   /** Directories the engine may read and write (segment cache, scratch). */
@@ -90,7 +90,7 @@ const QUERY_ERROR = /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid I
  * service keeps its files in); undefined for anything else (I/O, memory, interruption), which is
  * the service's trouble and not the query's.
  */
-export function queryError(error: unknown, hide: readonly string[] = []): HttpError | undefined {
+export function queryError(error: unknown, hide: readonly string[] = []): DomainError | undefined {
   const message = error instanceof Error ? error.message : '';
   if (!QUERY_ERROR.test(message)) return undefined;
   let text = message.split('\n\nLINE ')[0]!.trim();

@@ -11,6 +11,11 @@ export class ServiceCallError extends Error {
   ) {
     super(message);
   }
+
+  /** The code the service answered with (its `error` field), which callers branch on. */
+  get code(): string | undefined {
+    return this.body?.error;
+  }
 }
 
 export interface CallOptions {
@@ -19,18 +24,20 @@ export interface CallOptions {
   token?: string;
   /** @default 10000 */
   timeoutMs?: number;
+  /** Sends `body`, a string, as it is with this content type (NDJSON rows) rather than as JSON. */
+  contentType?: string;
 }
 
 export async function callJson<T>(url: string, options: CallOptions = {}): Promise<T> {
   const headers: Record<string, string> = {};
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
   if (options.token) Object.assign(headers, bearer(options.token));
   let response: Response;
   try {
     response = await fetch(url, {
       method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
       headers,
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      body: options.body === undefined ? undefined : options.contentType ? String(options.body) : JSON.stringify(options.body),
       signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
     });
   } catch (error) {

@@ -4,8 +4,6 @@
  * It refuses to start with a token anyone could guess. And when `berth up` started it, it exits
  * once `berth up` is gone, however that went, so that no service outlives its supervisor.
  */
-import { envString } from './env.js';
-
 /** The shortest token a service accepts, in bytes. */
 export const MIN_TOKEN_BYTES = 32;
 
@@ -24,8 +22,8 @@ export function checkToken(token: string, variable = 'BERTH_TOKEN'): string {
 /** Set by `berth up` on its children: their stdin is a pipe from it, which closes when it ends. */
 export const SUPERVISED_ENV = 'BERTH_SUPERVISED';
 
-/** Applies the process-wide settings and returns the service's checked token. */
-export function startService(): { token: string } {
+/** Applies the process-wide settings and returns the service's checked token (BERTH_TOKEN of its configuration). */
+export function startService(config: { BERTH_TOKEN: string }): { token: string } {
   process.umask(0o077);
   if (process.env[SUPERVISED_ENV] === '1') {
     process.stdin.on('data', () => {});
@@ -35,7 +33,7 @@ export function startService(): { token: string } {
     (process.stdin as { unref?: () => void }).unref?.();
   }
   try {
-    return { token: checkToken(envString('BERTH_TOKEN')) };
+    return { token: checkToken(config.BERTH_TOKEN) };
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n`);
     process.exit(78); // EX_CONFIG

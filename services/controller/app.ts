@@ -7,13 +7,14 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { Type } from 'typebox';
+import { GroupName } from '../common/schemas.js';
 import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { requireToken } from '../common/auth.js';
-import { badRequest, HttpError, installErrorHandler, notFound } from '../common/errors.js';
+import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
-import { launchPool, poolStatus, poolUsage, runPreflight } from './pool-client.js';
+import { launchPool, poolStatus, poolUsage, runPreflight } from '../../workflows/pool-client.js';
 import { servePoolMetrics } from './pool-metrics.js';
-import { servingScalerStatus } from './serving-scaler-client.js';
+import { servingScalerStatus } from '../../workflows/serving-scaler-client.js';
 
 export interface ControllerAppOptions {
   client: Client;
@@ -29,7 +30,7 @@ export interface ControllerAppOptions {
   logger?: boolean;
 }
 
-const Group = Type.Object({ group: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' }) });
+const Group = Type.Object({ group: GroupName });
 
 export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
   // Strict bodies: "2" or true is not a target, and an unknown field is an error, not dropped.
@@ -105,7 +106,7 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
       return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });
     } catch (error) {
       if (error instanceof WorkflowFailedError) {
-        throw new HttpError(502, 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
+        throw new DomainError('upstream_failed', 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
       }
       throw error;
     }

@@ -8,7 +8,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { Gauge, Registry } from 'prom-client';
 import type { PoolConfig, PoolPhase, PoolStatus } from '../../workflows/api.js';
-import { poolStatus } from './pool-client.js';
+import { poolStatus } from '../../workflows/pool-client.js';
 
 const PHASES = Object.keys({ parked: 1, scaling: 1, 'waiting-for-backends': 1, canary: 1, ready: 1, draining: 1 } satisfies Record<PoolPhase, 1>);
 

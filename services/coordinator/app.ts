@@ -9,7 +9,7 @@ import { limitedBody } from '../common/body-limit.js';
 import { installErrorHandler } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
-import { TableName } from '../common/schemas.js';
+import { TableName, TimestampColumn } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
 import { warmthOfNode } from '../query-node/client.js';
 import type { Ingestor } from './ingest.js';
@@ -96,7 +96,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       onRequest: requireToken(options.token),
       schema: {
         params: Type.Object({ table: TableName }),
-        querystring: Type.Object({ timestampColumn: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,62}$' })) }),
+        querystring: Type.Object({ timestampColumn: Type.Optional(TimestampColumn) }),
       },
     },
     async (request, reply) => {

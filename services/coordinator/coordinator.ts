@@ -5,8 +5,8 @@ import type { VerdictThresholds } from '../../core/routing-verdict.js';
 import { Client, Connection } from '@temporalio/client';
 import { poolSettings, poolWorkflowId, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
 import { MemberView } from '../common/member-view.js';
-import { poolStatus, readAdmission, reportDemand } from '../controller/pool-client.js';
-import { reportServingLoad } from '../controller/serving-scaler-client.js';
+import { poolStatus, readAdmission, reportDemand } from '../../workflows/pool-client.js';
+import { reportServingLoad } from '../../workflows/serving-scaler-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
@@ -107,7 +107,9 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });
   const meta = new MetaClient(config.metaUrl, config.token);
   const servingGroup = config.group ?? 'serving';
-  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs });
+  // Background loops report their failures to the app's log (it exists by the time they run).
+  const logFailure = (what: string) => (error: Error) => app.log.warn({ err: error }, what);
+  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs, onError: logFailure('reading the member list failed') });
   const views = [view];
   const deadlineMs = config.queryDeadlineMs ?? 300_000;
   const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
@@ -121,7 +123,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   if (config.heavyPool) {
     const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
     const settings = poolSettings(pool);
-    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs });
+    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs, onError: logFailure('reading the heavy pool’s member list failed') });
     views.push(poolView);
     scatters.set(pool.group, scatterOver(poolView, []));
     temporal = Connection.lazy({ address: temporalAddress });
@@ -139,6 +141,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       queueTimeoutMs: config.heavyPool.queueTimeoutMs,
       pollMs: config.heavyPool.admissionPollMs,
       heartbeatMs: settings.reportTtlMs / 3,
+      onError: logFailure('reporting to the heavy pool failed'),
     });
     heavyPool = {
       group: pool.group,
@@ -177,6 +180,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       read: () => queries.servingLoad(),
       send: (load) => reportServingLoad(options, { coordinator, ...load }),
       everyMs: config.servingScaler.reportEveryMs,
+      onError: logFailure('reporting the serving load failed'),
     });
   }
 

@@ -13,7 +13,7 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Transform } from 'node:stream';
 import { isInteger, parse as parseLossless } from 'lossless-json';
-import { badRequest, type HttpError } from '../common/errors.js';
+import { badRequest, type DomainError } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 
 /** @default for BERTH_INGEST_MAX_DEPTH */
@@ -224,7 +224,7 @@ function parseRow(line: string): unknown {
 export async function checkRows(file: string, columns: readonly ColumnSpec[]): Promise<void> {
   const shapes = new Map(columns.map((c) => [c.name, parseType(c.type)]));
   let line = 0;
-  const fail = (why: string): HttpError => badRequest('row_does_not_fit', `line ${line}: ${why}`);
+  const fail = (why: string): DomainError => badRequest('row_does_not_fit', `line ${line}: ${why}`);
   for await (const text of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
     line++;
     if (text.trim() === '') continue;

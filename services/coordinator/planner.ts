@@ -27,7 +27,7 @@ import {
   type TimeBounds,
 } from '../../core/query-plan.js';
 import { TABLE_NAME } from '../../core/identifiers.js';
-import { badRequest, HttpError } from '../common/errors.js';
+import { badRequest, DomainError } from '../common/errors.js';
 import type { TableInfo } from '../meta/client.js';
 import type { BoundColumn, SqlEngine } from './sql-engine.js';
 
@@ -128,7 +128,7 @@ export class Planner {
     // (every column, nothing pushed down) is the query itself over the tables' rows.
     for (const level of ['partial', 'rows', 'whole'] as const) {
       const plan = await this.split(node, reads, columns, prefix, level).catch((error: unknown) => {
-        if (error instanceof HttpError) throw error;
+        if (error instanceof DomainError) throw error;
         return undefined;
       });
       if (plan) return { ...plan, reusable: this.reusable(node) };

@@ -10,7 +10,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Placement } from '../../core/ownership.js';
-import { HttpError } from '../common/errors.js';
+import { DomainError, unavailable } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
 import type { Member, SegmentRow, TableInfo } from '../meta/client.js';
@@ -175,7 +175,7 @@ export class Scatter {
     const stop = new AbortController();
     const query = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
     let pending = assign(failed, ids);
-    if (pending.size === 0) throw new HttpError(503, 'no_backend', 'no live query node is known: start query nodes, or wait for them to register');
+    if (pending.size === 0) throw unavailable('no_backend', 'no live query node is known: start query nodes, or wait for them to register');
     try {
       while (pending.size > 0) {
         const retry: string[] = [];
@@ -188,8 +188,8 @@ export class Scatter {
             } catch (error) {
               query.throwIfAborted();
               if (error instanceof ServiceCallError && error.status >= 400 && error.status < 500) {
-                const status = error.status === 401 ? 502 : error.status === 413 ? 413 : 400;
-                throw new HttpError(status, error.body?.error ?? 'scan_failed', error.body?.message ?? error.message);
+                const kind = error.status === 401 ? 'upstream_failed' : error.status === 413 ? 'too_large' : 'invalid';
+                throw new DomainError(kind, error.code ?? 'scan_failed', error.body?.message ?? error.message);
               }
               // No answer, or not one about the query: its work goes to the next node.
               failed.add(target.id);
@@ -201,7 +201,7 @@ export class Scatter {
         if (retry.length === 0) break;
         fallbacks += retry.length;
         pending = assign(failed, retry);
-        if (pending.size === 0) throw new HttpError(503, 'no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
+        if (pending.size === 0) throw unavailable('no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
       }
     } catch (error) {
       stop.abort(error);

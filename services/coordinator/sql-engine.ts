@@ -17,7 +17,7 @@ import { openSandboxedDuckDB, queryError, sqlString, withConnection } from '../c
 import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
-import { bindTables } from '../query-node/scanner.js';
+import { bindTables } from '../common/scanner.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
 import { readJsonResult, type JsonResult } from './result-json.js';
 

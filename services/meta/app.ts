@@ -9,7 +9,7 @@ import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
-import { NodeId, SegmentId, SegmentSchema, TableName } from '../common/schemas.js';
+import { GroupName, NodeId, SegmentId, SegmentSchema, TableName, TimestampColumn } from '../common/schemas.js';
 import type { MetaStore } from './store.js';
 
 export interface MetaAppOptions {
@@ -22,7 +22,6 @@ export interface MetaAppOptions {
   logger?: boolean;
 }
 
-const Group = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$' });
 const LeaseName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$' });
 
 export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
@@ -48,7 +47,7 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
       ...auth,
       schema: {
         body: Type.Object(
-          { id: NodeId, group: Group, url: Type.String({ pattern: '^https?://', maxLength: 500 }), vcpus: Vcpus, startedAt: Type.Integer({ minimum: 0 }) },
+          { id: NodeId, group: GroupName, url: Type.String({ pattern: '^https?://', maxLength: 500 }), vcpus: Vcpus, startedAt: Type.Integer({ minimum: 0 }) },
           { additionalProperties: false },
         ),
       },
@@ -72,12 +71,12 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
 
   app.delete('/v1/nodes/:id', { ...auth, schema: { params: Type.Object({ id: NodeId }) } }, async (request) => ({ removed: await store.deregisterNode(request.params.id) }));
 
-  app.get('/v1/groups/:group/members', { ...quiet, schema: { params: Type.Object({ group: Group }) } }, async (request) => ({
+  app.get('/v1/groups/:group/members', { ...quiet, schema: { params: Type.Object({ group: GroupName }) } }, async (request) => ({
     group: request.params.group,
     members: await store.members(request.params.group),
   }));
 
-  app.get('/v1/backends', { schema: { querystring: Type.Object({ group: Type.Optional(Group) }) } }, async (request) => ({
+  app.get('/v1/backends', { schema: { querystring: Type.Object({ group: Type.Optional(GroupName) }) } }, async (request) => ({
     backends: await store.backends(request.query.group),
   }));
 
@@ -90,7 +89,7 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
         params: Type.Object({ table: TableName }),
         body: Type.Object(
           {
-            timestampColumn: Type.String({ minLength: 1, maxLength: 200 }),
+            timestampColumn: TimestampColumn,
             columns: Type.Array(Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }), type: Type.String({ minLength: 1, maxLength: 500 }) }), { minItems: 1, maxItems: 2000 }),
           },
           { additionalProperties: false },

@@ -6,7 +6,7 @@
  * 4xx is an answer and is never retried. The replica that answered last is asked first next time.
  * When no replica answers, the error is a 503 that says so and why, which services pass on as it is.
  */
-import { HttpError } from '../common/errors.js';
+import { unavailable } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
 import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo, TableVersion } from './store.js';
 
@@ -50,7 +50,7 @@ export class MetaClient {
         failure = error;
       }
     }
-    throw new HttpError(503, 'meta_unavailable', `the meta service is unavailable: ${(failure as Error).message}`);
+    throw unavailable('meta_unavailable', `the meta service is unavailable: ${(failure as Error).message}`);
   }
 
   /** Resolves when meta answers its readiness probe. */
@@ -90,7 +90,7 @@ export class MetaClient {
     try {
       return await this.call<TableInfo>(`/v1/tables/${encodeURIComponent(name)}`);
     } catch (error) {
-      if (error instanceof ServiceCallError && error.status === 404) return undefined;
+      if (error instanceof ServiceCallError && error.code === 'table_not_found') return undefined;
       throw error;
     }
   }

@@ -1,25 +1,27 @@
-/** Runs the meta service. Configuration comes from the environment (see README). */
+/** Runs the meta service. Configuration comes from the environment (see config.ts and the README). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { loadConfig } from '../common/config.js';
 import { startService } from '../common/startup.js';
-import { envNumber, envString } from '../common/env.js';
 import { serve } from '../common/serve.js';
 import { buildMetaApp } from './app.js';
+import { MetaConfig } from './config.js';
 import { openMetaStore } from './open-store.js';
 import { isPostgresUrl } from './store.js';
 
-const { token } = startService();
+const config = loadConfig(MetaConfig);
+const { token } = startService(config);
 
 // PostgreSQL makes meta stateless (run as many replicas as you like); SQLite keeps it in one file.
-const database = process.env.BERTH_META_DATABASE || path.join(envString('BERTH_META_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'meta')), 'meta.sqlite');
+const database = config.BERTH_META_DATABASE ?? path.join(config.BERTH_META_DIR ?? path.join(config.BERTH_DATA_DIR, 'meta'), 'meta.sqlite');
 if (!isPostgresUrl(database)) mkdirSync(path.dirname(database), { recursive: true });
 const store = await openMetaStore({
   database,
-  expiryMs: envNumber('BERTH_NODE_EXPIRY_MS', 30_000),
-  heartbeatIntervalMs: envNumber('BERTH_HEARTBEAT_MS', 5_000),
+  expiryMs: config.BERTH_NODE_EXPIRY_MS,
+  heartbeatIntervalMs: config.BERTH_HEARTBEAT_MS,
   onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
 });
-const app = buildMetaApp({ store, token, maxVcpus: envNumber('BERTH_MAX_VCPUS', 1024) });
+const app = buildMetaApp({ store, token, maxVcpus: config.BERTH_MAX_VCPUS });
 app.addHook('onClose', async () => store.close());
-await serve(app, 'meta', { host: envString('BERTH_META_HOST', '127.0.0.1'), port: envNumber('BERTH_META_PORT', 7400) });
+await serve(app, 'meta', { host: config.BERTH_META_HOST, port: config.BERTH_META_PORT });

@@ -11,7 +11,7 @@
  * Transactions that PostgreSQL aborts as deadlocked or unserializable are run again.
  */
 import pg from 'pg';
-import { HttpError } from '../common/errors.js';
+import { DomainError } from '../common/errors.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
   checkSwap,
@@ -123,7 +123,7 @@ export class PostgresMetaStore implements MetaStore {
       } catch (error) {
         await client.query('ROLLBACK').catch(() => (broken = true));
         const code = (error as { code?: string }).code;
-        if (!(error instanceof HttpError) && code !== undefined && RETRYABLE.has(code) && attempt < 5) continue;
+        if (!(error instanceof DomainError) && code !== undefined && RETRYABLE.has(code) && attempt < 5) continue;
         throw error;
       } finally {
         client.release(broken);

@@ -8,13 +8,14 @@ import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
-import { HttpError, installErrorHandler, resultTooLarge } from '../common/errors.js';
+import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { SegmentId, TableName } from '../common/schemas.js';
+import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, ScanRequest, type ScanStats } from './api.js';
 import type { CanaryResult } from './canary.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
-import type { OpenScan, Scanner, TableFiles } from './scanner.js';
+import type { OpenScan, Scanner, TableFiles } from '../common/scanner.js';
 import type { Warmer } from './warmer.js';
 
 export interface QueryNodeAppOptions {
@@ -36,46 +37,6 @@ export interface QueryNodeAppOptions {
   /** @default true */
   logger?: boolean;
 }
-
-/** What a scan reports after its rows (the `x-berth-scan-stats` trailer). */
-export interface ScanStats {
-  node: string;
-  segments: number;
-  hits: number;
-  misses: number;
-  s3Gets: number;
-  bytesFromS3: number;
-  /** Segments read from S3 for this scan only, not kept: this node does not own them. */
-  readThrough: number;
-  rows: number;
-  /** Bytes of Arrow IPC sent. */
-  bytes: number;
-  ms: number;
-}
-
-/** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
-export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
-export const SCAN_ERROR_TRAILER = 'x-berth-scan-error';
-
-const ScanRequest = Type.Object(
-  {
-    sql: Type.String({ minLength: 1, maxLength: 1 << 20 }),
-    tables: Type.Array(
-      Type.Object({
-        name: TableName,
-        /** The table's schema. */
-        schema: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
-        /** The columns the scan reads (the view over the segments has only these); all when absent. */
-        columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
-        segments: Type.Array(SegmentId, { maxItems: 100_000 }),
-      }),
-      { minItems: 1, maxItems: 16 },
-    ),
-    /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
-    maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
-  },
-  { additionalProperties: false },
-);
 
 export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance {
   const app = Fastify({ logger: options.logger === false ? false : loggerOptions('query-node'), bodyLimit: 2 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
@@ -122,12 +83,12 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
     const placement = view.placement;
     try {
-      tables = await Promise.all(
+      tables = await settleAll(
         request.body.tables.map(async (table) => ({
           name: table.name,
           schema: table.schema,
           columns: table.columns,
-          files: await Promise.all(
+          files: await settleAll(
             table.segments.map((id) =>
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
@@ -144,7 +105,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
       if (held.some((s) => !s.complete)) {
         const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
-        await Promise.all(held.map((segment) => limit(() => segment.ensure(columns))));
+        await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
       scan = await scanner.open(request.body.sql, tables, hangUp.signal);
     } catch (error) {
@@ -226,7 +187,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     } catch (error) {
       // The point of the canary is to say why a backend cannot serve: say it.
       const e = error as Error;
-      throw new HttpError(502, 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
+      throw new DomainError('upstream_failed', 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
     }
   });
 
@@ -285,8 +246,21 @@ function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry;
   return { registry, segmentReads };
 }
 
+/**
+ * Promise.all that waits for every promise to settle before it rejects: a scan that fails on one
+ * segment releases its pins only once no acquire of another is still in flight, or those would
+ * be pinned for good.
+ */
+async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}
+
 /** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */
 function scanError(error: unknown): { status: number; error: string; message: string } {
-  if (error instanceof HttpError) return { status: error.statusCode, error: error.code, message: error.message };
+  const answer = httpAnswerOf(error);
+  if (answer) return { status: answer.status, error: answer.code, message: answer.message };
   return { status: 500, error: 'scan_failed', message: error instanceof Error ? error.message.split('\n')[0]! : String(error) };
 }

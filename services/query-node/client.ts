@@ -4,16 +4,10 @@ import { PassThrough, type Readable } from 'node:stream';
 import { bearer } from '../common/auth.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { CanaryResult } from './canary.js';
-import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type ScanStats } from './app.js';
+import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type ScanRequest, type ScanStats } from './api.js';
 import type { Warmth } from './warmer.js';
 
-export type { ScanStats };
-
-export interface ScanRequest {
-  sql: string;
-  tables: { name: string; schema: { name: string; type: string }[]; columns?: string[]; segments: string[] }[];
-  maxResultBytes?: number;
-}
+export type { ScanRequest, ScanStats, Warmth };
 
 /** A scan under way: its rows as an Arrow IPC stream, and how it ended once they are read. */
 export interface ScanResponse {

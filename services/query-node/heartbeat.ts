@@ -28,7 +28,7 @@ export function startHeartbeats(options: HeartbeatOptions): Heartbeats {
     try {
       await options.meta.heartbeat(options.node.id, await options.vcpus());
     } catch (error) {
-      if (error instanceof ServiceCallError && error.status === 404) await register();
+      if (error instanceof ServiceCallError && error.code === 'unknown_node') await register();
       else throw error;
     }
   };

@@ -1,33 +1,34 @@
-/** Runs one query node. Configuration comes from the environment (see README). */
+/** Runs one query node. Configuration comes from the environment (see config.ts and the README). */
 import { stopTracing } from '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
+import { loadConfig } from '../common/config.js';
 import { startService } from '../common/startup.js';
-import { envNumber, envOptionalNumber, envString } from '../common/env.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
+import { QueryNodeConfig } from './config.js';
 import { startQueryNode } from './node.js';
 
-const { token } = startService();
+const config = loadConfig(QueryNodeConfig);
+const { token } = startService(config);
 
 const node = await startQueryNode({
-  cacheDir: envString('BERTH_NODE_CACHE_DIR', path.join(envString('BERTH_DATA_DIR', '.berth'), 'node')),
-  cacheBytes: envNumber('BERTH_NODE_CACHE_BYTES', 1024 ** 3),
-  group: envString('BERTH_NODE_GROUP', 'serving'),
-  host: envString('BERTH_NODE_HOST', '127.0.0.1'),
-  port: envNumber('BERTH_NODE_PORT', 0),
+  cacheDir: config.BERTH_NODE_CACHE_DIR ?? path.join(config.BERTH_DATA_DIR, 'node'),
+  cacheBytes: config.BERTH_NODE_CACHE_BYTES,
+  group: config.BERTH_NODE_GROUP,
+  host: config.BERTH_NODE_HOST,
+  port: config.BERTH_NODE_PORT,
   // In a container: the URL peers use (Kubernetes: built from the pod IP in BERTH_NODE_ADVERTISE_HOST).
   advertiseUrl:
-    process.env.BERTH_NODE_ADVERTISE_URL ||
-    (process.env.BERTH_NODE_ADVERTISE_HOST ? `http://${process.env.BERTH_NODE_ADVERTISE_HOST}:${envNumber('BERTH_NODE_PORT', 0)}` : undefined),
-  metaUrl: envString('BERTH_META_URL'),
+    config.BERTH_NODE_ADVERTISE_URL ?? (config.BERTH_NODE_ADVERTISE_HOST ? `http://${config.BERTH_NODE_ADVERTISE_HOST}:${config.BERTH_NODE_PORT}` : undefined),
+  metaUrl: config.BERTH_META_URL,
   token,
-  s3: s3ConfigFromEnv(),
-  bucket: envString('BERTH_S3_BUCKET', 'berth'),
-  vcpus: envOptionalNumber('BERTH_NODE_VCPUS'),
-  heartbeatMs: envNumber('BERTH_HEARTBEAT_MS', 5_000),
-  memberPollMs: envNumber('BERTH_MEMBER_POLL_MS', 10_000),
-  warmIntervalMs: envNumber('BERTH_WARM_INTERVAL_MS', 10_000),
-  threads: envOptionalNumber('BERTH_DUCKDB_THREADS'),
-  memoryLimit: process.env.BERTH_DUCKDB_MEMORY_LIMIT || undefined,
+  s3: s3ConfigFromEnv(config),
+  bucket: config.BERTH_S3_BUCKET,
+  vcpus: config.BERTH_NODE_VCPUS,
+  heartbeatMs: config.BERTH_HEARTBEAT_MS,
+  memberPollMs: config.BERTH_MEMBER_POLL_MS,
+  warmIntervalMs: config.BERTH_WARM_INTERVAL_MS,
+  threads: config.BERTH_DUCKDB_THREADS,
+  memoryLimit: config.BERTH_DUCKDB_MEMORY_LIMIT,
 });
 process.stdout.write(`${JSON.stringify({ service: 'query-node', id: node.id, url: node.url })}\n`);
 const stop = async () => {

@@ -9,7 +9,7 @@ import { buildQueryNodeApp } from './app.js';
 import { runCanary } from './canary.js';
 import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
-import { Scanner } from './scanner.js';
+import { Scanner } from '../common/scanner.js';
 import { SegmentCache } from './segment-cache.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
@@ -80,8 +80,9 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   });
   const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket, duckdb });
   const meta = new MetaClient(config.metaUrl, config.token);
-  const view = new MemberView({ meta, group, pollMs: config.memberPollMs });
-  const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs });
+  // Background loops report their failures to the app's log (it exists by the time they run).
+  const view = new MemberView({ meta, group, pollMs: config.memberPollMs, onError: (error) => app.log.warn({ err: error }, 'reading the member list failed') });
+  const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs, onError: (error) => app.log.warn({ err: error }, 'a warm pass failed') });
   let isRegistered = false;
   const app = buildQueryNodeApp({
     nodeId: id,

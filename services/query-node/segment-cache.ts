@@ -23,7 +23,7 @@ import pLimit from 'p-limit';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { segmentObjectKey } from '../../core/identifiers.js';
 import { S3Fifo } from '../../core/s3-fifo.js';
-import { HttpError } from '../common/errors.js';
+import { DomainError } from '../common/errors.js';
 import { bytesIn, coalesce, isWhole, missingRanges, normalise, readChunks, type Range, type SegmentParts } from './segment-parts.js';
 
 export interface SegmentCacheOptions {
@@ -113,6 +113,11 @@ export class SegmentCache {
     // Oldest first, so that the oldest are the first to leave.
     for (const f of found.sort((a, b) => a.mtime - b.mtime)) cache.keep(f.id, f.bytes);
     return cache;
+  }
+
+  /** Segments some reader holds right now (each released scan gives its pins back). */
+  get pinnedSegments(): number {
+    return this.pins.size;
   }
 
   get usedBytes(): number {
@@ -374,7 +379,7 @@ export class SegmentCache {
       return size;
     } catch (error) {
       await rm(temp, { force: true });
-      if (error instanceof HttpError) throw error; // the body broke a limit: the sender's fault
+      if (error instanceof DomainError) throw error; // the body broke a limit: the sender's fault
       throw new Error(`caching segment ${id} failed`, { cause: error });
     }
   }

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppsV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { labelSelectorString } from '../../activities/platform/kubernetes-platform.js';
-import { startServiceProcess, type ServiceProcess } from '../../cli/embedded/service-process.js';
+import { startServiceProcess, type ServiceProcess } from '../../activities/platform/service-process.js';
 import type { TestKube } from './kube.js';
 import { createTestNodes, type TestNodeSpec } from './test-nodes.js';
 

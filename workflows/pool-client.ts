@@ -5,7 +5,7 @@
  * callers coalesce onto one execution.
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { nodeHoursNow, type NodeUsage } from '../../core/node-hours.js';
+import { nodeHoursNow, type NodeUsage } from '../core/node-hours.js';
 import {
   admissionQuery,
   launchUpdate,
@@ -23,9 +23,9 @@ import {
   type LaunchAccepted,
   type PoolConfig,
   type PoolStatus,
-} from '../../workflows/api.js';
-import type { heavyPoolWorkflow } from '../../workflows/heavy-pool.js';
-import type { preflightWorkflow } from '../../workflows/preflight.js';
+} from './api.js';
+import type { heavyPoolWorkflow } from './heavy-pool.js';
+import type { preflightWorkflow } from './preflight.js';
 
 export interface PoolClientOptions {
   client: Client;

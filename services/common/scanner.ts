@@ -6,7 +6,7 @@
 import path from 'node:path';
 import type { DuckDBConnection, DuckDBInstance, DuckDBResult } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { queryError, sqlString, withConnection } from '../common/duckdb.js';
+import { queryError, sqlString, withConnection } from './duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { parquetScanMentions } from './scan-columns.js';
 

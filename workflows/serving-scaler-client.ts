@@ -13,8 +13,8 @@ import {
   type ServingLoadReport,
   type ServingScalerConfig,
   type ServingScalerStatus,
-} from '../../workflows/api.js';
-import type { servingScalerWorkflow } from '../../workflows/serving-scaler.js';
+} from './api.js';
+import type { servingScalerWorkflow } from './serving-scaler.js';
 
 export interface ServingScalerClientOptions {
   client: Client;

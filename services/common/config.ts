@@ -1,0 +1,205 @@
+/**
+ * Reading a process's configuration from its environment. Each process declares one TypeBox schema
+ * whose keys are the variables it reads (its `config.ts`); the defaults live there, once, and the
+ * README's configuration table is checked against these schemas by a test. A value that does not
+ * fit is refused at boot with an error that names the variable, before anything starts.
+ */
+import { Type, type Static, type TObject, type TProperties, type TSchema } from 'typebox';
+import { Value } from 'typebox/value';
+import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
+import { NODE_ID } from '../../core/identifiers.js';
+import { POOL_DEFAULTS, SERVING_SCALER_DEFAULTS, TASK_QUEUE, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
+
+/** Thrown when an environment variable is missing or does not fit its process's configuration schema. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** A duration or interval in milliseconds. */
+export const Millis = (options: { minimum?: number; default?: number } = {}) => Type.Integer({ minimum: 1, ...options });
+/** A size in bytes. */
+export const Bytes = (options: { default?: number } = {}) => Type.Integer({ minimum: 1, ...options });
+/** A TCP port; 0 takes any free port. */
+export const Port = (defaultPort: number) => Type.Integer({ minimum: 0, maximum: 65_535, default: defaultPort });
+/** A compute group's name (the shape node ids have). */
+export const GroupSetting = (options: { default?: string } = {}) => Type.String({ pattern: NODE_ID.source, ...options });
+export const Host = (defaultHost = '127.0.0.1') => Type.String({ minLength: 1, default: defaultHost });
+
+/** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
+const CommonSettings = {
+  BERTH_TOKEN: Type.String(),
+  BERTH_DATA_DIR: Type.String({ minLength: 1, default: '.berth' }),
+  BERTH_LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
+};
+
+/** Where Berth's objects are; the credentials fall back to the AWS chain. */
+const S3Settings = {
+  BERTH_S3_ENDPOINT: Type.Optional(Type.String()),
+  BERTH_S3_REGION: Type.Optional(Type.String()),
+  BERTH_S3_ACCESS_KEY_ID: Type.Optional(Type.String()),
+  BERTH_S3_SECRET_ACCESS_KEY: Type.Optional(Type.String()),
+  BERTH_S3_BUCKET: Type.String({ minLength: 1, default: 'berth' }),
+};
+
+const MetaUrlSettings = {
+  /** One meta URL, or several comma-separated. */
+  BERTH_META_URL: Type.String({ minLength: 1 }),
+};
+
+const TemporalSettings = {
+  BERTH_TEMPORAL_ADDRESS: Type.String({ minLength: 1, default: '127.0.0.1:7233' }),
+  BERTH_TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: 'default' }),
+  BERTH_TASK_QUEUE: Type.String({ minLength: 1, default: TASK_QUEUE }),
+};
+
+/** The heavy pool's settings, read by every process that may start its workflow; no BERTH_HEAVY_GROUP, no pool. */
+const HeavyPoolSettings = {
+  BERTH_HEAVY_GROUP: Type.Optional(GroupSetting()),
+  BERTH_HEAVY_INCREMENT: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.increment }),
+  BERTH_HEAVY_MAX_REPLICAS: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.maxReplicas }),
+  BERTH_HEAVY_IDLE_TIMEOUT_MS: Millis({ default: POOL_DEFAULTS.idleTimeoutMs }),
+  BERTH_HEAVY_READINESS_WAIT_MS: Millis({ default: POOL_DEFAULTS.readinessWaitMs }),
+  BERTH_HEAVY_READINESS_CONFIRM_MS: Millis({ minimum: 0, default: POOL_DEFAULTS.readinessConfirmMs }),
+  BERTH_HEAVY_MONITOR_SUSTAIN_MS: Millis({ minimum: 0, default: POOL_DEFAULTS.monitorSustainMs }),
+  BERTH_HEAVY_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: POOL_DEFAULTS.maxConcurrency }),
+  BERTH_HEAVY_MAX_QUEUE_SIZE: Type.Integer({ minimum: 0, default: POOL_DEFAULTS.maxQueueSize }),
+  BERTH_HEAVY_LAUNCH_DEADLINE_MS: Millis({ default: POOL_DEFAULTS.launchDeadlineMs }),
+  BERTH_HEAVY_REPORT_TTL_MS: Millis({ default: POOL_DEFAULTS.reportTtlMs }),
+};
+
+/** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
+const ServingScalerSettings = {
+  BERTH_SERVING_GROUP: GroupSetting({ default: 'serving' }),
+  BERTH_SERVING_AUTOSCALE: Type.Boolean({ default: false }),
+  BERTH_SERVING_MIN_REPLICAS: Type.Integer({ minimum: 0, default: SERVING_SCALER_DEFAULTS.floor }),
+  BERTH_SERVING_MAX_REPLICAS: Type.Integer({ minimum: 1, default: SERVING_SCALER_DEFAULTS.max }),
+  BERTH_SERVING_WAITING_THRESHOLD: Type.Integer({ minimum: 0, default: SERVING_SCALER_DEFAULTS.waitingThreshold }),
+  BERTH_SERVING_SUSTAIN_MS: Millis({ minimum: 0, default: SERVING_SCALER_DEFAULTS.sustainMs }),
+  BERTH_SERVING_IDLE_MS: Millis({ default: SERVING_SCALER_DEFAULTS.idleMs }),
+  BERTH_SERVING_REPORT_TTL_MS: Millis({ default: SERVING_SCALER_DEFAULTS.reportTtlMs }),
+};
+
+const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: 5_000 }) };
+const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: 10_000 }) };
+/** DuckDB's memory limit per engine (e.g. 2GB); unset: a quarter of the memory available. */
+const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(Type.String()) };
+
+/** The routing verdict's thresholds. */
+const VerdictSettings = {
+  BERTH_HEAVY_SCAN_BYTES: Bytes({ default: DEFAULT_VERDICT_THRESHOLDS.scanBytes }),
+  BERTH_HEAVY_MEMORY_BYTES: Bytes({ default: DEFAULT_VERDICT_THRESHOLDS.memoryBytes }),
+};
+
+/** The groups of settings more than one process reads, each defined once; a process's config.ts spreads the ones it reads. */
+export const Settings = {
+  common: CommonSettings,
+  s3: S3Settings,
+  metaUrl: MetaUrlSettings,
+  temporal: TemporalSettings,
+  heavyPool: HeavyPoolSettings,
+  servingScaler: ServingScalerSettings,
+  heartbeat: HeartbeatSettings,
+  memberPoll: MemberPollSettings,
+  duckDbMemory: DuckDbMemorySettings,
+  verdict: VerdictSettings,
+};
+
+export type HeavyPoolEnv = Static<TObject<typeof HeavyPoolSettings>>;
+export type ServingScalerEnv = Static<TObject<typeof ServingScalerSettings>>;
+
+/** The heavy pool's configuration; undefined when BERTH_HEAVY_GROUP is not set. */
+export function poolConfigOf(env: HeavyPoolEnv): PoolConfig | undefined {
+  if (!env.BERTH_HEAVY_GROUP) return undefined;
+  return {
+    group: env.BERTH_HEAVY_GROUP,
+    increment: env.BERTH_HEAVY_INCREMENT,
+    maxReplicas: env.BERTH_HEAVY_MAX_REPLICAS,
+    idleTimeoutMs: env.BERTH_HEAVY_IDLE_TIMEOUT_MS,
+    readinessWaitMs: env.BERTH_HEAVY_READINESS_WAIT_MS,
+    readinessConfirmMs: env.BERTH_HEAVY_READINESS_CONFIRM_MS,
+    monitorSustainMs: env.BERTH_HEAVY_MONITOR_SUSTAIN_MS,
+    maxConcurrency: env.BERTH_HEAVY_MAX_CONCURRENCY,
+    maxQueueSize: env.BERTH_HEAVY_MAX_QUEUE_SIZE,
+    launchDeadlineMs: env.BERTH_HEAVY_LAUNCH_DEADLINE_MS,
+    reportTtlMs: env.BERTH_HEAVY_REPORT_TTL_MS,
+  };
+}
+
+/** The serving autoscaler's configuration; undefined unless BERTH_SERVING_AUTOSCALE is on. */
+export function servingScalerConfigOf(env: ServingScalerEnv): ServingScalerConfig | undefined {
+  if (!env.BERTH_SERVING_AUTOSCALE) return undefined;
+  return {
+    group: env.BERTH_SERVING_GROUP,
+    floor: env.BERTH_SERVING_MIN_REPLICAS,
+    max: env.BERTH_SERVING_MAX_REPLICAS,
+    waitingThreshold: env.BERTH_SERVING_WAITING_THRESHOLD,
+    sustainMs: env.BERTH_SERVING_SUSTAIN_MS,
+    idleMs: env.BERTH_SERVING_IDLE_MS,
+    reportTtlMs: env.BERTH_SERVING_REPORT_TTL_MS,
+  };
+}
+
+/**
+ * The process's configuration from `env`, with defaults filled in. Empty variables count as unset.
+ * Numbers are parsed whole (TypeBox's own conversion would truncate "2.5" to 2, hiding the mistake).
+ */
+export function parseConfig<T extends TObject>(schema: T, env: NodeJS.ProcessEnv = process.env): Static<T> {
+  const properties: TProperties = schema.properties;
+  const values: Record<string, unknown> = {};
+  for (const [name, property] of Object.entries(properties)) {
+    const raw = env[name];
+    if (raw !== undefined && raw !== '') values[name] = coerce(property, raw);
+  }
+  Value.Default(schema, values);
+  const problems = new Map<string, string>();
+  for (const error of Value.Errors(schema, values)) {
+    if (error.keyword === 'required') {
+      for (const name of (error.params as { requiredProperties: string[] }).requiredProperties) problems.set(name, `${name} must be set`);
+      continue;
+    }
+    const name = error.instancePath.slice(1);
+    if (!problems.has(name)) problems.set(name, `${name} ${describe(error.keyword, error.params as Record<string, unknown>, properties[name]!)}, not "${env[name]}"`);
+  }
+  if (problems.size > 0) throw new ConfigError([...problems.values()].join('; '));
+  return values as Static<T>;
+}
+
+/** `parseConfig` at a process's boot: a configuration error is printed and the process exits with EX_CONFIG. */
+export function loadConfig<T extends TObject>(schema: T): Static<T> {
+  try {
+    return parseConfig(schema);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(78); // EX_CONFIG
+  }
+}
+
+function coerce(schema: TSchema, raw: string): unknown {
+  const type = (schema as { type?: string }).type;
+  if (type === 'integer' || type === 'number') return raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+  if (type === 'boolean') return { '1': true, true: true, '0': false, false: false }[raw.trim().toLowerCase()] ?? raw;
+  return raw;
+}
+
+function describe(keyword: string, params: Record<string, unknown>, schema: TSchema): string {
+  const type = (schema as { type?: string }).type;
+  switch (keyword) {
+    case 'type':
+      return type === 'integer' ? 'must be a whole number' : type === 'boolean' ? 'must be 1, 0, true or false' : `must be a ${type}`;
+    case 'minimum':
+      return `must be at least ${params.limit as number}`;
+    case 'maximum':
+      return `must be at most ${params.limit as number}`;
+    case 'exclusiveMinimum':
+      return `must be more than ${params.limit as number}`;
+    case 'enum':
+      return `must be one of ${(params.allowedValues as string[]).join(', ')}`;
+    case 'minLength':
+      return 'must not be empty';
+    case 'pattern':
+      return `must match ${params.pattern as string}`;
+    default:
+      return `is not valid (${keyword})`;
+  }
+}

@@ -1,0 +1,28 @@
+/** A query node's configuration: the variables it reads, their defaults and their ranges (see README). */
+import { Type, type Static } from 'typebox';
+import { Bytes, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
+
+export const QueryNodeConfig = Type.Object({
+  ...Settings.common,
+  ...Settings.s3,
+  ...Settings.metaUrl,
+  ...Settings.heartbeat,
+  ...Settings.memberPoll,
+  ...Settings.duckDbMemory,
+  /** Identity and cache: keep it on a volume. @default DATA/node */
+  BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
+  BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),
+  BERTH_NODE_GROUP: GroupSetting({ default: 'serving' }),
+  BERTH_NODE_HOST: Host(),
+  BERTH_NODE_PORT: Port(0),
+  /** The URL peers use, when it is not the one the node listens on (in a container). */
+  BERTH_NODE_ADVERTISE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** The host peers use (Kubernetes: the pod IP); the URL is built with BERTH_NODE_PORT. */
+  BERTH_NODE_ADVERTISE_HOST: Type.Optional(Type.String()),
+  /** Declared weight; unset: from the CPU quota. */
+  BERTH_NODE_VCPUS: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  BERTH_WARM_INTERVAL_MS: Millis({ default: 10_000 }),
+  /** Unset: the node's vCPUs. */
+  BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+export type QueryNodeConfig = Static<typeof QueryNodeConfig>;
