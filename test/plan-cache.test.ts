@@ -81,7 +81,7 @@ describe('the plan cache', () => {
     const sql = 'SELECT service, count(*) AS n FROM events GROUP BY service';
     await plans.plan(sql);
     expect((await plans.plan(sql)).cached).toBe(true);
-    await expect(plans.plan('SELECT datacenter FROM events')).rejects.toMatchObject({ statusCode: 400 });
+    await expect(plans.plan('SELECT datacenter FROM events')).rejects.toMatchObject({ kind: 'invalid' });
 
     meta.table = { ...meta.table, columns: [...meta.table.columns, { name: 'datacenter', type: 'VARCHAR' }] };
     const replanned = await plans.plan(sql);
@@ -105,7 +105,7 @@ describe('the plan cache', () => {
     const sql = 'SELECT count(*) FROM events';
     await plans.plan(sql);
     meta.table = { ...meta.table, name: 'renamed' };
-    await expect(plans.plan(sql)).rejects.toMatchObject({ statusCode: 400, code: 'unknown_table' });
+    await expect(plans.plan(sql)).rejects.toMatchObject({ kind: 'invalid', code: 'unknown_table' });
   });
 });
 

@@ -242,16 +242,24 @@ export class QueryService {
     if (only && !scatter.lists(only)) await scatter.refreshMembers();
     const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
     const exchange = await engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
+    // One input's scan failing fails the query: the other inputs' scans stop too, before the exchange closes.
+    const scanStage = new AbortController();
+    const scanSignal = AbortSignal.any([signal, scanStage.signal]);
     try {
       const outcomes = await Promise.all(
         plan.inputs.map(async (input, i) => {
           if (chosen[i]!.length === 0) return undefined; // nothing to read: the final stage sees an empty input
-          return await scatter.toOwners(
-            { sql: input.sql, table: input.table, segments: chosen[i]!, columns: input.columns },
-            { receive: (body) => exchange.receive(input.name, body), discard: (part) => exchange.discard(input.name, part) },
-            only,
-            signal,
-          );
+          return await scatter
+            .toOwners(
+              { sql: input.sql, table: input.table, segments: chosen[i]!, columns: input.columns },
+              { receive: (body) => exchange.receive(input.name, body), discard: (part) => exchange.discard(input.name, part) },
+              only,
+              scanSignal,
+            )
+            .catch((error: unknown) => {
+              scanStage.abort(error);
+              throw error;
+            });
         }),
       );
       const result = await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });

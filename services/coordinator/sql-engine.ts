@@ -160,6 +160,8 @@ export class SqlEngine {
 export class Exchange {
   private readonly parts = new Map<string, string[]>();
   private readonly types = new Map<string, Promise<DuckDBType[]>>();
+  /** Streams being appended: close() waits for them, so that none writes into a dropped schema. */
+  private readonly receiving = new Set<Promise<unknown>>();
   private counter = 0;
 
   constructor(
@@ -184,14 +186,28 @@ export class Exchange {
   }
 
   /** Appends one Arrow IPC stream to an input; resolves with its part (for discard) and its rows. */
-  async receive(name: string, body: Readable): Promise<{ part: string; rows: number }> {
+  receive(name: string, body: Readable): Promise<{ part: string; rows: number }> {
+    const receiving = this.append(name, body);
+    const settled: Promise<boolean> = receiving.then(
+      () => this.receiving.delete(settled),
+      () => this.receiving.delete(settled),
+    );
+    this.receiving.add(settled);
+    return receiving;
+  }
+
+  private async append(name: string, body: Readable): Promise<{ part: string; rows: number }> {
     const input = this.input(name);
     const part = `p${this.counter++}`;
     try {
       return await this.pool.use(async (c) => {
         await c.run(`CREATE TABLE ${this.schema}.${part} (${this.columnsSql(input)})`);
         this.parts.get(name)!.push(part);
-        if (!this.types.has(name)) this.types.set(name, c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes()));
+        if (!this.types.has(name)) {
+          const types = c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes());
+          types.catch(() => {}); // awaited below, or by the stream after this one
+          this.types.set(name, types);
+        }
         const appender = await c.createAppender(part, this.schema);
         try {
           const rows = await appendArrowStream(body, appender, await this.types.get(name)!);
@@ -242,8 +258,9 @@ export class Exchange {
     });
   }
 
-  /** Drops every row the query received. */
+  /** Drops every row the query received, once no stream is still being appended (their scans were stopped). */
   async close(): Promise<void> {
+    await Promise.all(this.receiving);
     await this.pool.use((c) => c.run(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`));
   }
 }
