@@ -12,13 +12,13 @@
  * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
  * and write their profiles into DIR when the cluster stops.
  */
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { readJsonResult } from '../services/coordinator/result-json.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { segmentFiles } from './segment-files.js';
 import { percentile } from './stats.js';
 
 const option = (name: string): string | undefined => (process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined);
@@ -40,25 +40,18 @@ const MIX: string[] = [0, 1, 2, 3].flatMap((v) => [
 const DATA = path.join(os.tmpdir(), 'berth-bench-load', `data-${FILES}x${ROWS_PER_FILE}-v2`);
 
 /** Segment files (made once and kept for reruns): 50 ms apart, so the table spans about 2.8 hours. */
-async function makeData(): Promise<string[]> {
-  if (!existsSync(path.join(DATA, 'done'))) {
-    await rm(DATA, { recursive: true, force: true });
-    await mkdir(DATA, { recursive: true });
-    const db = await DuckDBInstance.create(':memory:');
-    const c = await db.connect();
-    for (let f = 0; f < FILES; f++) {
-      const from = f * ROWS_PER_FILE;
-      await c.run(`COPY (SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
+function makeData(): Promise<string[]> {
+  return segmentFiles({
+    dir: DATA,
+    files: FILES,
+    rowsPerFile: ROWS_PER_FILE,
+    name: (f) => `events-load-${f}.parquet`,
+    rows: (from, to) => `SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
           ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
           (hash(i * 3) % 600)::INTEGER AS status, (hash(i * 11) % 100000)::INTEGER AS latency_ms, (hash(i * 5) % 10000000)::BIGINT AS bytes,
           md5((i % 5000)::VARCHAR)[1:16] AS user_id
-        FROM range(${from}, ${from + ROWS_PER_FILE}) t(i) ORDER BY ts) TO '${DATA}/events-load-${f}.parquet' (FORMAT parquet)`);
-    }
-    c.closeSync();
-    db.closeSync();
-    await writeFile(path.join(DATA, 'done'), '');
-  }
-  return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
+        FROM range(${from}, ${to}) t(i) ORDER BY ts`,
+  });
 }
 
 /** The cluster's service processes (found by the directory each was given), by service. */

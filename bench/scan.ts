@@ -12,8 +12,7 @@
  * against the compressed size of the columns the query reads.
  * Run: npm run bench:scan [-- --files N --rows-per-file N]
  */
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -22,6 +21,7 @@ import { readJsonResult } from '../services/coordinator/result-json.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
 import { scanOnNode } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { segmentFiles } from './segment-files.js';
 import { median } from './stats.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback;
@@ -43,25 +43,18 @@ const BASE = path.join(os.tmpdir(), 'berth-bench-scan');
 const DATA = path.join(BASE, `data-${FILES}x${ROWS_PER_FILE}`);
 
 /** Segment files of hard-to-compress rows (random numbers, hex ids), made once and kept for reruns. */
-async function makeData(): Promise<string[]> {
-  if (!existsSync(path.join(DATA, 'done'))) {
-    await rm(DATA, { recursive: true, force: true });
-    await mkdir(DATA, { recursive: true });
-    const db = await DuckDBInstance.create(':memory:');
-    const c = await db.connect();
-    for (let f = 0; f < FILES; f++) {
-      const from = f * ROWS_PER_FILE;
-      await c.run(`COPY (SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
+function makeData(): Promise<string[]> {
+  return segmentFiles({
+    dir: DATA,
+    files: FILES,
+    rowsPerFile: ROWS_PER_FILE,
+    name: (f) => `events-bench-${String(f).padStart(4, '0')}.parquet`,
+    rows: (from, to) => `SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
           ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
           (hash(i * 3) % 600)::INTEGER AS status, random() * 1000 AS latency_ms, (hash(i * 5) % 10000000)::BIGINT AS bytes,
           md5(i::VARCHAR) AS request_id, md5((i * 7)::VARCHAR)[1:16] AS user_id
-        FROM range(${from}, ${from + ROWS_PER_FILE}) t(i) ORDER BY ts) TO '${DATA}/events-bench-${String(f).padStart(4, '0')}.parquet' (FORMAT parquet)`);
-    }
-    c.closeSync();
-    db.closeSync();
-    await writeFile(path.join(DATA, 'done'), '');
-  }
-  return (await readdir(DATA)).filter((f) => f.endsWith('.parquet')).sort().map((f) => path.join(DATA, f));
+        FROM range(${from}, ${to}) t(i) ORDER BY ts`,
+  });
 }
 
 const files = await makeData();
