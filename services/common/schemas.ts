@@ -1,5 +1,5 @@
 /** TypeBox shapes shared by more than one service's API. */
-import { Type } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import { COLUMN_NAME, NODE_ID, SEGMENT_ID, TABLE_NAME } from '../../core/identifiers.js';
 
 export const TableName = Type.String({ pattern: TABLE_NAME.source });
@@ -22,3 +22,16 @@ export const SegmentSchema = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** Every error a service answers with (see errors.ts): a code callers branch on, and what was wrong. */
+export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });
+export type ErrorBody = Static<typeof ErrorBody>;
+
+/** The answer of a call that has nothing to report but its success. */
+export const Ok = Type.Object({ ok: Type.Literal(true) });
+
+/**
+ * A route's response schemas: `ok` for a success, the error body for a failure. Fastify serializes
+ * with them, and drops a field the schema does not list: an open body says so (Type.Record, Type.Unknown).
+ */
+export const answers = <T extends TSchema>(ok: T) => ({ 200: ok, '4xx': ErrorBody, '5xx': ErrorBody });

@@ -11,7 +11,7 @@ import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
 import { TableName, TimestampColumn } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
-import { warmthOfNode } from '../query-node/client.js';
+import { QueryNodeClient } from '../query-node/client.js';
 import type { Ingestor } from './ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
@@ -126,7 +126,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     const members = view.members ?? [];
     const totalWeight = members.reduce((sum, m) => sum + m.weight, 0);
     // Each live node's warm-up, as it reports it; a node that does not answer in time shows none.
-    const warmth = await Promise.all(backends.map((b) => (b.alive ? warmthOfNode(b.url).catch(() => undefined) : undefined)));
+    const warmth = await Promise.all(backends.map((b) => (b.alive ? new QueryNodeClient(b.url).warmth().catch(() => undefined) : undefined)));
     return {
       nodes: backends.map((b, i) => {
         const member = members.find((m) => m.id === b.id);
