@@ -10,18 +10,9 @@ export const GroupName = Type.String({ pattern: NODE_ID.source });
 /** A table's timestamp column, as ingest names it and meta records it. */
 export const TimestampColumn = Type.String({ pattern: COLUMN_NAME.source });
 
-export const SegmentSchema = Type.Object(
-  {
-    id: SegmentId,
-    table: TableName,
-    minTs: Type.Integer(),
-    maxTs: Type.Integer(),
-    rows: Type.Integer({ minimum: 0 }),
-    bytes: Type.Integer({ minimum: 0 }),
-    level: Type.Integer({ minimum: 0, maximum: 16 }),
-  },
-  { additionalProperties: false },
-);
+/** A column of a table's schema, as meta records it and a scan request carries it. */
+export const ColumnSpec = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }), type: Type.String({ minLength: 1, maxLength: 500 }) });
+export type ColumnSpec = Static<typeof ColumnSpec>;
 
 /** Every error a service answers with (see errors.ts): a code callers branch on, and what was wrong. */
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() });

@@ -5,7 +5,7 @@
  * metrics to call a node.
  */
 import { Type, type Static } from 'typebox';
-import { NodeId, SegmentId, TableName } from '../common/schemas.js';
+import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 
 /** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
@@ -18,7 +18,7 @@ export const ScanRequest = Type.Object(
       Type.Object({
         name: TableName,
         /** The table's schema. */
-        schema: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
+        schema: Type.Array(ColumnSpec, { minItems: 1 }),
         /** The columns the scan reads (the view over the segments has only these); all when absent. */
         columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
         segments: Type.Array(SegmentId, { maxItems: 100_000 }),
