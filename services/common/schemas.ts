@@ -26,3 +26,9 @@ export const Ok = Type.Object({ ok: Type.Literal(true) });
  * with them, and drops a field the schema does not list: an open body says so (Type.Record, Type.Unknown).
  */
 export const answers = <T extends TSchema>(ok: T) => ({ 200: ok, '4xx': ErrorBody, '5xx': ErrorBody });
+
+/**
+ * A response whose shape another layer's contract defines (a workflow's query, a core report),
+ * written as TypeScript there: sent as it is (no field dropped) and typed as it is there.
+ */
+export const DefinedIn = <T>(where: string) => Type.Unsafe<T>(Type.Unknown({ description: `as ${where} defines it` }));
