@@ -16,12 +16,9 @@ import type { MetaClient, SegmentRow } from '../meta/client.js';
 import { QueryNodeClient } from '../query-node/client.js';
 import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
 import type { SegmentWriter } from './segment-writer.js';
+import type { IngestResult } from './api.js';
 
-export interface IngestResult {
-  segment: SegmentRow;
-  /** Where the segment was pushed, and whether the owner took it. */
-  push: { owner: string | null; accepted: boolean; reason?: string };
-}
+export type { IngestResult };
 
 export interface IngestOptions {
   writer: SegmentWriter;
