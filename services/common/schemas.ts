@@ -1,17 +1,19 @@
 /** TypeBox shapes shared by more than one service's API. */
 import { Type, type Static, type TSchema } from 'typebox';
-import { COLUMN_NAME, NODE_ID, SEGMENT_ID, TABLE_NAME } from '../../core/identifiers.js';
+import { COLUMN_NAME, MAX_COLUMN_NAME_LENGTH, NODE_ID, SEGMENT_ID, TABLE_NAME } from '../../core/identifiers.js';
 
 export const TableName = Type.String({ pattern: TABLE_NAME.source });
 export const SegmentId = Type.String({ pattern: SEGMENT_ID.source });
 export const NodeId = Type.String({ pattern: NODE_ID.source });
 /** Compute groups are named as node ids are. */
 export const GroupName = Type.String({ pattern: NODE_ID.source });
+/** An http(s) URL, as nodes advertise themselves. */
+export const HttpUrl = (options: { maxLength?: number } = {}) => Type.String({ pattern: '^https?://', ...options });
 /** A table's timestamp column, as ingest names it and meta records it. */
 export const TimestampColumn = Type.String({ pattern: COLUMN_NAME.source });
 
 /** A column of a table's schema, as meta records it and a scan request carries it. */
-export const ColumnSpec = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }), type: Type.String({ minLength: 1, maxLength: 500 }) });
+export const ColumnSpec = Type.Object({ name: Type.String({ minLength: 1, maxLength: MAX_COLUMN_NAME_LENGTH }), type: Type.String({ minLength: 1, maxLength: 500 }) });
 export type ColumnSpec = Static<typeof ColumnSpec>;
 
 /** Every error a service answers with (see errors.ts): a code callers branch on, and what was wrong. */

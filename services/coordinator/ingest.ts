@@ -12,7 +12,7 @@ import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { partitionOf, segmentId, segmentObjectKey } from '../../core/identifiers.js';
 import { badRequest } from '../common/errors.js';
 import type { MemberView } from '../common/member-view.js';
-import type { MetaClient, SegmentRow } from '../meta/client.js';
+import type { MetaClient } from '../meta/client.js';
 import { QueryNodeClient } from '../query-node/client.js';
 import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
 import type { SegmentWriter } from './segment-writer.js';

@@ -4,7 +4,7 @@
  * their types, so a node, a table, a segment or a lease is defined here once.
  */
 import { Type, type Static } from 'typebox';
-import { ColumnSpec, GroupName, NodeId, SegmentId, TableName, TimestampColumn } from '../common/schemas.js';
+import { ColumnSpec, GroupName, HttpUrl, NodeId, SegmentId, TableName, TimestampColumn } from '../common/schemas.js';
 
 export { ColumnSpec };
 
@@ -19,7 +19,7 @@ export const NodeRegistration = (maxVcpus?: number) =>
     {
       id: NodeId,
       group: GroupName,
-      url: Type.String({ pattern: '^https?://', maxLength: 500 }),
+      url: HttpUrl({ maxLength: 500 }),
       vcpus: Vcpus(maxVcpus),
       /** When the node process started (epoch ms). */
       startedAt: Type.Integer({ minimum: 0 }),
