@@ -111,6 +111,7 @@ export type PushResult = Static<typeof PushResult>;
 /** POST /v1/warm?segments=: one warmer pass, fetching at most `segments` (0: only survey). */
 export const WarmQuery = Type.Object({ segments: Type.Optional(Type.Integer({ minimum: 0 })) });
 export const WarmResult = Type.Object({ fetched: Type.Integer() });
+export type WarmResult = Static<typeof WarmResult>;
 
 /** POST /v1/canary: Berth's canary object read from storage and scanned. */
 export const CanaryResult = Type.Object({ rows: Type.Integer(), bytes: Type.Integer(), ms: Type.Number() });

@@ -1,6 +1,6 @@
 /**
  * A typed client for one query node: scans (an Arrow IPC stream back, stats and errors in
- * trailers), pushes of segment files, the canary and the node's info. The coordinator's scatter
+ * trailers), pushes of segment files, warm-up passes, the canary and the node's info. The coordinator's scatter
  * and ingest, the merge's push, the heavy pool's readiness check and the benches call nodes
  * through it; the shapes it sends and reads are the node's api.ts.
  */
@@ -9,7 +9,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { bearer } from '../common/auth.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { ErrorBody } from '../common/schemas.js';
-import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type CanaryResult, type NodeInfo, type PushResult, type ScanFailure, type ScanRequest, type ScanStats, type Warmth } from './api.js';
+import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type CanaryResult, type NodeInfo, type PushResult, type ScanFailure, type ScanRequest, type ScanStats, type WarmResult, type Warmth } from './api.js';
 
 export type { CanaryResult, NodeInfo, PushResult, ScanRequest, ScanStats, Warmth };
 
@@ -36,15 +36,13 @@ export class QueryNodeClient {
    * signal abandons it, and the node then interrupts DuckDB.
    */
   scan(request: ScanRequest, signal: AbortSignal): Promise<ScanResponse> {
-    const nodeUrl = this.url;
-    const token = this.token;
     return new Promise((resolve, reject) => {
       const payload = JSON.stringify(request);
-      const call = http.request(`${nodeUrl}/v1/scan`, {
+      const call = http.request(`${this.url}/v1/scan`, {
         method: 'POST',
         agent,
         signal,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...bearer(token) },
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...bearer(this.token) },
       });
       call.once('error', reject);
       call.once('response', (response) => {
@@ -60,7 +58,7 @@ export class QueryNodeClient {
             } catch {
               body = undefined;
             }
-            reject(new ServiceCallError(response.statusCode ?? 502, body, `scan on ${nodeUrl} answered ${response.statusCode}: ${body?.message ?? text}`));
+            reject(new ServiceCallError(response.statusCode ?? 502, body, `scan on ${this.url} answered ${response.statusCode}: ${body?.message ?? text}`));
           });
           return;
         }
@@ -69,7 +67,7 @@ export class QueryNodeClient {
         const ended = new Promise<ScanStats>((done, fail) => {
           const settle = () => {
             if (!response.complete) {
-              const error = new Error(`scan on ${nodeUrl}: the connection dropped mid-stream`);
+              const error = new Error(`scan on ${this.url}: the connection dropped mid-stream`);
               fail(error);
               body.destroy(error);
               return;
@@ -77,7 +75,7 @@ export class QueryNodeClient {
             const failure = response.trailers[SCAN_ERROR_TRAILER];
             if (failure) {
               const { status, error, message } = JSON.parse(failure) as ScanFailure;
-              fail(new ServiceCallError(status, { error, message }, `scan on ${nodeUrl} failed: ${message}`));
+              fail(new ServiceCallError(status, { error, message }, `scan on ${this.url} failed: ${message}`));
             } else done(JSON.parse(response.trailers[SCAN_STATS_TRAILER] ?? '{}') as ScanStats);
           };
           response.once('end', settle);
@@ -119,7 +117,7 @@ export class QueryNodeClient {
   /** Runs one warmer pass now, fetching at most `segments` (0: only survey what the node owns); returns how many it fetched. */
   async warm(segments?: number): Promise<number> {
     const query = segments === undefined ? '' : `?segments=${segments}`;
-    return (await callJson<{ fetched: number }>(`${this.url}/v1/warm${query}`, { method: 'POST', token: this.token, timeoutMs: 60_000 })).fetched;
+    return (await callJson<WarmResult>(`${this.url}/v1/warm${query}`, { method: 'POST', token: this.token, timeoutMs: 60_000 })).fetched;
   }
 
   /** The node's cache warm-up figures (GET /v1/info), for `berth nodes`. */
