@@ -12,7 +12,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { CANARY_ROWS } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
-import { canaryOnNode } from '../services/query-node/client.js';
+import { QueryNodeClient } from '../services/query-node/client.js';
 import { poolWorkflowId, type ReconcileInput, type ReconcileResult } from '../workflows/api.js';
 import { ensureCanaryObject } from './canary-object.js';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './platform/compute-platform.js';
@@ -121,7 +121,7 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
       return await Promise.all(
         input.backends.map(async (backend) => {
           try {
-            const { rows } = await canaryOnNode(backend.url, deps.token);
+            const { rows } = await new QueryNodeClient(backend.url, deps.token).canary();
             return rows === CANARY_ROWS ? { id: backend.id, ok: true } : { id: backend.id, ok: false, error: `the canary scan counted ${rows} rows, not ${CANARY_ROWS}` };
           } catch (error) {
             return { id: backend.id, ok: false, error: (error as Error).message };

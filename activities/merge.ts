@@ -26,7 +26,7 @@ import { Placement } from '../core/ownership.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
-import { pushToNode } from '../services/query-node/client.js';
+import { QueryNodeClient } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
 import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/api.js';
 
@@ -271,7 +271,7 @@ async function push(deps: MergeActivityDeps, table: string, segmentId: string, b
     owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(segmentId)?.id ?? null;
     const member = members.find((m) => m.id === owner);
     if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
-    const result = await pushToNode(member.url, table, segmentId, await body(), deps.token, 30_000, signal);
+    const result = await new QueryNodeClient(member.url, deps.token).push(table, segmentId, await body(), { timeoutMs: 30_000, signal });
     return { owner, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
   } catch (error) {
     if (signal.aborted) throw signal.reason; // stopped, not declined

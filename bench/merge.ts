@@ -22,7 +22,7 @@ import { readS3Credentials } from '../cli/embedded/s3-server.js';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
 import { createS3Client } from '../services/common/s3-client.js';
-import { pushToNode } from '../services/query-node/client.js';
+import { QueryNodeClient } from '../services/query-node/client.js';
 import { MERGE_TASK_QUEUE } from '../workflows/api.js';
 import type { segmentMergeWorkflow } from '../workflows/index.js';
 import { startBenchCluster } from './bench-cluster.js';
@@ -129,7 +129,7 @@ try {
     const owner = members.find((m) => m.id === new Placement(members).owner(result.merged!.id)?.id)!;
     const put = () => s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: `bench/put-${round}`, Body: body }));
     const push = async () => {
-      if (!(await pushToNode(owner.url, table, result.merged!.id, body, token)).accepted) throw new Error('push declined');
+      if (!(await new QueryNodeClient(owner.url, token).push(table, result.merged!.id, body)).accepted) throw new Error('push declined');
     };
     transfers.put.push(await timed(put));
     transfers.push.push(await timed(push));

@@ -19,7 +19,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { tokenFile } from '../cli/embedded/cluster.js';
 import { readJsonResult } from '../services/coordinator/result-json.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
-import { scanOnNode } from '../services/query-node/client.js';
+import { QueryNodeClient } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
 import { median } from './stats.js';
@@ -127,7 +127,7 @@ try {
   const gatherUrl = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
   const gatherQuery = async () => {
     const started = performance.now();
-    const response = await scanOnNode(gatherUrl, { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, token, AbortSignal.timeout(600_000));
+    const response = await new QueryNodeClient(gatherUrl, token).scan({ sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, AbortSignal.timeout(600_000));
     for await (const part of response.body) void part;
     const stats = await response.ended;
     return { ms: performance.now() - started, stats };

@@ -9,6 +9,8 @@ export const TABLE_NAME = /^[a-z][a-z0-9_]{0,62}$/;
 export const SEGMENT_ID = /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 /** Node ids and group names. */
 export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** The longest column name a table may have (ingest refuses longer fields; meta's schema too). */
+export const MAX_COLUMN_NAME_LENGTH = 200;
 /** A table's timestamp column: a plain SQL identifier. */
 export const COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 

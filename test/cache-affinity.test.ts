@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Placement } from '../core/ownership.js';
-import type { Warmth } from '../services/query-node/warmer.js';
+import { QueryNodeClient, type Warmth } from '../services/query-node/client.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 
@@ -32,9 +32,8 @@ describe('cache affinity and warm-up', () => {
   let cluster: TestCluster;
   let dataDir: string;
   const nodes = async () => JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as NodeRow[];
-  /** One warmer pass, fetching at most `segments`. */
-  const warmOnce = (url: string, segments: number) =>
-    fetch(`${url}/v1/warm?segments=${segments}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json() as Promise<{ fetched: number }>);
+  /** One warmer pass, fetching at most `segments`; how many it fetched. */
+  const warmOnce = (url: string, segments: number) => new QueryNodeClient(url, TOKEN).warm(segments);
   const metrics = async (url: string) => (await fetch(`${url}/metrics`)).text();
 
   beforeAll(async () => {
@@ -64,7 +63,7 @@ describe('cache affinity and warm-up', () => {
     const fractions: number[] = [];
     let passes = 0;
     for (;;) {
-      const { fetched } = await warmOnce(joined.url, 1);
+      const fetched = await warmOnce(joined.url, 1);
       passes++;
       const { warmth } = await row();
       fractions.push(warmth!.owned!.fraction);
@@ -102,10 +101,10 @@ describe('cache affinity and warm-up', () => {
     await expect.poll(() => joined.view.members?.length, { timeout: 10_000 }).toBe(2);
 
     // A pass that only surveys: the moved share is known, and cold.
-    expect(await warmOnce(joined.url, 0)).toEqual({ fetched: 0 });
+    expect(await warmOnce(joined.url, 0)).toBe(0);
     const bytes = segments.filter((s) => gained.includes(s.id)).reduce((sum, s) => sum + s.bytes, 0);
     expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({ moved: { segments: gained.length, bytes, warmBytes: 0, fraction: 0 } });
-    const { fetched } = await warmOnce(joined.url, 1_000);
+    const fetched = await warmOnce(joined.url, 1_000);
     expect(fetched).toBe(gained.length);
     expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({ owned: { fraction: 1 }, moved: { segments: gained.length, bytes, warmBytes: bytes, fraction: 1 } });
   });

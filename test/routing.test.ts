@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MemberView } from '../services/common/member-view.js';
 import { MetaClient } from '../services/meta/client.js';
 import { Scatter } from '../services/coordinator/scatter.js';
+import { QueryNodeClient } from '../services/query-node/client.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 
 async function query(cluster: TestCluster, sql: string) {
@@ -98,8 +99,7 @@ describe('routing and membership', () => {
     const node = await cluster.addNode({ vcpus: 4, cacheBytes: 3 * Math.max(...segments.map((s) => s.bytes)) });
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
     await node.view.refresh();
-    const response = await fetch(`${node.url}/v1/warm`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
-    expect(response.status).toBe(200);
+    await new QueryNodeClient(node.url, TOKEN).warm();
     const owned = segments.filter((s) => node.view.placement!.owner(s.id)!.id === node.id);
     const warmed = node.cache.ids();
     expect(warmed.length).toBeGreaterThan(0);

@@ -6,9 +6,9 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { Type } from 'typebox';
-import { GroupName } from '../common/schemas.js';
-import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
+import { answers, Ok } from '../common/schemas.js';
+import type { LaunchAccepted, PoolConfig, ServingScalerConfig } from '../../workflows/api.js';
+import { GroupParams as Group, LaunchAnswer, LaunchRequest, PoolStatusAnswer, PoolUsage, Preflight, ServingAutoscaler } from './api.js';
 import { requireToken } from '../common/auth.js';
 import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
@@ -29,8 +29,6 @@ export interface ControllerAppOptions {
   /** @default true */
   logger?: boolean;
 }
-
-const Group = Type.Object({ group: GroupName });
 
 export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
   // Strict bodies: "2" or true is not a target, and an unknown field is an error, not dropped.
@@ -59,14 +57,14 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
     return config;
   };
 
-  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
   servePoolMetrics(app, options.client, options.pools);
 
   app.post(
     '/v1/pools/:group/launch',
     {
       onRequest: requireToken(options.token),
-      schema: { params: Group, body: Type.Object({ target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) }, { additionalProperties: false }) },
+      schema: { params: Group, body: LaunchRequest, response: answers(LaunchAnswer) },
     },
     async (request) => {
       const config = known(request.params.group);
@@ -81,17 +79,17 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
 
   const links = (group: string) => ({ preflight: `/v1/pools/${group}/preflight`, usage: `/v1/pools/${group}/usage` });
 
-  app.get('/v1/pools/:group/status', { schema: { params: Group } }, async (request) => {
+  app.get('/v1/pools/:group/status', { schema: { params: Group, response: answers(PoolStatusAnswer) } }, async (request) => {
     const config = known(request.params.group);
     return { ...(await poolStatus({ client: options.client, group: config.group, config })), links: links(config.group) };
   });
 
-  app.get('/v1/pools/:group/usage', { schema: { params: Group } }, async (request) => {
+  app.get('/v1/pools/:group/usage', { schema: { params: Group, response: answers(PoolUsage) } }, async (request) => {
     const config = known(request.params.group);
     return await poolUsage({ client: options.client, group: config.group });
   });
 
-  app.get('/v1/serving/:group/autoscaler', { schema: { params: Group } }, async (request) => {
+  app.get('/v1/serving/:group/autoscaler', { schema: { params: Group, response: answers(ServingAutoscaler) } }, async (request) => {
     const config = options.servingScaler;
     if (!config || config.group !== request.params.group) {
       throw notFound('unknown_group', `no serving autoscaler for "${request.params.group}": ${config ? `this controller's scales "${config.group}"` : 'it is off (BERTH_SERVING_AUTOSCALE=1 turns it on)'}`);
@@ -100,7 +98,7 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   });
 
   // Runs on a worker, whose credentials are the ones checked; findings are an answer, not an error.
-  app.get('/v1/pools/:group/preflight', { schema: { params: Group } }, async (request) => {
+  app.get('/v1/pools/:group/preflight', { schema: { params: Group, response: answers(Preflight) } }, async (request) => {
     const config = known(request.params.group);
     try {
       return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });

@@ -1,10 +1,8 @@
 /** Calls the controller: launch a heavy pool and read its status, usage and preflight, and the serving autoscaler's status. */
-import type { NodeUsage } from '../../core/node-hours.js';
 import { callJson } from '../common/http-client.js';
-import type { LaunchAccepted, PoolStatus, PreflightReport, ServingScalerStatus } from '../../workflows/api.js';
+import type { LaunchAccepted, NodeUsage, PoolStatusAnswer, PreflightReport, ServingScalerStatus } from './api.js';
 
-/** A pool's status, with the routes of its preflight and usage. */
-export type PoolStatusAnswer = PoolStatus & { links?: { preflight: string; usage: string } };
+export type { LaunchAccepted, NodeUsage, PoolStatusAnswer, PreflightReport, ServingScalerStatus };
 
 /** A preflight runs on a worker and may take minutes. */
 const PREFLIGHT_TIMEOUT_MS = 600_000;

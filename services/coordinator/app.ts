@@ -2,16 +2,28 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { Type } from 'typebox';
 import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { installErrorHandler } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
-import { TableName, TimestampColumn } from '../common/schemas.js';
+import { answers, Ok } from '../common/schemas.js';
 import type { MetaClient } from '../meta/client.js';
-import { warmthOfNode } from '../query-node/client.js';
+import { QueryNodeClient } from '../query-node/client.js';
+import {
+  ConcentrationQuery,
+  ConcentrationReport,
+  CoordinatorReadiness,
+  IngestParams,
+  IngestQuery,
+  IngestResult,
+  NodeList,
+  QueryRequest,
+  QueryResult,
+  TableList,
+  WorkloadGroups,
+} from './api.js';
 import type { Ingestor } from './ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
@@ -58,8 +70,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   // NDJSON streams to a scratch file instead of being buffered.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) => done(null, payload));
 
-  app.get('/healthz', async () => ({ ok: true }));
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
+  app.get('/readyz', { schema: { response: { 200: CoordinatorReadiness, 503: CoordinatorReadiness } } }, async (_request, reply) => {
     const members = view.members?.length ?? 0;
     const metaDown = await meta.ping().then(
       () => undefined,
@@ -72,7 +84,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
 
   app.post(
     '/v1/query',
-    { schema: { body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }) } },
+    { schema: { body: QueryRequest, response: answers(QueryResult) } },
     async (request, reply) => {
       // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.
       const gone = new AbortController();
@@ -94,10 +106,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     '/v1/tables/:table/rows',
     {
       onRequest: requireToken(options.token),
-      schema: {
-        params: Type.Object({ table: TableName }),
-        querystring: Type.Object({ timestampColumn: Type.Optional(TimestampColumn) }),
-      },
+      schema: { params: IngestParams, querystring: IngestQuery, response: answers(IngestResult) },
     },
     async (request, reply) => {
       const arrived = performance.now();
@@ -114,19 +123,19 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   );
 
   // Compute concentration over the queries this coordinator answered (since `since`, ms since the epoch).
-  app.get('/v1/query-log/concentration', { schema: { querystring: Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (request) => {
+  app.get('/v1/query-log/concentration', { schema: { querystring: ConcentrationQuery, response: answers(ConcentrationReport) } }, async (request) => {
     const entries = queryLog.entries(request.query.since);
     return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
   });
 
-  app.get('/v1/tables', async () => ({ tables: await meta.listTables() }));
+  app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({ tables: await meta.listTables() }));
 
-  app.get('/v1/nodes', async () => {
+  app.get('/v1/nodes', { schema: { response: answers(NodeList) } }, async () => {
     const backends = await meta.backends();
     const members = view.members ?? [];
     const totalWeight = members.reduce((sum, m) => sum + m.weight, 0);
     // Each live node's warm-up, as it reports it; a node that does not answer in time shows none.
-    const warmth = await Promise.all(backends.map((b) => (b.alive ? warmthOfNode(b.url).catch(() => undefined) : undefined)));
+    const warmth = await Promise.all(backends.map((b) => (b.alive ? new QueryNodeClient(b.url).warmth().catch(() => undefined) : undefined)));
     return {
       nodes: backends.map((b, i) => {
         const member = members.find((m) => m.id === b.id);
@@ -135,7 +144,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     };
   });
 
-  app.get('/v1/workload-groups', async () => ({ groups: await queries.workload() }));
+  app.get('/v1/workload-groups', { schema: { response: answers(WorkloadGroups) } }, async () => ({ groups: await queries.workload() }));
 
   return app;
 }

@@ -1,18 +1,8 @@
 /** Calls the coordinator: queries, ingest of NDJSON rows, the node list and the query log's compute concentration. */
-import type { Concentration } from '../../core/compute-concentration.js';
 import { callJson } from '../common/http-client.js';
-import type { Backend } from '../meta/client.js';
-import type { Warmth } from '../query-node/client.js';
-import type { IngestResult } from './ingest.js';
-import type { QueryResult } from './query-service.js';
+import type { ConcentrationReport, IngestResult, NodeRow, QueryResult } from './api.js';
 
-export type { IngestResult, QueryResult };
-
-/** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
-export type NodeRow = Backend & { weight: number; share: number; warmth?: Warmth };
-
-/** Compute concentration over the queries the coordinator logged, and how many it keeps. */
-export type ConcentrationReport = Concentration & { capacity: number; from?: number };
+export type { ConcentrationReport, IngestResult, NodeRow, QueryResult };
 
 /** A query or an ingest runs as long as the coordinator lets it (its deadline governs). */
 const DATA_TIMEOUT_MS = 3_600_000;

@@ -12,16 +12,13 @@ import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { partitionOf, segmentId, segmentObjectKey } from '../../core/identifiers.js';
 import { badRequest } from '../common/errors.js';
 import type { MemberView } from '../common/member-view.js';
-import type { MetaClient, SegmentRow } from '../meta/client.js';
-import { pushToNode } from '../query-node/client.js';
+import type { MetaClient } from '../meta/client.js';
+import { QueryNodeClient } from '../query-node/client.js';
 import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
 import type { SegmentWriter } from './segment-writer.js';
+import type { IngestResult } from './api.js';
 
-export interface IngestResult {
-  segment: SegmentRow;
-  /** Where the segment was pushed, and whether the owner took it. */
-  push: { owner: string | null; accepted: boolean; reason?: string };
-}
+export type { IngestResult };
 
 export interface IngestOptions {
   writer: SegmentWriter;
@@ -76,7 +73,7 @@ export class Ingestor {
     const member = owner && this.options.view.member(owner.id);
     if (!member) return { owner: null, accepted: false, reason: 'no member list yet' };
     try {
-      const result = await pushToNode(member.url, table, id, bytes, this.options.token);
+      const result = await new QueryNodeClient(member.url, this.options.token).push(table, id, bytes);
       return { owner: member.id, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
     } catch (error) {
       return { owner: member.id, accepted: false, reason: (error as Error).message };

@@ -30,16 +30,17 @@ import { TABLE_NAME } from '../../core/identifiers.js';
 import { badRequest, DomainError } from '../common/errors.js';
 import type { TableInfo } from '../meta/client.js';
 import type { BoundColumn, SqlEngine } from './sql-engine.js';
+import type { Route, ScanKind } from './api.js';
 
 /**
  * How a query runs, in one word: `aggregate` (one read, a partial aggregate on each owner),
  * `select` (one read, a select on each owner: distinct rows or top-k), or `stages` (any other
  * shape: the final stage runs the query's own SQL over what each read's owners send).
  */
-export type Route = 'aggregate' | 'select' | 'stages';
+export type { Route };
 
 /** What the owners of one read's segments do: see core/query-plan. */
-export type ScanKind = 'aggregate' | 'select' | 'rows';
+export type { ScanKind };
 
 export interface TimeWindow {
   from?: number;

@@ -10,74 +10,15 @@ import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
 import type { PlanCache } from './plan-cache.js';
-import type { ExecutablePlan, Route, ScanKind } from './planner.js';
-import type { JsonResult } from './result-json.js';
+import type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
+import type { ExecutablePlan } from './planner.js';
 import type { Scatter } from './scatter.js';
 import { ServingAdmission } from './serving-admission.js';
 import type { SqlEngine } from './sql-engine.js';
 import type { TableCatalog } from './table-catalog.js';
 
-/** One read's scan stage, as it ran. */
-export interface ScanStage {
-  /** The name the final stage read it by. */
-  input: string;
-  table: string;
-  kind: ScanKind;
-  /** The table's columns the owners read. */
-  columns: string[];
-  segments: number;
-  /** Rows and Arrow IPC bytes the owners sent. */
-  rows: number;
-  bytes: number;
-  /** Segments scanned per node id. */
-  nodes: Record<string, number>;
-}
-
-export interface QueryStats {
-  /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
-  verdict: Verdict;
-  /** The compute group that ran the query. */
-  group: string;
-  route: Route;
-  /** Why the query is not one aggregate or select over one table. */
-  reason?: string;
-  /** Whether the plan was made for this query or reused from an earlier one with the same SQL and schemas. */
-  plan: 'planned' | 'cached';
-  /** The two stages: each read's scan on the owners, then the final stage, here. */
-  stages: { scan: ScanStage[]; final: 'coordinator' };
-  /** Bytes the scan stage sent to the final stage (Arrow IPC). */
-  bytesMoved: number;
-  /** Bytes each node read from S3 for this query. */
-  s3BytesByNode: Record<string, number>;
-  placement: 'owner' | 'round-robin' | 'local';
-  segments: { total: number; scanned: number; pruned: number };
-  /** Bytes of the segments left after pruning: what the routing verdict weighed. */
-  scanBytes: number;
-  /** Segments scanned per node id. */
-  nodes: Record<string, number>;
-  cacheHits: number;
-  cacheMisses: number;
-  s3Gets: number;
-  bytesFromS3: number;
-  fallbacks: number;
-  elapsedMs: number;
-  /** For a heavy query: the pool's workflow and how long the query waited to be admitted. */
-  pool?: { workflowId: string; waitedMs: number };
-}
-
-export interface QueryResult extends JsonResult {
-  stats: QueryStats;
-}
-
-export interface WorkloadGroupStatus {
-  name: string;
-  running: number;
-  waiting: number;
-  maxConcurrency?: number;
-  maxQueueSize?: number;
-  /** Why the figures are this coordinator's own instead of the whole group's. */
-  unavailable?: string;
-}
+// A query's result and stats, and a workload group's figures, are the coordinator's wire contract.
+export type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus };
 
 /** The elastic heavy pool, as the coordinator sees it: its group, its admission, its queue figures. */
 export interface HeavyPool {

@@ -8,8 +8,9 @@
  */
 import { DuckDBTypeId, JsonDuckDBValueConverter, type DuckDBResult, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
 import { resultTooLarge } from '../common/errors.js';
+import type { JsonValue } from './api.js';
 
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type { JsonValue };
 
 export interface JsonResult {
   columns: string[];

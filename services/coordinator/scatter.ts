@@ -14,7 +14,7 @@ import { DomainError, unavailable } from '../common/errors.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MemberView } from '../common/member-view.js';
 import type { Member, SegmentRow, TableInfo } from '../meta/client.js';
-import { scanOnNode, type ScanRequest, type ScanStats } from '../query-node/client.js';
+import { QueryNodeClient, type ScanRequest, type ScanStats } from '../query-node/client.js';
 
 export interface ScatterOptions {
   view: MemberView;
@@ -95,7 +95,7 @@ export class Scatter {
       work.segments.map((s) => s.id),
       (failed, ids) => this.assign(members, ids, failed),
       async (target, ids, until) => {
-        const response = await scanOnNode(target.url, request(ids), this.options.token, until);
+        const response = await new QueryNodeClient(target.url, this.options.token).scan(request(ids), until);
         let part: string;
         try {
           ({ part } = await sink.receive(response.body));

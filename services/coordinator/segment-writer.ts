@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
-import { quoteIdent } from '../../core/identifiers.js';
+import { MAX_COLUMN_NAME_LENGTH, quoteIdent } from '../../core/identifiers.js';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
@@ -23,7 +23,6 @@ export interface SegmentFile {
 
 /** What meta accepts for a table's schema. */
 const MAX_COLUMNS = 2000;
-const MAX_COLUMN_NAME = 200;
 
 export class SegmentWriter {
   private constructor(
@@ -69,8 +68,8 @@ export class SegmentWriter {
           .getRows()
           .map((r) => ({ name: String(r[0]), type: String(r[1]) }));
         if (schema.length > MAX_COLUMNS) throw badRequest('too_many_columns', `the rows have ${schema.length} fields; a table has at most ${MAX_COLUMNS} columns`);
-        const long = schema.find((col) => col.name.length > MAX_COLUMN_NAME);
-        if (long) throw badRequest('column_name_too_long', `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME} characters`);
+        const long = schema.find((col) => col.name.length > MAX_COLUMN_NAME_LENGTH);
+        if (long) throw badRequest('column_name_too_long', `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME_LENGTH} characters`);
       }
       if (!schema.some((col) => col.name === timestampColumn)) throw badRequest('missing_timestamp', `rows have no "${timestampColumn}" column (the table's timestamp column)`);
       await checkRows(input, schema);

@@ -8,9 +8,9 @@
  */
 import { unavailable } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
-import type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo, TableVersion } from './store.js';
+import type { Backend, ColumnSpec, Fence, Lease, LeaseGrant, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion } from './api.js';
 
-export type { Backend, ColumnSpec, Fence, Lease, Member, Segment, SegmentRow, TableInfo, TableVersion };
+export type { Backend, ColumnSpec, Fence, Lease, LeaseGrant, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion };
 
 /** The meta URLs in a comma-separated list, without trailing slashes. */
 export function parseMetaUrls(urls: string | readonly string[]): string[] {
@@ -58,7 +58,7 @@ export class MetaClient {
     return this.call('/readyz', { timeoutMs });
   }
 
-  registerNode(node: { id: string; group: string; url: string; vcpus: number; startedAt: number }): Promise<void> {
+  registerNode(node: NodeRegistration): Promise<void> {
     return this.call('/v1/nodes', { body: node, token: this.token });
   }
 
@@ -142,7 +142,7 @@ export class MetaClient {
   }
 
   /** Takes or renews a lease; when another holder has it, `granted` is false and `lease` says whose it is until when. */
-  acquireLease(name: string, holder: string, ttlMs: number): Promise<{ granted: boolean; lease: Lease }> {
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<LeaseGrant> {
     return this.call(`/v1/leases/${encodeURIComponent(name)}/acquire`, { body: { holder, ttlMs }, token: this.token });
   }
 

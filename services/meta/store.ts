@@ -7,88 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import { conflict, notFound } from '../common/errors.js';
+import type { Backend, ColumnSpec, Fence, Lease, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion } from './api.js';
 
-export interface NodeRegistration {
-  id: string;
-  group: string;
-  url: string;
-  vcpus: number;
-  /** When the node process started (epoch ms). */
-  startedAt: number;
-}
-
-/** One row of the SHOW BACKENDS view. */
-export interface Backend {
-  id: string;
-  group: string;
-  url: string;
-  cpuCores: number;
-  alive: boolean;
-  lastStartTime: string;
-  lastHeartbeat: string;
-  /** Heartbeats missed since the last one that arrived. */
-  heartbeatFailures: number;
-}
-
-export interface Member {
-  id: string;
-  url: string;
-  weight: number;
-}
-
-export interface ColumnSpec {
-  name: string;
-  type: string;
-}
-
-export interface TableInfo {
-  name: string;
-  timestampColumn: string;
-  columns: ColumnSpec[];
-}
-
-/** What a reader caches a table by: both change whenever what they describe does. */
-export interface TableVersion {
-  /** Grows with every change to the table's active segments (commit, swap, retirement). */
-  manifest: number;
-  /** A digest of the table's timestamp column and columns. */
-  schema: string;
-}
-
-export interface Segment {
-  id: string;
-  table: string;
-  /** Earliest and latest timestamp in the segment (epoch ms, floor and ceiling). */
-  minTs: number;
-  maxTs: number;
-  rows: number;
-  bytes: number;
-  level: number;
-}
-
-export interface SegmentRow extends Segment {
-  state: 'active' | 'retired';
-  createdAt: number;
-  retiredAt: number | null;
-  replacedBy: string | null;
-}
-
-export interface Lease {
-  name: string;
-  holder: string;
-  expiresAt: number;
-  /**
-   * The fencing token: it grows each time the lease changes hands and stays the same while one
-   * holder renews it, so a swap fenced with it commits only while that grant is still current.
-   */
-  token: number;
-}
-
-/** A manifest change made under a lease: it commits only while the lease still carries this token. */
-export interface Fence {
-  lease: string;
-  token: number;
-}
+// The shapes the store takes and returns are meta's wire contract.
+export type { Backend, ColumnSpec, Fence, Lease, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion };
 
 export interface MetaStoreOptions {
   /** A node is alive while its last heartbeat is at most this old. @default 30000 */

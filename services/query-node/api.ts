@@ -1,10 +1,11 @@
 /**
- * The query node's wire contract: the scan request's schema and the stats and error trailers that
- * follow a scan's rows. Shared by the node's app and its client, so that a caller (the
- * coordinator, the worker) loads neither fastify nor the node's metrics to call a node.
+ * The query node's wire contract: the scan request's schema, the stats and error trailers that
+ * follow a scan's rows, and every other route's request and response. Shared by the node's app and
+ * its client, so that a caller (the coordinator, the worker) loads neither fastify nor the node's
+ * metrics to call a node.
  */
 import { Type, type Static } from 'typebox';
-import { SegmentId, TableName } from '../common/schemas.js';
+import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 
 /** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
@@ -17,7 +18,7 @@ export const ScanRequest = Type.Object(
       Type.Object({
         name: TableName,
         /** The table's schema. */
-        schema: Type.Array(Type.Object({ name: Type.String({ minLength: 1 }), type: Type.String({ minLength: 1 }) }), { minItems: 1 }),
+        schema: Type.Array(ColumnSpec, { minItems: 1 }),
         /** The columns the scan reads (the view over the segments has only these); all when absent. */
         columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
         segments: Type.Array(SegmentId, { maxItems: 100_000 }),
@@ -47,3 +48,71 @@ export const ScanStats = Type.Object({
   ms: Type.Number(),
 });
 export type ScanStats = Static<typeof ScanStats>;
+
+/** The error trailer of a scan cut short: the status the coordinator answers with, and why. */
+export const ScanFailure = Type.Object({ status: Type.Integer(), error: Type.String(), message: Type.String() });
+export type ScanFailure = Static<typeof ScanFailure>;
+
+/** GET /readyz, answered 200 when ready and 503 when not. */
+export const NodeReadiness = Type.Object({ ready: Type.Boolean(), registered: Type.Boolean(), members: Type.Integer() });
+
+/** Bytes a node owns and how many of them its cache holds. */
+export const WarmShare = Type.Object({
+  segments: Type.Integer(),
+  bytes: Type.Integer(),
+  warmBytes: Type.Integer(),
+  /** warmBytes / bytes; 1 when there is nothing to hold. */
+  fraction: Type.Number(),
+});
+export type WarmShare = Static<typeof WarmShare>;
+
+export const Warmth = Type.Object({
+  /** Everything the node owns, as of the warmer's last pass (none before its first). */
+  owned: Type.Optional(WarmShare),
+  /** The segments that moved to the node at the last membership change, and since when. */
+  moved: Type.Optional(Type.Intersect([WarmShare, Type.Object({ since: Type.String() })])),
+});
+export type Warmth = Static<typeof Warmth>;
+
+/** GET /v1/info: who the node is, its cache and its warm-up. */
+export const NodeInfo = Type.Object({
+  id: NodeId,
+  group: Type.String(),
+  owner: Type.Boolean(),
+  cache: Type.Object({
+    usedBytes: Type.Integer(),
+    budgetBytes: Type.Integer(),
+    segments: Type.Integer(),
+    hits: Type.Integer(),
+    misses: Type.Integer(),
+    s3Gets: Type.Integer(),
+    bytesFromS3: Type.Integer(),
+  }),
+  warmth: Warmth,
+});
+export type NodeInfo = Static<typeof NodeInfo>;
+
+/** GET /v1/cache: the segments the cache holds. */
+export const CacheList = Type.Object({ segments: Type.Array(SegmentId) });
+
+/** POST /v1/segments/:id?table=: a pushed segment file. */
+export const PushParams = Type.Object({ id: SegmentId });
+export const PushQuery = Type.Object({ table: TableName });
+/** A node keeps only the segments it owns: a push to another is declined, saying whose it is. */
+export const PushResult = Type.Object({
+  accepted: Type.Boolean(),
+  owner: Type.Union([Type.String(), Type.Null()]),
+  reason: Type.Optional(Type.String()),
+  /** Bytes written to the cache, when accepted. */
+  bytes: Type.Optional(Type.Integer()),
+});
+export type PushResult = Static<typeof PushResult>;
+
+/** POST /v1/warm?segments=: one warmer pass, fetching at most `segments` (0: only survey). */
+export const WarmQuery = Type.Object({ segments: Type.Optional(Type.Integer({ minimum: 0 })) });
+export const WarmResult = Type.Object({ fetched: Type.Integer() });
+export type WarmResult = Static<typeof WarmResult>;
+
+/** POST /v1/canary: Berth's canary object read from storage and scanned. */
+export const CanaryResult = Type.Object({ rows: Type.Integer(), bytes: Type.Integer(), ms: Type.Number() });
+export type CanaryResult = Static<typeof CanaryResult>;

@@ -4,16 +4,29 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import pLimit from 'p-limit';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
 import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
-import { SegmentId, TableName } from '../common/schemas.js';
-import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, ScanRequest, type ScanStats } from './api.js';
-import type { CanaryResult } from './canary.js';
+import { answers, Ok } from '../common/schemas.js';
+import {
+  CacheList,
+  CanaryResult,
+  NodeInfo,
+  NodeReadiness,
+  PushParams,
+  PushQuery,
+  PushResult,
+  SCAN_ERROR_TRAILER,
+  SCAN_STATS_TRAILER,
+  ScanRequest,
+  WarmQuery,
+  WarmResult,
+  type ScanFailure,
+  type ScanStats,
+} from './api.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
 import type { OpenScan, Scanner, TableFiles } from '../common/scanner.js';
 import type { Warmer } from './warmer.js';
@@ -49,14 +62,14 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   // Pushed segments stream straight to disk instead of being buffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
 
-  app.get('/healthz', async () => ({ ok: true }));
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
+  app.get('/readyz', { schema: { response: { 200: NodeReadiness, 503: NodeReadiness } } }, async (_request, reply) => {
     const ready = options.isRegistered() && view.placement !== undefined;
     return reply.code(ready ? 200 : 503).send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
   });
   app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
-  app.get('/v1/info', async () => ({
+  app.get('/v1/info', { schema: { response: answers(NodeInfo) } }, async () => ({
     id: nodeId,
     group: options.group,
     owner: view.placement !== undefined,
@@ -64,8 +77,9 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     warmth: options.warmer.warmth(),
   }));
 
-  app.get('/v1/cache', async () => ({ segments: cache.ids() }));
+  app.get('/v1/cache', { schema: { response: answers(CacheList) } }, async () => ({ segments: cache.ids() }));
 
+  // No response schema: the answer is an Arrow IPC stream written by hand (its stats and errors in trailers).
   app.post('/v1/scan', { ...auth, schema: { body: ScanRequest } }, async (request, reply) => {
     const started = performance.now();
     // The coordinator hangs up when its client leaves or its deadline passes: stop DuckDB then.
@@ -163,7 +177,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     '/v1/segments/:id',
     {
       ...auth,
-      schema: { params: Type.Object({ id: SegmentId }), querystring: Type.Object({ table: TableName }) },
+      schema: { params: PushParams, querystring: PushQuery, response: answers(PushResult) },
     },
     async (request) => {
       const owner = view.placement?.owner(request.params.id)?.id;
@@ -177,11 +191,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   );
 
   // One warmer pass now; `segments` caps what it fetches (0: only survey what the node owns).
-  app.post('/v1/warm', { ...auth, schema: { querystring: Type.Object({ segments: Type.Optional(Type.Integer({ minimum: 0 })) }) } }, async (request) => ({
+  app.post('/v1/warm', { ...auth, schema: { querystring: WarmQuery, response: answers(WarmResult) } }, async (request) => ({
     fetched: await options.warmer.runOnce(request.query.segments),
   }));
 
-  app.post('/v1/canary', auth, async () => {
+  app.post('/v1/canary', { ...auth, schema: { response: answers(CanaryResult) } }, async () => {
     try {
       return await options.canary();
     } catch (error) {
@@ -259,7 +273,7 @@ async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
 }
 
 /** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */
-function scanError(error: unknown): { status: number; error: string; message: string } {
+function scanError(error: unknown): ScanFailure {
   const answer = httpAnswerOf(error);
   if (answer) return { status: answer.status, error: answer.code, message: answer.message };
   return { status: 500, error: 'scan_failed', message: error instanceof Error ? error.message.split('\n')[0]! : String(error) };

@@ -13,12 +13,9 @@ import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { CANARY_OBJECT_KEY } from '../../core/identifiers.js';
 import { sqlString, withConnection } from '../common/duckdb.js';
+import type { CanaryResult } from './api.js';
 
-export interface CanaryResult {
-  rows: number;
-  bytes: number;
-  ms: number;
-}
+export type { CanaryResult };
 
 export async function runCanary(deps: { s3: S3Client; bucket: string; duckdb: DuckDBInstance; scratchDir: string }): Promise<CanaryResult> {
   const started = performance.now();

@@ -1,6 +1,7 @@
 /** A query node's configuration: the variables it reads, their defaults and their ranges (see README). */
 import { Type, type Static } from 'typebox';
 import { Bytes, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
+import { HttpUrl } from '../common/schemas.js';
 
 export const QueryNodeConfig = Type.Object({
   ...Settings.common,
@@ -16,7 +17,7 @@ export const QueryNodeConfig = Type.Object({
   BERTH_NODE_HOST: Host(),
   BERTH_NODE_PORT: Port(0),
   /** The URL peers use, when it is not the one the node listens on (in a container). */
-  BERTH_NODE_ADVERTISE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  BERTH_NODE_ADVERTISE_URL: Type.Optional(HttpUrl()),
   /** The host peers use (Kubernetes: the pod IP); the URL is built with BERTH_NODE_PORT. */
   BERTH_NODE_ADVERTISE_HOST: Type.Optional(Type.String()),
   /** Declared weight; unset: from the CPU quota. */

@@ -8,6 +8,7 @@
 import type { MemberView } from '../common/member-view.js';
 import type { MetaClient, SegmentRow } from '../meta/client.js';
 import type { SegmentCache } from './segment-cache.js';
+import type { WarmShare, Warmth } from './api.js';
 
 export interface WarmerOptions {
   nodeId: string;
@@ -19,21 +20,8 @@ export interface WarmerOptions {
   onError?: (error: Error) => void;
 }
 
-/** Bytes a node owns and how many of them its cache holds. */
-export interface WarmShare {
-  segments: number;
-  bytes: number;
-  warmBytes: number;
-  /** warmBytes / bytes; 1 when there is nothing to hold. */
-  fraction: number;
-}
-
-export interface Warmth {
-  /** Everything the node owns, as of the warmer's last pass (none before its first). */
-  owned?: WarmShare;
-  /** The segments that moved to the node at the last membership change, and since when. */
-  moved?: WarmShare & { since: string };
-}
+/** The warm-up figures' shape is the node's wire contract (GET /v1/info). */
+export type { WarmShare, Warmth };
 
 type Owned = Pick<SegmentRow, 'id' | 'bytes'>;
 

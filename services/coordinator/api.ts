@@ -1,0 +1,135 @@
+/**
+ * The coordinator's wire contract: every route's request and response schema, and the types derived
+ * from them (a query's result and stats, an ingest's result, the node list, the workload groups).
+ * The app validates and serializes with them; the query service, the ingestor and the client speak
+ * their types. A query's rows are open (JSON values, one per column); the routing verdict and the
+ * compute concentration are core's, and pass through as core defines them.
+ */
+import { Type, type Static } from 'typebox';
+import type { Concentration } from '../../core/compute-concentration.js';
+import type { Verdict } from '../../core/routing-verdict.js';
+import { DefinedIn, TableName, TimestampColumn } from '../common/schemas.js';
+import { Backend, SegmentRow, TableInfo } from '../meta/api.js';
+import { Warmth } from '../query-node/api.js';
+
+/** GET /readyz, answered 200 when ready and 503 when not (with the reason meta is unreachable). */
+export const CoordinatorReadiness = Type.Object({ ready: Type.Boolean(), members: Type.Integer(), reason: Type.Optional(Type.String()) });
+
+// ── queries ──
+
+/** POST /v1/query. */
+export const QueryRequest = Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false });
+
+/** How the planner answers a query: `aggregate` and `select` finish one read's partials, `stages` runs the query's own SQL (see planner.ts). */
+export const Route = Type.Union([Type.Literal('aggregate'), Type.Literal('select'), Type.Literal('stages')]);
+export type Route = Static<typeof Route>;
+/** What the owners of one read's segments do: see core/query-plan. */
+export const ScanKind = Type.Union([Type.Literal('aggregate'), Type.Literal('select'), Type.Literal('rows')]);
+export type ScanKind = Static<typeof ScanKind>;
+
+/** Segments scanned, or bytes read, per node id. */
+const PerNode = Type.Record(Type.String(), Type.Number());
+
+/** One read's scan stage, as it ran. */
+export const ScanStage = Type.Object({
+  /** The name the final stage read it by. */
+  input: Type.String(),
+  table: Type.String(),
+  kind: ScanKind,
+  /** The table's columns the owners read. */
+  columns: Type.Array(Type.String()),
+  segments: Type.Integer(),
+  /** Rows and Arrow IPC bytes the owners sent. */
+  rows: Type.Integer(),
+  bytes: Type.Integer(),
+  /** Segments scanned per node id. */
+  nodes: PerNode,
+});
+export type ScanStage = Static<typeof ScanStage>;
+
+export const QueryStats = Type.Object({
+  /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
+  verdict: DefinedIn<Verdict>('core/routing-verdict.ts (Verdict)'),
+  /** The compute group that ran the query. */
+  group: Type.String(),
+  route: Route,
+  /** Why the query is not one aggregate or select over one table. */
+  reason: Type.Optional(Type.String()),
+  /** Whether the plan was made for this query or reused from an earlier one with the same SQL and schemas. */
+  plan: Type.Union([Type.Literal('planned'), Type.Literal('cached')]),
+  /** The two stages: each read's scan on the owners, then the final stage, here. */
+  stages: Type.Object({ scan: Type.Array(ScanStage), final: Type.Literal('coordinator') }),
+  /** Bytes the scan stage sent to the final stage (Arrow IPC). */
+  bytesMoved: Type.Integer(),
+  /** Bytes each node read from S3 for this query. */
+  s3BytesByNode: PerNode,
+  placement: Type.Union([Type.Literal('owner'), Type.Literal('round-robin'), Type.Literal('local')]),
+  segments: Type.Object({ total: Type.Integer(), scanned: Type.Integer(), pruned: Type.Integer() }),
+  /** Bytes of the segments left after pruning: what the routing verdict weighed. */
+  scanBytes: Type.Integer(),
+  /** Segments scanned per node id. */
+  nodes: PerNode,
+  cacheHits: Type.Integer(),
+  cacheMisses: Type.Integer(),
+  s3Gets: Type.Integer(),
+  bytesFromS3: Type.Integer(),
+  fallbacks: Type.Integer(),
+  elapsedMs: Type.Number(),
+  /** For a heavy query: the pool's workflow and how long the query waited to be admitted. */
+  pool: Type.Optional(Type.Object({ workflowId: Type.String(), waitedMs: Type.Number() })),
+});
+export type QueryStats = Static<typeof QueryStats>;
+
+/** A JSON value, as a result's cells are. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+export const QueryResult = Type.Object({
+  columns: Type.Array(Type.String()),
+  /** DuckDB's type of each column. */
+  types: Type.Array(Type.String()),
+  /** Open: one JSON value per column (see result-json.ts for how DuckDB's types map to JSON). */
+  rows: Type.Unsafe<JsonValue[][]>(Type.Unknown({ description: 'rows of JSON values, one per column' })),
+  stats: QueryStats,
+});
+export type QueryResult = Static<typeof QueryResult>;
+
+// ── ingest ──
+
+/** POST /v1/tables/:table/rows?timestampColumn=: NDJSON rows. */
+export const IngestParams = Type.Object({ table: TableName });
+export const IngestQuery = Type.Object({ timestampColumn: Type.Optional(TimestampColumn) });
+
+export const IngestResult = Type.Object({
+  segment: SegmentRow,
+  /** Where the segment was pushed, and whether the owner took it. */
+  push: Type.Object({ owner: Type.Union([Type.String(), Type.Null()]), accepted: Type.Boolean(), reason: Type.Optional(Type.String()) }),
+});
+export type IngestResult = Static<typeof IngestResult>;
+
+// ── the cluster ──
+
+/** GET /v1/query-log/concentration?since=: compute concentration over the queries logged since then (ms since the epoch). */
+export const ConcentrationQuery = Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) });
+/** Compute concentration over the queries the coordinator logged, how many it keeps, and since when. */
+export const ConcentrationReport = DefinedIn<Concentration & { capacity: number; from?: number }>('core/compute-concentration.ts (Concentration), with capacity and from');
+export type ConcentrationReport = Static<typeof ConcentrationReport>;
+
+export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
+
+/** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
+export const NodeRow = Type.Intersect([Backend, Type.Object({ weight: Type.Number(), share: Type.Number(), warmth: Type.Optional(Warmth) })]);
+export type NodeRow = Static<typeof NodeRow>;
+export const NodeList = Type.Object({ nodes: Type.Array(NodeRow) });
+
+/** A workload group's running and waiting queries, and its limits. */
+export const WorkloadGroupStatus = Type.Object({
+  name: Type.String(),
+  running: Type.Integer(),
+  waiting: Type.Integer(),
+  maxConcurrency: Type.Optional(Type.Integer()),
+  maxQueueSize: Type.Optional(Type.Integer()),
+  /** Why the figures are this coordinator's own instead of the whole group's. */
+  unavailable: Type.Optional(Type.String()),
+});
+export type WorkloadGroupStatus = Static<typeof WorkloadGroupStatus>;
+export const WorkloadGroups = Type.Object({ groups: Type.Array(WorkloadGroupStatus) });

@@ -1,0 +1,175 @@
+/**
+ * The meta service's wire contract: every route's request and response schema, and the types
+ * derived from them. The app validates and serializes with them, the client and the store speak
+ * their types, so a node, a table, a segment or a lease is defined here once.
+ */
+import { Type, type Static } from 'typebox';
+import { ColumnSpec, GroupName, HttpUrl, NodeId, SegmentId, TableName, TimestampColumn } from '../common/schemas.js';
+
+export { ColumnSpec };
+
+// ── nodes ──
+
+/** A node's vCPUs; `max` is the most a node may declare (a node's weight is its share of the data). */
+export const Vcpus = (max = 1024) => Type.Number({ exclusiveMinimum: 0, maximum: max });
+
+/** POST /v1/nodes. */
+export const NodeRegistration = (maxVcpus?: number) =>
+  Type.Object(
+    {
+      id: NodeId,
+      group: GroupName,
+      url: HttpUrl({ maxLength: 500 }),
+      vcpus: Vcpus(maxVcpus),
+      /** When the node process started (epoch ms). */
+      startedAt: Type.Integer({ minimum: 0 }),
+    },
+    { additionalProperties: false },
+  );
+export type NodeRegistration = Static<ReturnType<typeof NodeRegistration>>;
+
+export const NodeParams = Type.Object({ id: NodeId });
+/** POST /v1/nodes/:id/heartbeat. */
+export const Heartbeat = (maxVcpus?: number) => Type.Object({ vcpus: Vcpus(maxVcpus) }, { additionalProperties: false });
+
+/** DELETE /v1/nodes/:id. */
+export const Removed = Type.Object({ removed: Type.Boolean() });
+
+/** A live node of a group, weighted by vCPU: what every reader places segments over. */
+export const Member = Type.Object({ id: Type.String(), url: Type.String(), weight: Type.Number() });
+export type Member = Static<typeof Member>;
+
+/** GET /v1/groups/:group/members. */
+export const GroupParams = Type.Object({ group: GroupName });
+export const MemberList = Type.Object({ group: Type.String(), members: Type.Array(Member) });
+
+/** One row of the SHOW BACKENDS view. */
+export const Backend = Type.Object({
+  id: Type.String(),
+  group: Type.String(),
+  url: Type.String(),
+  cpuCores: Type.Number(),
+  alive: Type.Boolean(),
+  lastStartTime: Type.String(),
+  lastHeartbeat: Type.String(),
+  /** Heartbeats missed since the last one that arrived. */
+  heartbeatFailures: Type.Integer(),
+});
+export type Backend = Static<typeof Backend>;
+
+/** GET /v1/backends?group=. */
+export const BackendsQuery = Type.Object({ group: Type.Optional(GroupName) });
+export const BackendList = Type.Object({ backends: Type.Array(Backend) });
+
+// ── tables and segments ──
+
+export const TableParams = Type.Object({ table: TableName });
+
+/** PUT /v1/tables/:table: the table's timestamp column and columns. */
+export const TableDefinition = Type.Object(
+  { timestampColumn: TimestampColumn, columns: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }) },
+  { additionalProperties: false },
+);
+
+export const TableInfo = Type.Object({ name: Type.String(), timestampColumn: Type.String(), columns: Type.Array(ColumnSpec) });
+export type TableInfo = Static<typeof TableInfo>;
+export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
+
+/** What a reader caches a table by: both change whenever what they describe does. */
+export const TableVersion = Type.Object({
+  /** Grows with every change to the table's active segments (commit, swap, retirement). */
+  manifest: Type.Integer(),
+  /** A digest of the table's timestamp column and columns. */
+  schema: Type.String(),
+});
+export type TableVersion = Static<typeof TableVersion>;
+
+/** A segment as it is committed. */
+export const Segment = Type.Object(
+  {
+    id: SegmentId,
+    table: TableName,
+    /** Earliest and latest timestamp in the segment (epoch ms, floor and ceiling). */
+    minTs: Type.Integer(),
+    maxTs: Type.Integer(),
+    rows: Type.Integer({ minimum: 0 }),
+    bytes: Type.Integer({ minimum: 0 }),
+    level: Type.Integer({ minimum: 0, maximum: 16 }),
+  },
+  { additionalProperties: false },
+);
+export type Segment = Static<typeof Segment>;
+
+/** A segment as the manifest holds it. */
+export const SegmentRow = Type.Object({
+  id: Type.String(),
+  table: Type.String(),
+  minTs: Type.Integer(),
+  maxTs: Type.Integer(),
+  rows: Type.Integer(),
+  bytes: Type.Integer(),
+  level: Type.Integer(),
+  state: Type.Union([Type.Literal('active'), Type.Literal('retired')]),
+  createdAt: Type.Integer(),
+  retiredAt: Type.Union([Type.Integer(), Type.Null()]),
+  replacedBy: Type.Union([Type.String(), Type.Null()]),
+});
+export type SegmentRow = Static<typeof SegmentRow>;
+export const SegmentList = Type.Object({ segments: Type.Array(SegmentRow) });
+
+/** GET /v1/tables/:table/segments?from=&to=: the active segments overlapping the range. */
+export const SegmentRange = Type.Object({ from: Type.Optional(Type.Integer()), to: Type.Optional(Type.Integer()) });
+export const SegmentParams = Type.Object({ id: SegmentId });
+
+export const LeaseName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$' });
+
+/** A manifest change made under a lease: it commits only while the lease still carries this token. */
+export const Fence = Type.Object({ lease: LeaseName, token: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
+export type Fence = Static<typeof Fence>;
+
+/** POST /v1/segments/swap: retires `retire` and commits `add` in one step. */
+export const SegmentSwap = Type.Object(
+  {
+    retire: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }),
+    add: Segment,
+    // A swap made under a lease: it commits only while the lease still carries this token (409 lease_lost otherwise).
+    fence: Type.Optional(Fence),
+  },
+  { additionalProperties: false },
+);
+
+/** POST /v1/segments/retire. */
+export const SegmentIds = Type.Object({ ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) }, { additionalProperties: false });
+/** GET /v1/segments/retired?before=: segments retired before then (epoch ms). */
+export const RetiredQuery = Type.Object({ before: Type.Integer() });
+/** POST /v1/segments/known: which of these ids the manifest holds (ids of any form: a janitor asks about every object it finds). */
+export const KnownQuery = Type.Object({ ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) }, { additionalProperties: false });
+export const KnownList = Type.Object({ known: Type.Array(Type.String()) });
+
+// ── leases ──
+
+export const Lease = Type.Object({
+  name: Type.String(),
+  holder: Type.String(),
+  expiresAt: Type.Integer(),
+  /**
+   * The fencing token: it grows each time the lease changes hands and stays the same while one
+   * holder renews it, so a swap fenced with it commits only while that grant is still current.
+   */
+  token: Type.Integer(),
+});
+export type Lease = Static<typeof Lease>;
+
+export const LeaseParams = Type.Object({ name: LeaseName });
+const Holder = Type.String({ minLength: 1, maxLength: 200 });
+/** POST /v1/leases/:name/acquire. */
+export const LeaseRequest = Type.Object({ holder: Holder, ttlMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }) }, { additionalProperties: false });
+/** Not granted is an answer, not an error: `lease` says who holds it and until when. */
+export const LeaseGrant = Type.Object({ granted: Type.Boolean(), lease: Lease });
+export type LeaseGrant = Static<typeof LeaseGrant>;
+/** POST /v1/leases/:name/release and /v1/leases/release-holder. */
+export const HolderBody = Type.Object({ holder: Holder }, { additionalProperties: false });
+export const LeaseReleased = Type.Object({ released: Type.Boolean() });
+/** The names of the leases released. */
+export const LeasesReleased = Type.Object({ released: Type.Array(Type.String()) });
+export const LeaseList = Type.Object({ leases: Type.Array(Lease) });
