@@ -77,6 +77,8 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     tempDirectory: path.join(scratchDir, 'spill'),
     threads: config.threads ?? Math.ceil(await vcpus()),
     memoryLimit: config.memoryLimit,
+    // A segment's file only ever holds its one object (in part or whole): its footer never changes.
+    cacheParquetFooters: true,
   });
   const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket, duckdb });
   const meta = new MetaClient(config.metaUrl, config.token);

@@ -1,0 +1,93 @@
+/**
+ * Scans of a segment held in part: DuckDB plans each over what the file holds, the cache fills the
+ * column chunks the plan reads into the same file, and the same DuckDB then scans it. Every scan
+ * must see the bytes as they are now, not as DuckDB read them before they came.
+ */
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { segmentObjectKey } from '../core/identifiers.js';
+import { openSandboxedDuckDB, withConnection } from '../services/common/duckdb.js';
+import { createS3Client } from '../services/common/s3-client.js';
+import { Scanner, type TableFiles } from '../services/common/scanner.js';
+import { SegmentCache, type HeldSegment } from '../services/query-node/segment-cache.js';
+import { EVENT_COLUMNS, writeEventFiles } from './helpers/event-data.js';
+
+const bucket = inject('s3Bucket');
+
+describe('a scan of a segment fetched in part', () => {
+  let s3: S3Client;
+  let dir: string;
+  let original: string;
+  let duckdb: DuckDBInstance;
+
+  beforeAll(async () => {
+    s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: inject('s3Credentials') });
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cold-part-'));
+    await mkdir(path.join(dir, 'source'));
+    await mkdir(path.join(dir, 'segments'));
+    original = (await writeEventFiles(path.join(dir, 'source'), 1, 20_000))[0]!;
+    duckdb = await openSandboxedDuckDB({ allowedDirectories: [dir], tempDirectory: dir, threads: 1 });
+  });
+  afterAll(async () => {
+    duckdb?.closeSync();
+    s3?.destroy();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** What the scan handler does: plan over what the file holds, fetch what the plan reads, scan. */
+  const scan = async (scanner: Scanner, held: HeldSegment, sql: string) => {
+    const tables: TableFiles[] = [{ name: 'events', schema: EVENT_COLUMNS, files: [held.path] }];
+    await held.ensure(await scanner.columnsRead(sql, tables));
+    const open = await scanner.open(sql, tables);
+    try {
+      return await open.result.getRowsJson();
+    } finally {
+      open.close();
+    }
+  };
+  const direct = (sql: string) => withConnection(duckdb, async (c) => (await c.runAndReadAll(sql.replace('FROM events', `FROM read_parquet('${original}')`))).getRowsJson());
+
+  it('reads a file as it is now, though it was filled in place within the second after a read', async () => {
+    const object = await readFile(original);
+    const footer = object.readUInt32LE(object.length - 8) + 8;
+    const file = path.join(dir, 'segments', `in-place-${Date.now()}.parquet`);
+    // The footer alone at its offset (the rest zeros), as a segment held in part starts.
+    const sparse = Buffer.alloc(object.length);
+    object.copy(sparse, object.length - footer, object.length - footer);
+    await writeFile(file, sparse);
+    const sql = `SELECT service, count(*) AS n, sum(bytes) AS bytes FROM read_parquet('${file}') GROUP BY service ORDER BY service`;
+    await expect(withConnection(duckdb, (c) => c.run(sql))).rejects.toThrow(); // its column chunks are not there yet
+    const handle = await open(file, 'r+');
+    try {
+      await handle.write(object, 0, object.length - footer, 0);
+    } finally {
+      await handle.close();
+    }
+    expect(await withConnection(duckdb, async (c) => (await c.runAndReadAll(sql)).getRowsJson())).toEqual(await direct(sql.replace(file, original)));
+  });
+
+  it('reads the columns fetched after earlier scans, as the object holds them', async () => {
+    const id = `cold-part-${Date.now()}`;
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('coldpart', id), Body: await readFile(original) }));
+    const cache = await SegmentCache.open({ dir: path.join(dir, 'segments'), budgetBytes: 64 * 1024 ** 2, s3, bucket, duckdb });
+    const scanner = new Scanner(duckdb);
+    const held = await cache.acquire('coldpart', id, { partial: true });
+    expect(held.complete).toBe(false);
+    try {
+      // Each query reads columns the ones before it did not: the file fills in place between scans.
+      for (const sql of [
+        'SELECT service, count(*) AS n, sum(bytes) AS bytes FROM events GROUP BY service ORDER BY service',
+        'SELECT service, max(latency_ms) AS slowest FROM events WHERE status >= 500 GROUP BY service ORDER BY service',
+        'SELECT region, count(DISTINCT user_id) AS users, min(ts) AS first FROM events WHERE level = \'error\' GROUP BY region ORDER BY region',
+      ]) {
+        expect(await scan(scanner, held, sql)).toEqual(await direct(sql));
+      }
+    } finally {
+      held.release();
+    }
+  });
+});
