@@ -53,6 +53,7 @@ export class Scanner {
    * fixed cost. A scan takes one, binds its tables, and drops them again before giving it back.
    */
   private readonly idle: DuckDBConnection[] = [];
+  private closed = false;
 
   constructor(
     private readonly duckdb: DuckDBInstance,
@@ -113,6 +114,7 @@ export class Scanner {
 
   /** Closes the idle connections (the instance closes after). */
   close(): void {
+    this.closed = true;
     for (const connection of this.idle.splice(0)) connection.closeSync();
   }
 
@@ -122,9 +124,10 @@ export class Scanner {
 
   /** Unbinds the tables and keeps the connection for the next scan; closes it when it is not `reusable` or the unbinding fails. */
   private giveBack(connection: DuckDBConnection, tables: TableFiles[], reusable: boolean): void {
-    if (!reusable || this.idle.length >= this.maxIdle) return connection.closeSync();
+    const keep = () => reusable && !this.closed && this.idle.length < this.maxIdle;
+    if (!keep()) return connection.closeSync();
     connection.run(unbindSql(tables)).then(
-      () => (this.idle.length < this.maxIdle ? this.idle.push(connection) : connection.closeSync()),
+      () => (keep() ? this.idle.push(connection) : connection.closeSync()),
       () => connection.closeSync(),
     );
   }
