@@ -1,8 +1,8 @@
 /**
- * The query node's scanner. Its connections serve one scan after another: nothing one scan bound
- * is seen by the next. Scans of a segment held in part: DuckDB plans each over what the file holds, the cache fills the
- * column chunks the plan reads into the same file, and the same DuckDB then scans it. Every scan
- * must see the bytes as they are now, not as DuckDB read them before they came.
+ * The query node's scanner. Scans of a segment held in part: DuckDB plans each over what the file
+ * holds, the cache fills the column chunks the scan reads into the same file, and the same DuckDB
+ * then scans it; every scan must see the bytes as they are now. Its connections serve one scan
+ * after another: nothing one scan bound is seen by the next.
  */
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -19,7 +19,7 @@ import { EVENT_COLUMNS, writeEventFiles } from './helpers/event-data.js';
 
 const bucket = inject('s3Bucket');
 
-describe('a scan of a segment fetched in part', () => {
+describe("the query node's scanner", () => {
   let s3: S3Client;
   let dir: string;
   let original: string;
@@ -39,18 +39,18 @@ describe('a scan of a segment fetched in part', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** What the scan handler does: plan over what the file holds, fetch what the plan reads, scan. */
+  /** What the scan handler does: plan over what the file holds, fetch what the scan reads, scan. */
   const scan = async (scanner: Scanner, held: HeldSegment, sql: string, columns: string[]) => {
     const tables: TableFiles[] = [{ name: 'events', schema: EVENT_COLUMNS, columns, files: [held.path] }];
     await held.ensure(await scanner.columnsRead(sql, tables));
-    const open = await scanner.open(sql, tables);
+    const opened = await scanner.open(sql, tables);
     let ended = false;
     try {
-      const rows = await open.result.getRowsJson();
+      const rows = await opened.result.getRowsJson();
       ended = true;
       return rows;
     } finally {
-      open.close(ended);
+      opened.close(ended);
     }
   };
   const direct = (sql: string) => withConnection(duckdb, async (c) => (await c.runAndReadAll(sql.replace('FROM events', `FROM read_parquet('${original}')`))).getRowsJson());
@@ -101,9 +101,9 @@ describe('a scan of a segment fetched in part', () => {
   it('serves scans one after another on its connections, each seeing only its own tables', async () => {
     const scanner = new Scanner(duckdb);
     const rows = async (sql: string, tables: TableFiles[]) => {
-      const open = await scanner.open(sql, tables);
-      const result = await open.result.getRowsJson();
-      open.close(true);
+      const opened = await scanner.open(sql, tables);
+      const result = await opened.result.getRowsJson();
+      opened.close(true);
       await vi.waitFor(() => expect(scanner.idleConnections).toBe(1)); // given back, its tables dropped
       return result;
     };
