@@ -54,10 +54,12 @@ describe('planner decompositions', () => {
       for (const input of plan.inputs) {
         for (const group of groups) {
           const scan = await owners.open(input.sql, [{ name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group }]);
+          let ended = false;
           try {
             await exchange.receive(input.name, arrowStream(scan.result));
+            ended = true;
           } finally {
-            scan.close();
+            scan.close(ended);
           }
         }
       }

@@ -17,6 +17,11 @@ export interface SandboxedDuckDBOptions {
   threads?: number;
   /** e.g. '2GB'. @default defaultMemoryLimit() */
   memoryLimit?: string;
+  /**
+   * Keeps Parquet footers in memory between queries, for files that never change once written
+   * under their name (a query node's segments: one object per id). @default false
+   */
+  cacheParquetFooters?: boolean;
 }
 
 const sqlString = (s: string) => `'${s.replaceAll("'", "''")}'`;
@@ -30,6 +35,10 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     await connection.run(`SET temp_directory = ${sqlString(options.tempDirectory)}`);
     if (options.threads) await connection.run(`SET threads = ${Math.max(1, Math.floor(options.threads))}`);
     await connection.run(`SET memory_limit = ${sqlString(options.memoryLimit ?? defaultMemoryLimit())}`);
+    // DuckDB's file cache checks a file's modification time to the second: a file filled in place
+    // (a segment held in part) within the second after a read would be read as it was.
+    await connection.run('SET enable_external_file_cache = false');
+    if (options.cacheParquetFooters) await connection.run('SET parquet_metadata_cache = true');
     await connection.run('SET autoinstall_known_extensions = false');
     await connection.run('SET autoload_known_extensions = false');
     await connection.run('SET enable_external_access = false');

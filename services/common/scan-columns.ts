@@ -9,6 +9,9 @@
  * a column counts as read when its name occurs in one of them, which errs towards fetching more.
  * A scan that does not list its projections reads everything (undefined). DuckDB answers some
  * queries from footers alone (count(*)): their plans have no Parquet scan and read no column.
+ * The plan can also say too little: a filter that the files' statistics make always true is gone
+ * from it while its column is still read, so Scanner.columnsRead adds the columns the coordinator
+ * named for the scan.
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
 

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import type { DuckDBConnection, DuckDBInstance, DuckDBResult } from '@duckdb/node-api';
 import { quoteIdent } from '../../core/identifiers.js';
-import { queryError, sqlString, withConnection } from './duckdb.js';
+import { queryError, sqlString } from './duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { parquetScanMentions } from './scan-columns.js';
 
@@ -38,18 +38,46 @@ export async function bindTables(connection: { run(sql: string): Promise<unknown
 /** A scan's result, read chunk by chunk; close() when done with it, read or not. */
 export interface OpenScan {
   result: DuckDBResult;
-  close(): void;
+  /** `ended`: the result was read to its end (its connection serves the next scan); else the connection closes. */
+  close(ended: boolean): void;
 }
 
-export class Scanner {
-  constructor(private readonly duckdb: DuckDBInstance) {}
+/** Drops the temp objects bindTables made, leaving the connection as it was. */
+const unbindSql = (tables: TableFiles[]): string =>
+  tables.map((t) => `DROP ${t.files.length === 0 ? 'TABLE' : 'VIEW'} IF EXISTS ${quoteIdent(t.name)};`).join(' ');
 
-  /** What `sql` reads from the tables' files (scan-columns.ts), for fetching segments in part; undefined: everything. */
+export class Scanner {
+  /**
+   * Connections with nothing left on them, kept for the next scan: opening one waits on the
+   * instance's lock on the event loop (over a millisecond while other scans run), a scan's own
+   * fixed cost. A scan takes one, binds its tables, and drops them again before giving it back.
+   */
+  private readonly idle: DuckDBConnection[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly duckdb: DuckDBInstance,
+    private readonly maxIdle = 16,
+  ) {}
+
+  /**
+   * What `sql` reads from the tables' files, for fetching segments in part; undefined: everything.
+   * The plan's scans (scan-columns.ts), and every column the coordinator named: a filter that the
+   * files' statistics make always true is gone from the plan, yet DuckDB still reads its column.
+   */
   async columnsRead(sql: string, tables: TableFiles[]): Promise<string[] | undefined> {
-    return await withConnection(this.duckdb, async (connection) => {
+    const connection = await this.take();
+    let reusable = true;
+    try {
       await bindTables(connection, tables);
-      return await parquetScanMentions(connection, sql);
-    });
+      const mentions = await parquetScanMentions(connection, sql);
+      return mentions && [...mentions, ...tables.flatMap((t) => t.columns ?? t.schema.map((c) => c.name))];
+    } catch (error) {
+      reusable = false; // what it left bound is unknown
+      throw error;
+    } finally {
+      this.giveBack(connection, tables, reusable);
+    }
   }
 
   /**
@@ -58,21 +86,50 @@ export class Scanner {
    */
   async open(sql: string, tables: TableFiles[], signal?: AbortSignal): Promise<OpenScan> {
     signal?.throwIfAborted();
-    const connection = await this.duckdb.connect();
+    const connection = await this.take();
     const interrupt = () => connection.interrupt();
     signal?.addEventListener('abort', interrupt, { once: true });
-    const close = () => {
+    let closed = false;
+    const close = (reusable: boolean) => {
+      if (closed) return;
+      closed = true;
       signal?.removeEventListener('abort', interrupt);
-      connection.closeSync();
+      // An interrupted connection is not given back: nothing of that query may reach the next.
+      this.giveBack(connection, tables, reusable && !signal?.aborted);
     };
     try {
       await bindTables(connection, tables);
       return { result: await connection.stream(sql), close };
     } catch (error) {
-      close();
+      close(false);
       signal?.throwIfAborted();
       throw this.explain(error, tables);
     }
+  }
+
+  /** Connections kept for the next scan. */
+  get idleConnections(): number {
+    return this.idle.length;
+  }
+
+  /** Closes the idle connections (the instance closes after). */
+  close(): void {
+    this.closed = true;
+    for (const connection of this.idle.splice(0)) connection.closeSync();
+  }
+
+  private async take(): Promise<DuckDBConnection> {
+    return this.idle.pop() ?? (await this.duckdb.connect());
+  }
+
+  /** Unbinds the tables and keeps the connection for the next scan; closes it when it is not `reusable` or the unbinding fails. */
+  private giveBack(connection: DuckDBConnection, tables: TableFiles[], reusable: boolean): void {
+    const keep = () => reusable && !this.closed && this.idle.length < this.maxIdle;
+    if (!keep()) return connection.closeSync();
+    connection.run(unbindSql(tables)).then(
+      () => (keep() ? this.idle.push(connection) : connection.closeSync()),
+      () => connection.closeSync(),
+    );
   }
 
   /** A DuckDB error as the answer to give: the query's own fault (a 400 without the node's directories), or as it is. */

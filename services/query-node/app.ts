@@ -150,7 +150,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
       if (finished) return;
       finished = true;
       body.destroy();
-      scan.close();
+      scan.close(error === undefined);
       release();
       stats.ms = Math.round(performance.now() - started);
       const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: JSON.stringify(stats) };

@@ -77,6 +77,8 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     tempDirectory: path.join(scratchDir, 'spill'),
     threads: config.threads ?? Math.ceil(await vcpus()),
     memoryLimit: config.memoryLimit,
+    // A segment's file only ever holds its one object (in part or whole): its footer never changes.
+    cacheParquetFooters: true,
   });
   const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket, duckdb });
   const meta = new MetaClient(config.metaUrl, config.token);
@@ -84,12 +86,13 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   const view = new MemberView({ meta, group, pollMs: config.memberPollMs, onError: (error) => app.log.warn({ err: error }, 'reading the member list failed') });
   const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs, onError: (error) => app.log.warn({ err: error }, 'a warm pass failed') });
   let isRegistered = false;
+  const scanner = new Scanner(duckdb);
   const app = buildQueryNodeApp({
     nodeId: id,
     group,
     token: config.token,
     cache,
-    scanner: new Scanner(duckdb),
+    scanner,
     view,
     warmer,
     canary: () => runCanary({ s3, bucket: config.bucket, duckdb, scratchDir }),
@@ -129,6 +132,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
       view.stop();
       warmer.stop();
       await app.close();
+      scanner.close();
       duckdb.closeSync();
       s3.destroy();
     },
