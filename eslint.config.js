@@ -2,7 +2,10 @@ import { builtinModules } from 'node:module';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const NO_CLI = { group: ['**/cli/**', '../cli/*'], message: 'services, workers, activities and workflows never import the CLI' };
+const NO_CLI = {
+  group: ['**/cli/**', '../cli/*'],
+  message: 'services, workers, activities and workflows never import the CLI',
+};
 const SERVICES = ['meta', 'query-node', 'coordinator', 'controller'];
 
 export default tseslint.config(
@@ -56,7 +59,11 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: SERVICES.filter((other) => other !== service).flatMap((other) => [`../${other}/*`, `!../${other}/api.js`, `!../${other}/client.js`]),
+              group: SERVICES.filter((other) => other !== service).flatMap((other) => [
+                `../${other}/*`,
+                `!../${other}/api.js`,
+                `!../${other}/client.js`,
+              ]),
               message: 'a service imports another service only through its api.ts or client.ts',
             },
             NO_CLI,

@@ -46,7 +46,8 @@ export async function runLongStep<T>(work: (step: LongStep) => Promise<T>, optio
 
   let renewals: NodeJS.Timeout | undefined;
   const lease = options.lease;
-  const lost = () => ApplicationFailure.nonRetryable(`lease ${lease!.name} was taken by another holder while this step ran`, LEASE_LOST);
+  const lost = () =>
+    ApplicationFailure.nonRetryable(`lease ${lease!.name} was taken by another holder while this step ran`, LEASE_LOST);
   const renewLater = () => {
     renewals = setTimeout(() => {
       void lease!.renew().then(

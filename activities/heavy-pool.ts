@@ -55,10 +55,15 @@ async function onPlatform<T>(call: () => Promise<T>): Promise<T> {
 
 export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
   const look = async (group: string, startedAfter: number): Promise<PoolObservation> => {
-    const [pods, backends] = await Promise.all([onPlatform(() => deps.platform.runningPods(group)), deps.meta.backends(group)]);
+    const [pods, backends] = await Promise.all([
+      onPlatform(() => deps.platform.runningPods(group)),
+      deps.meta.backends(group),
+    ]);
     return {
       pods,
-      backends: backends.filter((b) => b.alive && Date.parse(b.lastStartTime) >= startedAfter).map((b) => ({ id: b.id, url: b.url })),
+      backends: backends
+        .filter((b) => b.alive && Date.parse(b.lastStartTime) >= startedAfter)
+        .map((b) => ({ id: b.id, url: b.url })),
     };
   };
 
@@ -86,7 +91,8 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
     }): Promise<PoolObservation & { confirmed: boolean }> {
       const context = Context.current();
       const deadline = Date.now() + input.waitMs;
-      const enough = (seen: PoolObservation) => seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
+      const enough = (seen: PoolObservation) =>
+        seen.pods >= input.wants.pods && seen.backends.length >= input.wants.backends;
       let why = input.saw?.why;
       let askAt = 0;
       for (;;) {
@@ -106,7 +112,11 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
           const confirmed = enough(again) && seen.backends.every((b) => ids.has(b.id));
           return { ...again, confirmed };
         }
-        const changed = !input.saw || seen.pods !== input.saw.pods || seen.backends.length !== input.saw.backends || seen.why !== input.saw.why;
+        const changed =
+          !input.saw ||
+          seen.pods !== input.saw.pods ||
+          seen.backends.length !== input.saw.backends ||
+          seen.why !== input.saw.why;
         if (changed || Date.now() >= deadline) return { ...seen, confirmed: false };
         await context.sleep(Math.min(deps.observePollMs ?? 100, Math.max(1, deadline - Date.now())));
       }
@@ -122,7 +132,9 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
         input.backends.map(async (backend) => {
           try {
             const { rows } = await new QueryNodeClient(backend.url, deps.token).canary();
-            return rows === CANARY_ROWS ? { id: backend.id, ok: true } : { id: backend.id, ok: false, error: `the canary scan counted ${rows} rows, not ${CANARY_ROWS}` };
+            return rows === CANARY_ROWS
+              ? { id: backend.id, ok: true }
+              : { id: backend.id, ok: false, error: `the canary scan counted ${rows} rows, not ${CANARY_ROWS}` };
           } catch (error) {
             return { id: backend.id, ok: false, error: (error as Error).message };
           }
@@ -156,7 +168,9 @@ export const createHeavyPoolActivities = (deps: HeavyPoolActivityDeps) => {
           });
         if (running) continue;
         await onPlatform(() => deps.platform.setReplicas(group, 0));
-        Context.current().log.warn(`heavy pool reconciler: group ${group} had ${replicas} replicas and no pool workflow running; patched to 0`);
+        Context.current().log.warn(
+          `heavy pool reconciler: group ${group} had ${replicas} replicas and no pool workflow running; patched to 0`,
+        );
         parked.push({ group, replicas });
       }
       return { parked };

@@ -27,7 +27,10 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
         const deleted: string[] = [];
         const retired = await deps.meta.listRetired(now() - input.graceMs);
         for (const segment of retired) {
-          await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }), { abortSignal: signal });
+          await deps.s3.send(
+            new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }),
+            { abortSignal: signal },
+          );
           await deps.meta.forgetSegment(segment.id);
           deleted.push(segment.id);
           progress({ deleted: deleted.length, of: retired.length });
@@ -43,14 +46,21 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
         let listed = 0;
         let token: string | undefined;
         do {
-          const page = await deps.s3.send(new ListObjectsV2Command({ Bucket: deps.bucket, Prefix: 'tables/', ContinuationToken: token }), { abortSignal: signal });
+          const page = await deps.s3.send(
+            new ListObjectsV2Command({ Bucket: deps.bucket, Prefix: 'tables/', ContinuationToken: token }),
+            { abortSignal: signal },
+          );
           listed += page.KeyCount ?? 0;
-          const old = (page.Contents ?? []).filter((o) => o.Key && SEGMENT_KEY.test(o.Key) && (o.LastModified?.getTime() ?? now()) < now() - input.graceMs);
+          const old = (page.Contents ?? []).filter(
+            (o) => o.Key && SEGMENT_KEY.test(o.Key) && (o.LastModified?.getTime() ?? now()) < now() - input.graceMs,
+          );
           const ids = old.map((o) => SEGMENT_KEY.exec(o.Key!)![2]!);
           const known = new Set(ids.length > 0 ? await deps.meta.knownSegments(ids) : []);
           for (const object of old) {
             if (known.has(SEGMENT_KEY.exec(object.Key!)![2]!)) continue;
-            await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: object.Key }), { abortSignal: signal });
+            await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: object.Key }), {
+              abortSignal: signal,
+            });
             deleted.push(object.Key!);
           }
           progress({ listed, deleted: deleted.length });

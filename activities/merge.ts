@@ -42,7 +42,6 @@ export interface MergeActivityDeps {
   group?: string;
 }
 
-
 /** A merge's lease, as the workflow holds it. */
 export interface MergeLease {
   name: string;
@@ -54,7 +53,10 @@ export { partitionOf };
 
 /** The merged segment's id: a function of its table, partition, level and inputs only. */
 export function mergedSegmentId(table: string, partition: string, level: number, inputs: string[]): string {
-  const digest = createHash('sha256').update([...inputs].sort().join('\n')).digest('hex').slice(0, 20);
+  const digest = createHash('sha256')
+    .update([...inputs].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 20);
   return segmentId(table, level, partition, digest);
 }
 
@@ -90,7 +92,12 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
    * Takes (or renews) a lease; says who holds it when it is not granted, and its fencing token when
    * it is. With `pick`, a granted lease also returns the inputs to merge (one round trip, not two).
    */
-  async acquireLease(input: { name: string; holder: string; ttlMs: number; pick?: MergePick }): Promise<{ granted: boolean; holder: string; expiresAt: number; token: number; inputs?: SegmentRow[] }> {
+  async acquireLease(input: {
+    name: string;
+    holder: string;
+    ttlMs: number;
+    pick?: MergePick;
+  }): Promise<{ granted: boolean; holder: string; expiresAt: number; token: number; inputs?: SegmentRow[] }> {
     const { granted, lease } = await deps.meta.acquireLease(input.name, input.holder, input.ttlMs);
     const taken = { granted, holder: lease.holder, expiresAt: lease.expiresAt, token: lease.token };
     return granted && input.pick ? { ...taken, inputs: await pickInputs(deps, input.pick) } : taken;
@@ -111,7 +118,10 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     for (const s of await deps.meta.listSegments(input.table)) {
       if (s.level === input.level) counts.set(partitionOf(s.minTs), (counts.get(partitionOf(s.minTs)) ?? 0) + 1);
     }
-    return [...counts].filter(([, n]) => n >= input.minInputs).map(([p]) => p).sort();
+    return [...counts]
+      .filter(([, n]) => n >= input.minInputs)
+      .map(([p]) => p)
+      .sort();
   },
 
   /**
@@ -119,13 +129,19 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
    * uploads it while pushing the same bytes into its owner's cache, then swaps it for its inputs in
    * the manifest (fenced, as `commitMerge`). A declined or failed push only means a cold first read.
    */
-  async mergePushAndCommit(input: MergeInputs & { lease?: MergeLease; fence?: Fence }): Promise<{ merged: Segment; push: PushOutcome }> {
-    return await runLongStep((step) => mergePushCommit(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
+  async mergePushAndCommit(
+    input: MergeInputs & { lease?: MergeLease; fence?: Fence },
+  ): Promise<{ merged: Segment; push: PushOutcome }> {
+    return await runLongStep((step) => mergePushCommit(deps, input, step), {
+      lease: input.lease && keptLease(deps.meta, input.lease),
+    });
   },
 
   /** Downloads the inputs, merges them with DuckDB into one Parquet sorted by time, and uploads it. */
   async mergeSegments(input: MergeInputs & { lease?: MergeLease }): Promise<Segment> {
-    return await runLongStep((step) => mergeAndUpload(deps, input, step), { lease: input.lease && keptLease(deps.meta, input.lease) });
+    return await runLongStep((step) => mergeAndUpload(deps, input, step), {
+      lease: input.lease && keptLease(deps.meta, input.lease),
+    });
   },
 
   /** Pushes a segment into its owner's cache, read back from storage. Declined or failed only means a cold first read. */
@@ -133,7 +149,13 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     return await runLongStep(
       (step) => {
         step.progress({ step: 'read back and push', segment: input.segmentId });
-        return push(deps, input.table, input.segmentId, () => readObject(deps, input.table, input.segmentId, step.signal), step.signal);
+        return push(
+          deps,
+          input.table,
+          input.segmentId,
+          () => readObject(deps, input.table, input.segmentId, step.signal),
+          step.signal,
+        );
       },
       { lease: input.lease && keptLease(deps.meta, input.lease) },
     );
@@ -168,7 +190,11 @@ async function pickInputs(deps: MergeActivityDeps, pick: MergePick): Promise<Seg
     .slice(0, pick.maxInputs);
 }
 
-async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { fence?: Fence }, step: LongStep): Promise<{ merged: Segment; push: PushOutcome }> {
+async function mergePushCommit(
+  deps: MergeActivityDeps,
+  input: MergeInputs & { fence?: Fence },
+  step: LongStep,
+): Promise<{ merged: Segment; push: PushOutcome }> {
   // What an earlier attempt finished is not done again.
   const id = mergedSegmentId(input.table, input.partition, input.level + 1, input.inputs);
   const earlier = Context.current().info.heartbeatDetails as MergeStepDetails | undefined;
@@ -184,7 +210,10 @@ async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { f
       pushing.catch(() => {}); // rejects only when stopped; awaited below
       step.progress({ step: 'upload and push', segment: id, bytes: merged.bytes, rows: merged.rows });
       try {
-        await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: body }), { abortSignal: step.signal });
+        await deps.s3.send(
+          new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: body }),
+          { abortSignal: step.signal },
+        );
       } catch (error) {
         pushStopped.abort(error);
         throw error;
@@ -208,7 +237,14 @@ async function mergePushCommit(deps: MergeActivityDeps, input: MergeInputs & { f
 async function mergeAndUpload(deps: MergeActivityDeps, input: MergeInputs, step: LongStep): Promise<Segment> {
   return await withMergedFile(deps, input, step, async (file, merged) => {
     step.progress({ step: 'upload', segment: merged.id, bytes: merged.bytes, rows: merged.rows });
-    await deps.s3.send(new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, merged.id), Body: await readFile(file, { signal: step.signal }) }), { abortSignal: step.signal });
+    await deps.s3.send(
+      new PutObjectCommand({
+        Bucket: deps.bucket,
+        Key: segmentObjectKey(input.table, merged.id),
+        Body: await readFile(file, { signal: step.signal }),
+      }),
+      { abortSignal: step.signal },
+    );
     return merged;
   });
 }
@@ -217,7 +253,12 @@ async function mergeAndUpload(deps: MergeActivityDeps, input: MergeInputs, step:
  * Downloads the inputs (in parallel, each streamed to a file), merges them with DuckDB into one
  * Parquet sorted by time and every column, and hands it to `use` while it exists.
  */
-async function withMergedFile<T>(deps: MergeActivityDeps, input: MergeInputs, step: LongStep, use: (file: string, merged: Segment) => Promise<T>): Promise<T> {
+async function withMergedFile<T>(
+  deps: MergeActivityDeps,
+  input: MergeInputs,
+  step: LongStep,
+  use: (file: string, merged: Segment) => Promise<T>,
+): Promise<T> {
   const { signal } = step;
   const table = await deps.meta.findTable(input.table);
   if (!table) throw ApplicationFailure.nonRetryable(`table "${input.table}" does not exist`, 'UnknownTable');
@@ -232,7 +273,10 @@ async function withMergedFile<T>(deps: MergeActivityDeps, input: MergeInputs, st
     const files = await Promise.all(
       input.inputs.map((segment) =>
         limit(async () => {
-          const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }), { abortSignal: signal });
+          const object = await deps.s3.send(
+            new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }),
+            { abortSignal: signal },
+          );
           const file = path.join(dir, `${segment}.parquet`);
           await pipeline(object.Body as Readable, createWriteStream(file), { signal });
           downloadedBytes += object.ContentLength ?? 0;
@@ -244,14 +288,23 @@ async function withMergedFile<T>(deps: MergeActivityDeps, input: MergeInputs, st
     step.progress({ step: 'merge', segments: files.length, bytes: downloadedBytes });
     const out = path.join(dir, `${id}.parquet`);
     // Every column in the order: the same inputs always give the same bytes.
-    const order = [table.timestampColumn, ...table.columns.map((c) => c.name).filter((n) => n !== table.timestampColumn)].map(quoteIdent).join(', ');
+    const order = [
+      table.timestampColumn,
+      ...table.columns.map((c) => c.name).filter((n) => n !== table.timestampColumn),
+    ]
+      .map(quoteIdent)
+      .join(', ');
     const ts = quoteIdent(table.timestampColumn);
     const stats = await withConnection(
       deps.duckdb,
       async (c) => {
         await c.run(`CREATE TEMP VIEW inputs AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
         await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
-        const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM read_parquet(${sqlString(out)})`)).getRows()[0]!;
+        const [rows, minTs, maxTs] = (
+          await c.runAndReadAll(
+            `SELECT count(*), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM read_parquet(${sqlString(out)})`,
+          )
+        ).getRows()[0]!;
         return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
       },
       signal,
@@ -264,14 +317,23 @@ async function withMergedFile<T>(deps: MergeActivityDeps, input: MergeInputs, st
 }
 
 /** Pushes a segment into its owner's cache. A decline or a failure is an outcome (a cold first read), not an error, unless `signal` stopped it. */
-async function push(deps: MergeActivityDeps, table: string, segmentId: string, body: () => Promise<Buffer>, signal: AbortSignal): Promise<PushOutcome> {
+async function push(
+  deps: MergeActivityDeps,
+  table: string,
+  segmentId: string,
+  body: () => Promise<Buffer>,
+  signal: AbortSignal,
+): Promise<PushOutcome> {
   let owner: string | null = null;
   try {
     const members = await deps.meta.members(deps.group ?? 'serving');
     owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(segmentId)?.id ?? null;
     const member = members.find((m) => m.id === owner);
     if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
-    const result = await new QueryNodeClient(member.url, deps.token).push(table, segmentId, await body(), { timeoutMs: 30_000, signal });
+    const result = await new QueryNodeClient(member.url, deps.token).push(table, segmentId, await body(), {
+      timeoutMs: 30_000,
+      signal,
+    });
     return { owner, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
   } catch (error) {
     if (signal.aborted) throw signal.reason; // stopped, not declined
@@ -279,8 +341,16 @@ async function push(deps: MergeActivityDeps, table: string, segmentId: string, b
   }
 }
 
-async function readObject(deps: MergeActivityDeps, table: string, segmentId: string, signal: AbortSignal): Promise<Buffer> {
-  const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table, segmentId) }), { abortSignal: signal });
+async function readObject(
+  deps: MergeActivityDeps,
+  table: string,
+  segmentId: string,
+  signal: AbortSignal,
+): Promise<Buffer> {
+  const object = await deps.s3.send(
+    new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table, segmentId) }),
+    { abortSignal: signal },
+  );
   return Buffer.from(await object.Body!.transformToByteArray());
 }
 
@@ -290,7 +360,12 @@ async function readObject(deps: MergeActivityDeps, table: string, segmentId: str
  * merged id already committed with other contents means the merge is not deterministic, a bug
  * that must fail the workflow rather than pass as a race.
  */
-async function commit(deps: MergeActivityDeps, inputs: string[], merged: Segment, fence: Fence | undefined): Promise<void> {
+async function commit(
+  deps: MergeActivityDeps,
+  inputs: string[],
+  merged: Segment,
+  fence: Fence | undefined,
+): Promise<void> {
   try {
     await deps.meta.swapSegments(inputs, merged, fence);
   } catch (error) {
@@ -304,6 +379,9 @@ async function commit(deps: MergeActivityDeps, inputs: string[], merged: Segment
         MERGE_REFUSED,
       );
     }
-    throw ApplicationFailure.nonRetryable(`meta refused the swap for ${merged.id} (${error.code ?? error.status}): ${message}`, MERGE_REFUSED);
+    throw ApplicationFailure.nonRetryable(
+      `meta refused the swap for ${merged.id} (${error.code ?? error.status}): ${message}`,
+      MERGE_REFUSED,
+    );
   }
 }

@@ -19,13 +19,32 @@ export interface PreflightActivityDeps {
 
 export const createPreflightActivities = (deps: PreflightActivityDeps) => ({
   async preflight(input: { group: string }): Promise<PreflightReport> {
-    const failed = (area: string, what: string, fix: string) => (error: Error): PreflightCheck[] => [{ area, ok: false, summary: `${what}: ${error.message.split('\n')[0]}`, detail: [], fix }];
+    const failed =
+      (area: string, what: string, fix: string) =>
+      (error: Error): PreflightCheck[] => [
+        { area, ok: false, summary: `${what}: ${error.message.split('\n')[0]}`, detail: [], fix },
+      ];
     const reach = (area: string, what: string, call: () => Promise<unknown>, fix: string) =>
-      call().then((): PreflightCheck[] => [{ area, ok: true, summary: `${what}: reached`, detail: [] }], failed(area, what, fix));
+      call().then(
+        (): PreflightCheck[] => [{ area, ok: true, summary: `${what}: reached`, detail: [] }],
+        failed(area, what, fix),
+      );
     const checks = await Promise.all([
-      deps.platform.preflight(input.group).then((r) => r.checks, failed('platform', "the platform's checks failed", 'see the worker log')),
-      reach('meta', 'meta, where backends register', () => deps.meta.backends(input.group), 'check BERTH_META_URL and the token where the worker runs'),
-      reach('storage', "Berth's canary object in the bucket, which the canary scan reads", () => ensureCanaryObject(deps.storage), 'check the S3 endpoint, bucket and credentials where the worker runs'),
+      deps.platform
+        .preflight(input.group)
+        .then((r) => r.checks, failed('platform', "the platform's checks failed", 'see the worker log')),
+      reach(
+        'meta',
+        'meta, where backends register',
+        () => deps.meta.backends(input.group),
+        'check BERTH_META_URL and the token where the worker runs',
+      ),
+      reach(
+        'storage',
+        "Berth's canary object in the bucket, which the canary scan reads",
+        () => ensureCanaryObject(deps.storage),
+        'check the S3 endpoint, bucket and credentials where the worker runs',
+      ),
     ]);
     return preflightReport(input.group, deps.platform.kind, checks.flat());
   },

@@ -21,8 +21,16 @@ export const createServingScalerActivities = (deps: ServingScalerActivityDeps) =
   async planServingStep(input: { group: string; from: number; to: number; reason: string }): Promise<ServingPlan> {
     const members = await deps.meta.members(input.group);
     let totalBytes = 0;
-    for (const table of await deps.meta.listTables()) for (const segment of await deps.meta.listSegments(table.name)) totalBytes += segment.bytes;
-    const plan = planServingChange({ weights: members.map((m) => m.weight), from: input.from, to: input.to, totalBytes, reason: input.reason, at: Date.now() });
+    for (const table of await deps.meta.listTables())
+      for (const segment of await deps.meta.listSegments(table.name)) totalBytes += segment.bytes;
+    const plan = planServingChange({
+      weights: members.map((m) => m.weight),
+      from: input.from,
+      to: input.to,
+      totalBytes,
+      reason: input.reason,
+      at: Date.now(),
+    });
     Context.current().log.info(
       `serving autoscaler: ${input.group} ${input.from} → ${input.to} (${input.reason}): about ${(plan.movedShare * 100).toFixed(1)}% of segments (${plan.movedBytes} bytes) change owner; expect the cache-hit rate to dip by about ${(plan.expectedHitRateDip * 100).toFixed(1)} points until they are warm`,
     );

@@ -3,7 +3,13 @@ import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { s3IdentitiesFile, startEmbeddedCluster, tokenFile, type EmbeddedCluster, type EmbeddedClusterOptions } from '../cli/embedded/cluster.js';
+import {
+  s3IdentitiesFile,
+  startEmbeddedCluster,
+  tokenFile,
+  type EmbeddedCluster,
+  type EmbeddedClusterOptions,
+} from '../cli/embedded/cluster.js';
 import { readS3Credentials } from '../cli/embedded/s3-server.js';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { createS3Client } from '../services/common/s3-client.js';
@@ -44,7 +50,10 @@ export async function startBenchCluster(
     log: (line) => console.error(`cluster: ${line}`),
   });
   const meta = new MetaClient(cluster.endpoints.meta, (await readFile(tokenFile(dataDir), 'utf8')).trim());
-  const s3 = createS3Client({ endpoint: cluster.endpoints.s3, credentials: await readS3Credentials(s3IdentitiesFile(dataDir)) });
+  const s3 = createS3Client({
+    endpoint: cluster.endpoints.s3,
+    credentials: await readS3Credentials(s3IdentitiesFile(dataDir)),
+  });
   const duckdb = await DuckDBInstance.create(':memory:');
   return {
     cluster,
@@ -57,9 +66,29 @@ export async function startBenchCluster(
         await meta.ensureTable({ name: table, timestampColumn: 'ts', columns });
         for (const file of files) {
           const id = `${table}-l0-${path.basename(file, '.parquet')}`;
-          const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000) FROM read_parquet('${file}')`)).getRows()[0]!.map(Number);
-          await s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey(table, id), Body: await readFile(file) }));
-          await meta.commitSegment({ id, table, minTs: minTs!, maxTs: maxTs!, rows: rows!, bytes: (await stat(file)).size, level: 0 });
+          const [rows, minTs, maxTs] = (
+            await c.runAndReadAll(
+              `SELECT count(*), epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000) FROM read_parquet('${file}')`,
+            )
+          )
+            .getRows()[0]!
+            .map(Number);
+          await s3.send(
+            new PutObjectCommand({
+              Bucket: 'berth-bench',
+              Key: segmentObjectKey(table, id),
+              Body: await readFile(file),
+            }),
+          );
+          await meta.commitSegment({
+            id,
+            table,
+            minTs: minTs!,
+            maxTs: maxTs!,
+            rows: rows!,
+            bytes: (await stat(file)).size,
+            level: 0,
+          });
         }
         return columns;
       } finally {

@@ -29,7 +29,10 @@ function prng(seed: number): () => number {
 }
 
 const random = prng(2026);
-const segments = Array.from({ length: SEGMENTS }, (_, i) => ({ id: `events-l0-${String(i).padStart(6, '0')}`, bytes: Math.round(8e6 * (0.5 + random())) }));
+const segments = Array.from({ length: SEGMENTS }, (_, i) => ({
+  id: `events-l0-${String(i).padStart(6, '0')}`,
+  bytes: Math.round(8e6 * (0.5 + random())),
+}));
 const workingSet = segments.reduce((sum, s) => sum + s.bytes, 0);
 
 /** A query reads a window of consecutive segments (a time range), newer ones far more often. */
@@ -74,8 +77,14 @@ function cluster(n: number, newCache: () => Cache): Cluster {
 }
 
 type Router = (segment: string, c: Cluster) => string;
-const ownerRouting = (placement: () => Placement): Router => (segment) => placement().owner(segment)!.id;
-const anyNodeRouting = (pick: () => number): Router => (_segment, c) => c.nodes[Math.floor(pick() * c.nodes.length)]!.id;
+const ownerRouting =
+  (placement: () => Placement): Router =>
+  (segment) =>
+    placement().owner(segment)!.id;
+const anyNodeRouting =
+  (pick: () => number): Router =>
+  (_segment, c) =>
+    c.nodes[Math.floor(pick() * c.nodes.length)]!.id;
 
 /** Reads every segment of the queries through the router; returns the hit rate. */
 function run(c: Cluster, route: Router, stream: number[][]): { hits: number; reads: number } {
@@ -97,8 +106,12 @@ const rate = (r: { hits: number; reads: number }) => r.hits / r.reads;
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const fullScan = [segments.map((_, i) => i)];
 
-console.log(`# bench/cache — ${SEGMENTS} segments (${(workingSet / 1e9).toFixed(1)} GB), ${NODES} nodes, ${QUERIES} queries after ${WARMUP} of warm-up\n`);
-console.log('| node cache (× its 1/N share) | policy | routing | steady-state hit rate | owner / any node | repeated full scan | first full scan after a 5th node joins | the one after |');
+console.log(
+  `# bench/cache — ${SEGMENTS} segments (${(workingSet / 1e9).toFixed(1)} GB), ${NODES} nodes, ${QUERIES} queries after ${WARMUP} of warm-up\n`,
+);
+console.log(
+  '| node cache (× its 1/N share) | policy | routing | steady-state hit rate | owner / any node | repeated full scan | first full scan after a 5th node joins | the one after |',
+);
 console.log('|---:|---|---|---:|---:|---:|---:|---:|');
 for (const factor of BUDGETS) {
   const budget = Math.round((factor * workingSet) / NODES);
@@ -124,8 +137,12 @@ for (const factor of BUDGETS) {
       const dip = rate(run(c, router, fullScan));
       const after = rate(run(c, router, fullScan));
       const ratio = steadyRates.length === 2 ? `**${(steadyRates[0]! / steadyRates[1]!).toFixed(2)}×**` : '';
-      console.log(`| ${factor} | ${policy.name} | ${name} | ${pct(steady)} | ${ratio} | ${pct(scan)} | ${pct(dip)} | ${pct(after)} |`);
+      console.log(
+        `| ${factor} | ${policy.name} | ${name} | ${pct(steady)} | ${ratio} | ${pct(scan)} | ${pct(dip)} | ${pct(after)} |`,
+      );
     }
   }
 }
-console.log(`\nWhen the fifth node joins, owner routing misses only on the segments that moved to it: ideally 1/${NODES + 1} = ${pct(1 / (NODES + 1))} of a full scan.`);
+console.log(
+  `\nWhen the fifth node joins, owner routing misses only on the segments that moved to it: ideally 1/${NODES + 1} = ${pct(1 / (NODES + 1))} of a full scan.`,
+);

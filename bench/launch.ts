@@ -30,7 +30,8 @@ const CALLERS = 100;
 const QUERIES = 100;
 const CONCURRENCY = 50;
 const QUERY_ROUNDS = 4;
-const QUERY = 'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
+const QUERY =
+  'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
 const BASE = path.join(os.tmpdir(), 'berth-bench-launch');
 
 await rm(BASE, { recursive: true, force: true });
@@ -48,13 +49,19 @@ c.closeSync();
 db.closeSync();
 
 const dataDir = path.join(BASE, 'cluster');
-const bench = await startBenchCluster(dataDir, [2], 256 * 1024 * 1024, {
-  // Long enough to stay up through a straight-to-backends burst between two pooled ones.
-  idleTimeoutMs: 30_000,
-  bootDelayMs: BOOT_DELAY_MS,
-  maxReplicas: 2,
-  maxConcurrency: CONCURRENCY,
-}, { memoryBytes: 1 }); // every shape that runs its own SQL in the final stage is heavy here
+const bench = await startBenchCluster(
+  dataDir,
+  [2],
+  256 * 1024 * 1024,
+  {
+    // Long enough to stay up through a straight-to-backends burst between two pooled ones.
+    idleTimeoutMs: 30_000,
+    bootDelayMs: BOOT_DELAY_MS,
+    maxReplicas: 2,
+    maxConcurrency: CONCURRENCY,
+  },
+  { memoryBytes: 1 },
+); // every shape that runs its own SQL in the final stage is heavy here
 const { endpoints } = bench.cluster;
 const token = (await readFile(tokenFile(dataDir), 'utf8')).trim();
 const controller = new ControllerClient(endpoints.controller, token);
@@ -88,7 +95,10 @@ const launchRound = async () => {
   const started = performance.now();
   const startedAt = Date.now();
   await launch();
-  const alive = await until(() => bench.meta.backends('heavy'), (b) => b.filter((x) => x.alive && Date.parse(x.lastStartTime) >= startedAt).length >= 2);
+  const alive = await until(
+    () => bench.meta.backends('heavy'),
+    (b) => b.filter((x) => x.alive && Date.parse(x.lastStartTime) >= startedAt).length >= 2,
+  );
   const ready = await until(status, (s) => s.serveReady);
   return { total: ready - started, platform: alive - started };
 };
@@ -98,23 +108,31 @@ try {
   const launches = [await launchRound()];
 
   // Execution overhead, while the pool is up: the pool path against the same queries straight on its backends.
-  const direct = await startServiceProcess('direct-coordinator', SERVICE_SCRIPTS.coordinator, {
-    BERTH_TOKEN: token,
-    BERTH_META_URL: endpoints.meta,
-    BERTH_SERVING_GROUP: 'heavy',
-    BERTH_MAX_CONCURRENT_QUERIES: String(CONCURRENCY),
-    BERTH_COORDINATOR_DIR: path.join(BASE, 'direct-coordinator'),
-    BERTH_COORDINATOR_PORT: '0',
-    BERTH_MEMBER_POLL_MS: '1000',
-    BERTH_S3_ENDPOINT: endpoints.s3,
-    BERTH_S3_BUCKET: endpoints.bucket,
-    BERTH_HEAVY_SCAN_BYTES: String(1e15),
-    BERTH_HEAVY_MEMORY_BYTES: String(1e15),
-  }, path.join(BASE, 'direct-coordinator.log'));
+  const direct = await startServiceProcess(
+    'direct-coordinator',
+    SERVICE_SCRIPTS.coordinator,
+    {
+      BERTH_TOKEN: token,
+      BERTH_META_URL: endpoints.meta,
+      BERTH_SERVING_GROUP: 'heavy',
+      BERTH_MAX_CONCURRENT_QUERIES: String(CONCURRENCY),
+      BERTH_COORDINATOR_DIR: path.join(BASE, 'direct-coordinator'),
+      BERTH_COORDINATOR_PORT: '0',
+      BERTH_MEMBER_POLL_MS: '1000',
+      BERTH_S3_ENDPOINT: endpoints.s3,
+      BERTH_S3_BUCKET: endpoints.bucket,
+      BERTH_HEAVY_SCAN_BYTES: String(1e15),
+      BERTH_HEAVY_MEMORY_BYTES: String(1e15),
+    },
+    path.join(BASE, 'direct-coordinator.log'),
+  );
   const pooled: number[] = [];
   const straight: number[] = [];
   try {
-    await until(async () => (await fetch(`${direct.url}/readyz`)).status, (code) => code === 200);
+    await until(
+      async () => (await fetch(`${direct.url}/readyz`)).status,
+      (code) => code === 200,
+    );
     await burst(endpoints.coordinator, 'heavy'); // warm both paths
     await burst(direct.url, 'heavy');
     for (let round = 0; round < QUERY_ROUNDS; round++) {
@@ -136,7 +154,9 @@ try {
     return performance.now() - t;
   };
   const launchLatencies = await Promise.all(Array.from({ length: CALLERS }, () => timed(launch)));
-  const healthLatencies = await Promise.all(Array.from({ length: CALLERS }, () => timed(() => callJson(`${endpoints.controller}/healthz`))));
+  const healthLatencies = await Promise.all(
+    Array.from({ length: CALLERS }, () => timed(() => callJson(`${endpoints.controller}/healthz`))),
+  );
 
   const lines = [
     `# bench/launch — local driver, boot delay ${BOOT_DELAY_MS} ms, 0 → 2 backends, ${os.availableParallelism()} cores\n`,

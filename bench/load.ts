@@ -21,7 +21,8 @@ import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
 import { percentile } from './stats.js';
 
-const option = (name: string): string | undefined => (process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined);
+const option = (name: string): string | undefined =>
+  process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined;
 const QUERIES = Number(option('queries')) || 400;
 const LEVELS = (option('levels') ?? '1,8,32,128').split(',').map(Number);
 const PROFILE = option('profile');
@@ -57,13 +58,19 @@ function makeData(): Promise<string[]> {
 /** The cluster's service processes (found by the directory each was given), by service. */
 async function servicePids(clusterDir: string): Promise<Map<string, number[]>> {
   const services = new Map<string, number[]>();
-  const byVariable: Record<string, string> = { BERTH_COORDINATOR_DIR: 'coordinator', BERTH_NODE_CACHE_DIR: 'query nodes', BERTH_META_DIR: 'meta', BERTH_WORKER_DIR: 'worker' };
+  const byVariable: Record<string, string> = {
+    BERTH_COORDINATOR_DIR: 'coordinator',
+    BERTH_NODE_CACHE_DIR: 'query nodes',
+    BERTH_META_DIR: 'meta',
+    BERTH_WORKER_DIR: 'worker',
+  };
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
     for (const variable of environ.split('\0')) {
       const [name, value] = [variable.slice(0, variable.indexOf('=')), variable.slice(variable.indexOf('=') + 1)];
-      if (byVariable[name] && value.startsWith(clusterDir)) services.set(byVariable[name], [...(services.get(byVariable[name]) ?? []), Number(entry)]);
+      if (byVariable[name] && value.startsWith(clusterDir))
+        services.set(byVariable[name], [...(services.get(byVariable[name]) ?? []), Number(entry)]);
     }
   }
   return services;
@@ -95,7 +102,11 @@ interface Level {
 }
 
 /** Runs `count` queries of the mix through `clients` closed-loop clients; `send` answers 'ok', 'refused' (with a wait) or throws. */
-async function runLevel(concurrency: number, count: number, send: (client: number, sql: string) => Promise<{ refusedForMs?: number }>): Promise<Level> {
+async function runLevel(
+  concurrency: number,
+  count: number,
+  send: (client: number, sql: string) => Promise<{ refusedForMs?: number }>,
+): Promise<Level> {
   let next = 0;
   const level: Level = { concurrency, queries: count, wallMs: 0, latencies: [], refused: 0, errors: [] };
   const started = performance.now();
@@ -127,7 +138,8 @@ if (PROFILE) {
   await mkdir(PROFILE, { recursive: true });
   // The services inherit this process's environment.
   process.env.BERTH_PROFILE_DIR = path.resolve(PROFILE);
-  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('./load-profiler.js', import.meta.url).href}`.trim();
+  process.env.NODE_OPTIONS =
+    `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('./load-profiler.js', import.meta.url).href}`.trim();
 }
 const clusterDir = path.join(os.tmpdir(), 'berth-bench-load', 'cluster');
 const bench = await startBenchCluster(clusterDir, [1, 1, 1], 1024 ** 3);
@@ -140,11 +152,17 @@ try {
   const baseline = await DuckDBInstance.create(':memory:');
   const connections: DuckDBConnection[] = [];
   for (let i = 0; i < Math.max(...LEVELS); i++) connections.push(await baseline.connect());
-  await connections[0]!.run(`CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+  await connections[0]!.run(
+    `CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`,
+  );
   const duckdb = async (client: number, sql: string) => readJsonResult(await connections[client]!.stream(sql));
 
   const berth = async (sql: string): Promise<{ refusedForMs?: number; rows?: unknown }> => {
-    const response = await fetch(`${coordinator}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+    const response = await fetch(`${coordinator}/v1/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sql }),
+    });
     const body = (await response.json()) as { rows: unknown; message?: string };
     if (response.status === 429) return { refusedForMs: 1000 * Number(response.headers.get('retry-after') ?? 1) };
     if (!response.ok) throw new Error(`${response.status}: ${body.message}`);
@@ -169,7 +187,9 @@ try {
     const b = await runLevel(concurrency, count, (_, sql) => berth(sql));
     const after = await cpuMs(pids);
     const cpu = new Map([...after].map(([service, ms]) => [service, ms - (before.get(service) ?? 0)]));
-    console.error(`concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`);
+    console.error(
+      `concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`,
+    );
     results.push({ berth: b, duckdb: d, cpu });
   }
   for (const c of connections) c.closeSync();
@@ -180,8 +200,12 @@ try {
 
 const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
 const ms = (x: number) => x.toFixed(1);
-console.log(`# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries\n`);
-console.log('| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |');
+console.log(
+  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries\n`,
+);
+console.log(
+  '| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |',
+);
 console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const { berth: b, duckdb: d } of results) {
   console.log(
@@ -189,11 +213,16 @@ for (const { berth: b, duckdb: d } of results) {
   );
 }
 const services = ['coordinator', 'query nodes', 'meta', 'worker'];
-console.log(`\nCPU time per answered Berth query, by service (ms, every thread; the machine has ${os.availableParallelism()} cores):\n`);
+console.log(
+  `\nCPU time per answered Berth query, by service (ms, every thread; the machine has ${os.availableParallelism()} cores):\n`,
+);
 console.log(`| concurrency | ${services.join(' | ')} | all |`);
 console.log(`|---:|${services.map(() => '---:|').join('')}---:|`);
 for (const { berth: b, cpu } of results) {
   const per = (ms: number) => (ms / Math.max(1, b.latencies.length)).toFixed(1);
-  console.log(`| ${b.concurrency} | ${services.map((s) => per(cpu.get(s) ?? 0)).join(' | ')} | ${per([...cpu.values()].reduce((x, y) => x + y, 0))} |`);
+  console.log(
+    `| ${b.concurrency} | ${services.map((s) => per(cpu.get(s) ?? 0)).join(' | ')} | ${per([...cpu.values()].reduce((x, y) => x + y, 0))} |`,
+  );
 }
-for (const { berth: b } of results) if (b.errors.length > 0) console.log(`\nErrors at concurrency ${b.concurrency} (first): ${b.errors[0]}`);
+for (const { berth: b } of results)
+  if (b.errors.length > 0) console.log(`\nErrors at concurrency ${b.concurrency} (first): ${b.errors[0]}`);

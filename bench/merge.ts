@@ -52,7 +52,8 @@ for (let f = 0; f < SEGMENTS; f++) {
 
 /** Milliseconds from each activity's scheduling to its completion, by activity type, in a workflow's history. */
 async function activityTimes(handle: WorkflowHandle): Promise<Map<string, number>> {
-  const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
+  const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+    Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
   const scheduled = new Map<string, { type: string; at: number }>();
   const times = new Map<string, number>();
   for (const event of (await handle.fetchHistory()).events ?? []) {
@@ -75,7 +76,10 @@ const clusterDir = path.join(BASE, 'cluster');
 const bench = await startBenchCluster(clusterDir, [2, 2], 1024 ** 3);
 const connection = await Connection.connect({ address: bench.cluster.endpoints.temporal });
 const client = new Client({ connection });
-const s3 = createS3Client({ endpoint: bench.cluster.endpoints.s3, credentials: await readS3Credentials(s3IdentitiesFile(clusterDir)) });
+const s3 = createS3Client({
+  endpoint: bench.cluster.endpoints.s3,
+  credentials: await readS3Credentials(s3IdentitiesFile(clusterDir)),
+});
 const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
 try {
   const berthTimes: number[] = [];
@@ -94,13 +98,17 @@ try {
     });
     const result = await handle.result();
     berthTimes.push(performance.now() - started);
-    if (result.outcome !== 'merged' || result.inputs.length !== SEGMENTS) throw new Error(`unexpected merge result ${JSON.stringify(result)}`);
-    if (!result.push?.accepted) throw new Error(`the owner did not take the merged segment: ${JSON.stringify(result.push)}`);
+    if (result.outcome !== 'merged' || result.inputs.length !== SEGMENTS)
+      throw new Error(`unexpected merge result ${JSON.stringify(result)}`);
+    if (!result.push?.accepted)
+      throw new Error(`the owner did not take the merged segment: ${JSON.stringify(result.push)}`);
     for (const [type, ms] of await activityTimes(handle)) activities.set(type, [...(activities.get(type) ?? []), ms]);
 
     const list = files.map((f) => `'${f}'`).join(', ');
     started = performance.now();
-    await c.run(`COPY (SELECT * FROM read_parquet([${list}]) ORDER BY ${columns.map((col) => col.name).join(', ')}) TO '${BASE}/copy-${round}.parquet' (FORMAT parquet)`);
+    await c.run(
+      `COPY (SELECT * FROM read_parquet([${list}]) ORDER BY ${columns.map((col) => col.name).join(', ')}) TO '${BASE}/copy-${round}.parquet' (FORMAT parquet)`,
+    );
     copyTimes.push(performance.now() - started);
     started = performance.now();
     await c.run(`COPY (SELECT * FROM read_parquet([${list}])) TO '${BASE}/bare-${round}.parquet' (FORMAT parquet)`);
@@ -115,7 +123,9 @@ try {
         Promise.all(
           result.inputs.map((id) =>
             limit(async () => {
-              const object = await s3.send(new GetObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey(table, id) }));
+              const object = await s3.send(
+                new GetObjectCommand({ Bucket: 'berth-bench', Key: segmentObjectKey(table, id) }),
+              );
               await pipeline(object.Body as Readable, createWriteStream(path.join(downloads, `${id}.parquet`)));
             }),
           ),
@@ -129,7 +139,8 @@ try {
     const owner = members.find((m) => m.id === new Placement(members).owner(result.merged!.id)?.id)!;
     const put = () => s3.send(new PutObjectCommand({ Bucket: 'berth-bench', Key: `bench/put-${round}`, Body: body }));
     const push = async () => {
-      if (!(await new QueryNodeClient(owner.url, token).push(table, result.merged!.id, body)).accepted) throw new Error('push declined');
+      if (!(await new QueryNodeClient(owner.url, token).push(table, result.merged!.id, body)).accepted)
+        throw new Error('push declined');
     };
     transfers.put.push(await timed(put));
     transfers.push.push(await timed(push));
@@ -138,19 +149,28 @@ try {
   const rows = SEGMENTS * ROWS_PER_SEGMENT;
   const rate = (ms: number) => Math.round(rows / (ms / 1000)).toLocaleString('en-US');
   const [b, s, n] = [median(berthTimes), median(copyTimes), median(bareTimes)];
-  console.log(`# bench/merge — ${SEGMENTS} level-0 segments, ${rows.toLocaleString('en-US')} rows, ${os.availableParallelism()} cores, median of ${ROUNDS}\n`);
+  console.log(
+    `# bench/merge — ${SEGMENTS} level-0 segments, ${rows.toLocaleString('en-US')} rows, ${os.availableParallelism()} cores, median of ${ROUNDS}\n`,
+  );
   console.log('| run | ms | rows/s | time vs sorted COPY |');
   console.log('|---|---:|---:|---:|');
-  console.log(`| DuckDB COPY of the local files, sorted as Berth sorts (baseline) | ${s.toFixed(0)} | ${rate(s)} | 1.00× |`);
+  console.log(
+    `| DuckDB COPY of the local files, sorted as Berth sorts (baseline) | ${s.toFixed(0)} | ${rate(s)} | 1.00× |`,
+  );
   console.log(`| DuckDB COPY of the local files, unsorted | ${n.toFixed(0)} | ${rate(n)} | ${(n / s).toFixed(2)}× |`);
-  console.log(`| Berth merge-then-push workflow, end to end | ${b.toFixed(0)} | ${rate(b)} | **${(b / s).toFixed(2)}×** |`);
+  console.log(
+    `| Berth merge-then-push workflow, end to end | ${b.toFixed(0)} | ${rate(b)} | **${(b / s).toFixed(2)}×** |`,
+  );
   const mb = (await readFile(`${BASE}/copy-0.parquet`)).length / 1e6;
   console.log(`\nWhere Berth's time goes (medians; the merged segment is ${mb.toFixed(1)} MB):\n`);
   console.log('| part | ms | vs sorted COPY |');
   console.log('|---|---:|---:|');
   const row = (part: string, ms: number) => console.log(`| ${part} | ${ms.toFixed(0)} | ${(ms / s).toFixed(2)}× |`);
   for (const [type, times] of activities) row(`activity \`${type}\`, scheduled to completed`, median(times));
-  row('the workflow beyond its activities (start, tasks, result)', median(berthTimes.map((t, i) => t - [...activities.values()].reduce((sum, times) => sum + (times[i] ?? 0), 0))));
+  row(
+    'the workflow beyond its activities (start, tasks, result)',
+    median(berthTimes.map((t, i) => t - [...activities.values()].reduce((sum, times) => sum + (times[i] ?? 0), 0))),
+  );
   row(`alone: GET the ${SEGMENTS} inputs, 8 at a time, to files`, median(transfers.get));
   row('alone: PUT the merged object', median(transfers.put));
   row('alone: push the merged object to its owner', median(transfers.push));

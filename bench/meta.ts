@@ -18,7 +18,9 @@ import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore, Segment } from '../services/meta/store.js';
 import { median } from './stats.js';
 
-const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' } } });
+const { values: args } = parseArgs({
+  options: { seconds: { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' } },
+});
 const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
 const NODES = 1_000;
@@ -31,7 +33,10 @@ const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-bench-meta-'));
 const postgres = await startPostgresServer({ durable: true });
 const database = await postgres.createDatabase();
 const sqlite = await openMetaStore({ database: path.join(dir, 'meta.sqlite') });
-const pgAsync = await openMetaStore({ database: `${database}?options=${encodeURIComponent('-c synchronous_commit=off')}`, maxConnections: 16 });
+const pgAsync = await openMetaStore({
+  database: `${database}?options=${encodeURIComponent('-c synchronous_commit=off')}`,
+  maxConnections: 16,
+});
 const pgSync = await openMetaStore({ database, maxConnections: 16 });
 
 /** One operation, repeated; `i` counts its calls. */
@@ -41,24 +46,49 @@ interface Operation {
   call: (store: MetaStore, i: number) => Promise<unknown>;
 }
 
-const seg = (id: string, day: number, level = 0): Segment => ({ id, table: 'events', minTs: T0 + day * DAY + 1, maxTs: T0 + day * DAY + 3_600_000, rows: 100_000, bytes: 8_000_000, level });
+const seg = (id: string, day: number, level = 0): Segment => ({
+  id,
+  table: 'events',
+  minTs: T0 + day * DAY + 1,
+  maxTs: T0 + day * DAY + 3_600_000,
+  rows: 100_000,
+  bytes: 8_000_000,
+  level,
+});
 let unique = 0; // ids never repeat across rounds and stores
 
 // The state every operation runs against: 1,000 nodes in one group, a month of 100 segments a day
 // (both PostgreSQL stores share one database).
 for (const store of [sqlite, pgAsync]) {
-  for (let n = 0; n < NODES; n++) await store.registerNode({ id: `node-${n}`, group: 'serving', url: `http://10.0.${n >> 8}.${n & 255}:7410`, vcpus: 8, startedAt: T0 });
+  for (let n = 0; n < NODES; n++)
+    await store.registerNode({
+      id: `node-${n}`,
+      group: 'serving',
+      url: `http://10.0.${n >> 8}.${n & 255}:7410`,
+      vcpus: 8,
+      startedAt: T0,
+    });
   await store.ensureTable({ name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] });
-  for (let d = 0; d < DAYS; d++) for (let s = 0; s < SEGMENTS_PER_DAY; s++) await store.commitSegment(seg(`events-${d}-${s}`, d));
+  for (let d = 0; d < DAYS; d++)
+    for (let s = 0; s < SEGMENTS_PER_DAY; s++) await store.commitSegment(seg(`events-${d}-${s}`, d));
 }
 
 const operations: Operation[] = [
   { name: 'heartbeat', kind: 'registry', call: (s, i) => s.heartbeat(`node-${i % NODES}`, 8) },
-  { name: 'register a node', kind: 'registry', call: (s) => s.registerNode({ id: `new-${unique++}`, group: 'other', url: 'http://10.1.0.1:7410', vcpus: 4, startedAt: T0 }) },
+  {
+    name: 'register a node',
+    kind: 'registry',
+    call: (s) =>
+      s.registerNode({ id: `new-${unique++}`, group: 'other', url: 'http://10.1.0.1:7410', vcpus: 4, startedAt: T0 }),
+  },
   { name: 'members (1,000 nodes)', kind: 'registry', call: (s) => s.members('serving') },
   { name: 'backends (1,000 nodes)', kind: 'registry', call: (s) => s.backends('serving') },
   { name: 'commit a segment', kind: 'manifest', call: (s) => s.commitSegment(seg(`new-${unique++}`, DAYS)) },
-  { name: 'list a day of segments (of 3,000)', kind: 'manifest', call: (s, i) => s.listSegments('events', { from: T0 + (i % DAYS) * DAY, to: T0 + ((i % DAYS) + 1) * DAY - 1 }) },
+  {
+    name: 'list a day of segments (of 3,000)',
+    kind: 'manifest',
+    call: (s, i) => s.listSegments('events', { from: T0 + (i % DAYS) * DAY, to: T0 + ((i % DAYS) + 1) * DAY - 1 }),
+  },
   {
     name: 'a merge: commit 10 segments, swap them for 1',
     kind: 'manifest',
@@ -66,7 +96,10 @@ const operations: Operation[] = [
       const batch = `swap-${unique++}`;
       const inputs = Array.from({ length: 10 }, (_, k) => seg(`${batch}-${k}`, DAYS + 1));
       for (const input of inputs) await s.commitSegment(input);
-      return await s.swapSegments(inputs.map((x) => x.id), seg(`${batch}-merged`, DAYS + 1, 1));
+      return await s.swapSegments(
+        inputs.map((x) => x.id),
+        seg(`${batch}-merged`, DAYS + 1, 1),
+      );
     },
   },
   {
@@ -101,17 +134,22 @@ const runs: { label: string; store: MetaStore; inFlight: number }[] = [
 ];
 const rates = new Map(operations.map((op) => [op.name, runs.map(() => [] as number[])]));
 for (let round = 0; round < ROUNDS; round++) {
-  for (const op of operations) for (const [k, run] of runs.entries()) rates.get(op.name)![k]!.push(await rate(run.store, op, run.inFlight));
+  for (const op of operations)
+    for (const [k, run] of runs.entries()) rates.get(op.name)![k]!.push(await rate(run.store, op, run.inFlight));
   console.error(`round ${round + 1}/${ROUNDS} done`);
 }
 
 const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
-console.log(`Machine: ${os.cpus().length} vCPU, Node ${process.version}; ${ROUNDS} interleaved rounds of ${SECONDS} s per measurement, medians; ops/s (ratio to SQLite).\n`);
+console.log(
+  `Machine: ${os.cpus().length} vCPU, Node ${process.version}; ${ROUNDS} interleaved rounds of ${SECONDS} s per measurement, medians; ops/s (ratio to SQLite).\n`,
+);
 console.log(`| operation | ${runs.map((r) => r.label).join(' | ')} |`);
 console.log(`|---|${runs.map(() => '---:').join('|')}|`);
 for (const op of operations) {
   const [base, ...others] = rates.get(op.name)!.map(median) as [number, ...number[]];
-  console.log(`| ${op.kind}: ${op.name} | ${fmt(base)} | ${others.map((x) => `${fmt(x)} (${(x / base).toFixed(2)}x)`).join(' | ')} |`);
+  console.log(
+    `| ${op.kind}: ${op.name} | ${fmt(base)} | ${others.map((x) => `${fmt(x)} (${(x / base).toFixed(2)}x)`).join(' | ')} |`,
+  );
 }
 
 await Promise.all([sqlite, pgAsync, pgSync].map((s) => s.close()));

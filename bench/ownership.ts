@@ -85,7 +85,9 @@ const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
 console.log(`# bench/ownership — ${SEGMENTS.toLocaleString('en-US')} segment ids, Node ${process.version}\n`);
 const rate = (x: number) => Math.round(x).toLocaleString('en-US');
 console.log('## Owner lookups (best of 3 interleaved rounds)\n');
-console.log('| nodes | berth lookups/s (computed) | hashring lookups/s | computed / hashring | berth lookups/s (remembered in the epoch) | remembered / hashring |');
+console.log(
+  '| nodes | berth lookups/s (computed) | hashring lookups/s | computed / hashring | berth lookups/s (remembered in the epoch) | remembered / hashring |',
+);
 console.log('|---:|---:|---:|---:|---:|---:|');
 for (const n of [8, 16, 128]) {
   const nodes = cluster(n);
@@ -95,20 +97,33 @@ for (const n of [8, 16, 128]) {
     routers.forEach((router, i) => (best[i] = Math.max(best[i]!, lookupsPerSecond(router))));
   }
   const [computed, ring, remembered] = best as [number, number, number];
-  console.log(`| ${n} | ${rate(computed)} | ${rate(ring)} | **${fmt(computed / ring, 2)}x** | ${rate(remembered)} | ${fmt(remembered / ring, 2)}x |`);
+  console.log(
+    `| ${n} | ${rate(computed)} | ${rate(ring)} | **${fmt(computed / ring, 2)}x** | ${rate(remembered)} | ${fmt(remembered / ring, 2)}x |`,
+  );
 }
 
 console.log('\n## Planning: 100,000 segments grouped by owner over 128 nodes (median of 7 interleaved rounds)\n');
 {
   const PLANNED = 100_000;
-  const members: Member[] = cluster(128).map((n) => ({ ...n, url: `http://127.0.0.1:${20_000 + Number(n.id.slice(5))}` }));
+  const members: Member[] = cluster(128).map((n) => ({
+    ...n,
+    url: `http://127.0.0.1:${20_000 + Number(n.id.slice(5))}`,
+  }));
   const viewOf = async (list: Member[], memoEntries?: number) => {
-    const view = new MemberView({ meta: { members: async () => list } as unknown as MetaClient, group: 'serving', memoEntries });
+    const view = new MemberView({
+      meta: { members: async () => list } as unknown as MetaClient,
+      group: 'serving',
+      memoEntries,
+    });
     await view.refresh();
     return view;
   };
   const scatterOf = (view: MemberView) => new Scatter({ view, seedNodes: [], token: 'bench' });
-  const segmentIds = Array.from({ length: PLANNED }, (_, i) => `events-l0-2026${String(1 + (i % 12)).padStart(2, '0')}01-${(i * 2654435761).toString(16).padStart(20, '0').slice(-20)}`);
+  const segmentIds = Array.from(
+    { length: PLANNED },
+    (_, i) =>
+      `events-l0-2026${String(1 + (i % 12)).padStart(2, '0')}01-${(i * 2654435761).toString(16).padStart(20, '0').slice(-20)}`,
+  );
   // Each query's segment rows arrive as fresh JSON from meta: fresh strings, as in production.
   const rows = () => JSON.parse(JSON.stringify(segmentIds.map((id) => ({ id })))) as { id: string }[];
   const time = (plan: (segments: { id: string }[]) => unknown): number => {
@@ -140,7 +155,13 @@ console.log('\n## Planning: 100,000 segments grouped by owner over 128 nodes (me
     for (const { id } of segments) sum += floorMap.get(id)!;
     return sum;
   };
-  const runs = { warm: [] as number[], cold: [] as number[], off: [] as number[], ring: [] as number[], floor: [] as number[] };
+  const runs = {
+    warm: [] as number[],
+    cold: [] as number[],
+    off: [] as number[],
+    ring: [] as number[],
+    floor: [] as number[],
+  };
   for (let round = 0; round < 7; round++) {
     runs.warm.push(time((s) => warm.plan(s)));
     // A membership change (one node's weight) starts a new epoch: its first query computes every owner.
@@ -157,9 +178,13 @@ console.log('\n## Planning: 100,000 segments grouped by owner over 128 nodes (me
   console.log('|---|---:|---:|');
   console.log(`| grouping by \`hashring.get\` (baseline) | ${ms(runs.ring)} | 1.00x |`);
   console.log(`| Berth, warm: owners remembered for the epoch | **${ms(runs.warm)}** | ${vs(runs.warm)} |`);
-  console.log(`| Berth, the first query after a membership change (every owner computed) | ${ms(runs.cold)} | ${vs(runs.cold)} |`);
+  console.log(
+    `| Berth, the first query after a membership change (every owner computed) | ${ms(runs.cold)} | ${vs(runs.cold)} |`,
+  );
   console.log(`| Berth, memo off (every query computes every owner, as before) | ${ms(runs.off)} | ${vs(runs.off)} |`);
-  console.log(`| the floor: one \`Map.get\` per segment over the same fresh ids, nothing else | ${ms(runs.floor)} | ${vs(runs.floor)} |`);
+  console.log(
+    `| the floor: one \`Map.get\` per segment over the same fresh ids, nothing else | ${ms(runs.floor)} | ${vs(runs.floor)} |`,
+  );
 }
 
 console.log('\n## Balance: most loaded node’s share / its weight’s share (1.000 is perfect)\n');
@@ -176,16 +201,25 @@ for (const [label, nodes] of balanceCases) {
 }
 
 console.log('\n## Segments moved by a membership change (16 nodes of 16 vCPU)\n');
-console.log('| change | ideal moved | berth moved | berth moved between untouched nodes | hashring moved | hashring moved between untouched nodes |');
+console.log(
+  '| change | ideal moved | berth moved | berth moved between untouched nodes | hashring moved | hashring moved between untouched nodes |',
+);
 console.log('|---|---:|---:|---:|---:|---:|');
 const base = cluster(16);
 const changes: [string, WeightedNode[], string, number][] = [
   ['add a 17th node (16 vCPU)', [...base, { id: 'node-new', weight: 16 }], 'node-new', 16 / 272],
   ['remove node-007', base.filter((n) => n.id !== 'node-007'), 'node-007', 1 / 16],
-  ['reweight node-007 from 16 to 32', base.map((n) => (n.id === 'node-007' ? { ...n, weight: 32 } : n)), 'node-007', 32 / 272 - 1 / 16],
+  [
+    'reweight node-007 from 16 to 32',
+    base.map((n) => (n.id === 'node-007' ? { ...n, weight: 32 } : n)),
+    'node-007',
+    32 / 272 - 1 / 16,
+  ],
 ];
 const before = ROUTERS.map((make) => owners(make(base)));
 for (const [label, after, touched, ideal] of changes) {
   const cells = ROUTERS.map((make, i) => movement(before[i]!, owners(make(after)), touched));
-  console.log(`| ${label} | ${pct(ideal)} | ${pct(cells[0]!.moved)} | ${pct(cells[0]!.between)} | ${pct(cells[1]!.moved)} | ${pct(cells[1]!.between)} |`);
+  console.log(
+    `| ${label} | ${pct(ideal)} | ${pct(cells[0]!.moved)} | ${pct(cells[0]!.between)} | ${pct(cells[1]!.moved)} | ${pct(cells[1]!.between)} |`,
+  );
 }

@@ -55,7 +55,8 @@ const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }
 const log = (line: string) => console.error(`[scaling] ${line}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-const fmt = (x: number, digits = 0) => x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (x: number, digits = 0) =>
+  x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 // ── what a process tree spends ───────────────────────────────────────────────────────────────
 
@@ -136,12 +137,20 @@ interface WalStats {
   syncs: number;
 }
 
-async function registry(meta: ServiceProcess, db: { pid?: number; wal?: () => Promise<WalStats> }): Promise<RegistryFigures> {
+async function registry(
+  meta: ServiceProcess,
+  db: { pid?: number; wal?: () => Promise<WalStats> },
+): Promise<RegistryFigures> {
   const nodeUrl = (i: number) => `http://10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}:7410`;
   const client = new MetaClient(meta.url, TOKEN);
-  for (let i = 0; i < NODES; i++) await client.registerNode({ id: `node-${i}`, group: 'serving', url: nodeUrl(i), vcpus: 8, startedAt: T0 });
+  for (let i = 0; i < NODES; i++)
+    await client.registerNode({ id: `node-${i}`, group: 'serving', url: nodeUrl(i), vcpus: 8, startedAt: T0 });
   const post = (i: number) =>
-    fetch(`${meta.url}/v1/nodes/node-${i}/heartbeat`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: '{"vcpus":8}' }).then(async (r) => {
+    fetch(`${meta.url}/v1/nodes/node-${i}/heartbeat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+      body: '{"vcpus":8}',
+    }).then(async (r) => {
       if (!r.ok) throw new Error(String(r.status));
       return (await r.arrayBuffer()).byteLength;
     });
@@ -184,7 +193,11 @@ async function loadSqlite(file: string): Promise<void> {
   db.pragma('journal_mode = WAL');
   db.transaction(() => {
     for (let t = 0; t < TABLES; t++) {
-      db.prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)').run(tableName(t), 'ts', '[{"name":"ts","type":"TIMESTAMP"}]');
+      db.prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)').run(
+        tableName(t),
+        'ts',
+        '[{"name":"ts","type":"TIMESTAMP"}]',
+      );
       db.prepare(
         `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${PER_TABLE})
          INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
@@ -203,7 +216,11 @@ async function loadPostgres(url: string): Promise<number> {
   await client.connect();
   try {
     for (let t = 0; t < TABLES; t++) {
-      await client.query('INSERT INTO tables (name, timestamp_column, columns) VALUES ($1, $2, $3)', [tableName(t), 'ts', '[{"name":"ts","type":"TIMESTAMP"}]']);
+      await client.query('INSERT INTO tables (name, timestamp_column, columns) VALUES ($1, $2, $3)', [
+        tableName(t),
+        'ts',
+        '[{"name":"ts","type":"TIMESTAMP"}]',
+      ]);
       await client.query(
         `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
          SELECT $1 || '-' || lpad(i::text, 8, '0'), $1, ${T0} + (i / ${PER_DAY}) * ${DAY}::bigint + (i % ${PER_DAY}) * ${SLICE}::bigint,
@@ -213,7 +230,9 @@ async function loadPostgres(url: string): Promise<number> {
       );
     }
     await client.query('VACUUM ANALYZE segments');
-    return Number((await client.query<{ size: string }>(`SELECT pg_total_relation_size('segments') AS size`)).rows[0]!.size);
+    return Number(
+      (await client.query<{ size: string }>(`SELECT pg_total_relation_size('segments') AS size`)).rows[0]!.size,
+    );
   } finally {
     await client.end();
   }
@@ -233,7 +252,12 @@ interface PlanFigures {
  * Plans a query over one month of one table the way the coordinator does: read the manifest with
  * MetaClient, keep the month, find each segment's owner. `pushdown` passes the month to the store.
  */
-async function planMonth(meta: ServiceProcess, store: MetaStore, pushdown: boolean, runs: number): Promise<PlanFigures> {
+async function planMonth(
+  meta: ServiceProcess,
+  store: MetaStore,
+  pushdown: boolean,
+  runs: number,
+): Promise<PlanFigures> {
   const from = T0 + 300 * DAY;
   const to = from + 30 * DAY - 1;
   const range = pushdown ? { from, to } : {};
@@ -247,7 +271,9 @@ async function planMonth(meta: ServiceProcess, store: MetaStore, pushdown: boole
     const storeMs = performance.now() - t;
     t = performance.now();
     let failed: string | undefined;
-    await client.listSegments(tableName(0), range).catch((error: Error) => (failed = error.message.replace(/^call \S+ failed: /, '')));
+    await client
+      .listSegments(tableName(0), range)
+      .catch((error: Error) => (failed = error.message.replace(/^call \S+ failed: /, '')));
     const readMs = performance.now() - t;
     const month = all.filter((s) => s.maxTs >= from && s.minTs <= to);
     t = performance.now();
@@ -257,7 +283,14 @@ async function planMonth(meta: ServiceProcess, store: MetaStore, pushdown: boole
       perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
     }
     const ownersMs = performance.now() - t;
-    figures.push({ segments: month.length, readMs, failed, bytes: Buffer.byteLength(JSON.stringify({ segments: all })), storeMs, ownersMs });
+    figures.push({
+      segments: month.length,
+      readMs,
+      failed,
+      bytes: Buffer.byteLength(JSON.stringify({ segments: all })),
+      storeMs,
+      ownersMs,
+    });
   }
   const pick = (k: 'readMs' | 'storeMs' | 'ownersMs') => median(figures.map((f) => f[k]));
   return { ...figures[0]!, readMs: pick('readMs'), storeMs: pick('storeMs'), ownersMs: pick('ownersMs') };
@@ -267,7 +300,15 @@ async function commitLatency(store: MetaStore): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 200; i++) {
     const t = performance.now();
-    await store.commitSegment({ id: `late-${i}`, table: tableName(0), minTs: T0 + 364 * DAY, maxTs: T0 + 364 * DAY + 1000, rows: 1, bytes: 1, level: 0 });
+    await store.commitSegment({
+      id: `late-${i}`,
+      table: tableName(0),
+      minTs: T0 + 364 * DAY,
+      maxTs: T0 + 364 * DAY + 1000,
+      rows: 1,
+      bytes: 1,
+      level: 0,
+    });
     times.push(performance.now() - t);
   }
   return median(times);
@@ -280,26 +321,56 @@ const postgres = await startPostgresServer({ durable: true });
 const pgUrl = await postgres.createDatabase();
 const sqliteDir = path.join(dir, 'sqlite-meta');
 const sqliteFile = path.join(sqliteDir, 'meta.sqlite');
-const env = { BERTH_TOKEN: TOKEN, BERTH_META_PORT: '0', BERTH_LOG_LEVEL: 'warn', BERTH_HEARTBEAT_MS: String(HEARTBEAT_MS) };
+const env = {
+  BERTH_TOKEN: TOKEN,
+  BERTH_META_PORT: '0',
+  BERTH_LOG_LEVEL: 'warn',
+  BERTH_HEARTBEAT_MS: String(HEARTBEAT_MS),
+};
 const metas = {
-  SQLite: await startServiceProcess('meta-sqlite', META_SCRIPT, { ...env, BERTH_META_DIR: sqliteDir, BERTH_META_DATABASE: '' }, path.join(dir, 'meta-sqlite.log')),
-  PostgreSQL: await startServiceProcess('meta-postgres', META_SCRIPT, { ...env, BERTH_META_DATABASE: pgUrl }, path.join(dir, 'meta-postgres.log')),
+  SQLite: await startServiceProcess(
+    'meta-sqlite',
+    META_SCRIPT,
+    { ...env, BERTH_META_DIR: sqliteDir, BERTH_META_DATABASE: '' },
+    path.join(dir, 'meta-sqlite.log'),
+  ),
+  PostgreSQL: await startServiceProcess(
+    'meta-postgres',
+    META_SCRIPT,
+    { ...env, BERTH_META_DATABASE: pgUrl },
+    path.join(dir, 'meta-postgres.log'),
+  ),
 };
 const pgAdmin = new pg.Client({ connectionString: pgUrl });
 await pgAdmin.connect();
 const wal = async (): Promise<WalStats> => {
-  const row = (await pgAdmin.query<{ bytes: string; syncs: string }>('SELECT wal_bytes AS bytes, wal_sync AS syncs FROM pg_stat_wal')).rows[0]!;
+  const row = (
+    await pgAdmin.query<{ bytes: string; syncs: string }>(
+      'SELECT wal_bytes AS bytes, wal_sync AS syncs FROM pg_stat_wal',
+    )
+  ).rows[0]!;
   return { bytes: Number(row.bytes), syncs: Number(row.syncs) };
 };
 
 try {
-  const figures: Record<string, { registry: RegistryFigures; loadS: number; sizeBytes: number; today: PlanFigures; pushed: PlanFigures; commitMs: number }> = {};
+  const figures: Record<
+    string,
+    {
+      registry: RegistryFigures;
+      loadS: number;
+      sizeBytes: number;
+      today: PlanFigures;
+      pushed: PlanFigures;
+      commitMs: number;
+    }
+  > = {};
   for (const [name, meta] of Object.entries(metas)) {
     log(`${name}: registry`);
     const reg = await registry(meta, name === 'PostgreSQL' ? { pid: postgres.pid, wal } : {});
     log(`${name}: loading ${fmt(PER_TABLE * TABLES)} segments`);
     const t = performance.now();
-    const sizeBytes = name === 'PostgreSQL' ? await loadPostgres(pgUrl) : (await loadSqlite(sqliteFile), statSync(sqliteFile).size);
+    const sizeBytes =
+      name === 'PostgreSQL' ? await loadPostgres(pgUrl) : (await loadSqlite(sqliteFile), statSync(sqliteFile).size);
     const loadS = (performance.now() - t) / 1000;
     const store = await openMetaStore({ database: name === 'PostgreSQL' ? pgUrl : sqliteFile });
     try {
@@ -314,16 +385,25 @@ try {
   }
 
   const perSecond = (w: Window) => w.calls / SECONDS;
-  const row = (label: string, f: (name: string) => string) => `| ${label} | ${Object.keys(figures).map(f).join(' | ')} |`;
+  const row = (label: string, f: (name: string) => string) =>
+    `| ${label} | ${Object.keys(figures).map(f).join(' | ')} |`;
   const lines = [
     `Machine: ${os.cpus().length} vCPU, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}; PostgreSQL ${(await pgAdmin.query('SHOW server_version')).rows[0].server_version} (fsync and synchronous commit on), SQLite as meta runs it (WAL, synchronous=NORMAL). Load generator, meta and the database share the machine.`,
     '',
     `### Registry: ${fmt(NODES)} nodes, heartbeats every ${HEARTBEAT_MS / 1000} s, ${fmt(READERS)} readers polling members every ${POLL_MS / 1000} s (${SECONDS} s windows, each load alone)`,
     '',
     `| | ${Object.keys(figures).join(' | ')} |`,
-    `|---|${Object.keys(figures).map(() => '---:').join('|')}|`,
-    row('heartbeats/s reached (offered: ' + fmt(NODES / (HEARTBEAT_MS / 1000)) + ')', (n) => fmt(perSecond(figures[n]!.registry.heartbeat), 1)),
-    row('heartbeat latency p50 / p99', (n) => `${fmt(median(figures[n]!.registry.heartbeat.latencies), 1)} / ${fmt(percentile(figures[n]!.registry.heartbeat.latencies, 99), 1)} ms`),
+    `|---|${Object.keys(figures)
+      .map(() => '---:')
+      .join('|')}|`,
+    row('heartbeats/s reached (offered: ' + fmt(NODES / (HEARTBEAT_MS / 1000)) + ')', (n) =>
+      fmt(perSecond(figures[n]!.registry.heartbeat), 1),
+    ),
+    row(
+      'heartbeat latency p50 / p99',
+      (n) =>
+        `${fmt(median(figures[n]!.registry.heartbeat.latencies), 1)} / ${fmt(percentile(figures[n]!.registry.heartbeat.latencies, 99), 1)} ms`,
+    ),
     row('heartbeat errors', (n) => String(figures[n]!.registry.heartbeat.errors)),
     row('CPU per heartbeat: meta + database', (n) => {
       const h = figures[n]!.registry.heartbeat;
@@ -339,10 +419,16 @@ try {
         ? `${fmt(h.wal.bytes / h.calls)} B of WAL; ${fmt(h.wal.syncs / h.calls, 2)} flushes of an 8 KiB WAL page`
         : `${fmt(h.written / h.calls / 1024, 1)} KiB to its WAL, no flush`;
     }),
-    row('member polls/s reached (offered: ' + fmt(READERS / (POLL_MS / 1000)) + ')', (n) => fmt(perSecond(figures[n]!.registry.poll), 1)),
+    row('member polls/s reached (offered: ' + fmt(READERS / (POLL_MS / 1000)) + ')', (n) =>
+      fmt(perSecond(figures[n]!.registry.poll), 1),
+    ),
     row('member list size', (n) => `${fmt(figures[n]!.registry.poll.responseBytes / 1024, 1)} KiB`),
     row('member poll traffic', (n) => `${fmt(figures[n]!.registry.poll.bytesIn / SECONDS / 2 ** 20, 2)} MiB/s`),
-    row('member poll latency p50 / p99', (n) => `${fmt(median(figures[n]!.registry.poll.latencies), 1)} / ${fmt(percentile(figures[n]!.registry.poll.latencies, 99), 1)} ms`),
+    row(
+      'member poll latency p50 / p99',
+      (n) =>
+        `${fmt(median(figures[n]!.registry.poll.latencies), 1)} / ${fmt(percentile(figures[n]!.registry.poll.latencies, 99), 1)} ms`,
+    ),
     row('CPU per member poll: meta + database', (n) => {
       const p = figures[n]!.registry.poll;
       return `${fmt((p.cpuMeta * 1000) / p.calls, 2)} + ${fmt((p.cpuDb * 1000) / p.calls, 2)} ms`;
@@ -355,23 +441,38 @@ try {
     `### Manifest: ${fmt(PER_TABLE * TABLES)} segments (${TABLES} tables × ${DAYS} days × ${fmt(PER_DAY)} a day); a query over one month of one table (${fmt(PER_TABLE)} segments)`,
     '',
     `| | ${Object.keys(figures).join(' | ')} |`,
-    `|---|${Object.keys(figures).map(() => '---:').join('|')}|`,
+    `|---|${Object.keys(figures)
+      .map(() => '---:')
+      .join('|')}|`,
     row('bulk load (straight into the schema)', (n) => `${fmt(figures[n]!.loadS, 0)} s`),
     row('manifest size on disk (table and indexes)', (n) => mib(figures[n]!.sizeBytes)),
     row(`segments in the month`, (n) => fmt(figures[n]!.pushed.segments)),
     row('today (whole table read, then filtered): bytes', (n) => mib(figures[n]!.today.bytes)),
-    row('today: manifest read as the coordinator makes it (10 s timeout, tried twice)', (n) => (figures[n]!.today.failed ? `**fails** after ${fmt(figures[n]!.today.readMs)} ms (${figures[n]!.today.failed})` : `${fmt(figures[n]!.today.readMs)} ms`)),
+    row('today: manifest read as the coordinator makes it (10 s timeout, tried twice)', (n) =>
+      figures[n]!.today.failed
+        ? `**fails** after ${fmt(figures[n]!.today.readMs)} ms (${figures[n]!.today.failed})`
+        : `${fmt(figures[n]!.today.readMs)} ms`,
+    ),
     row('today: of which the store alone', (n) => `${fmt(figures[n]!.today.storeMs)} ms`),
     row('range pushed down to the store: bytes', (n) => mib(figures[n]!.pushed.bytes)),
-    row('range pushed down: manifest read (of which the store)', (n) => `${fmt(figures[n]!.pushed.readMs)} ms (${fmt(figures[n]!.pushed.storeMs)} ms)`),
+    row(
+      'range pushed down: manifest read (of which the store)',
+      (n) => `${fmt(figures[n]!.pushed.readMs)} ms (${fmt(figures[n]!.pushed.storeMs)} ms)`,
+    ),
     row(`owners of the month's segments over ${fmt(NODES)} nodes`, (n) => `${fmt(figures[n]!.pushed.ownersMs)} ms`),
-    row('time to plan the month with the range pushed down', (n) => `${fmt(figures[n]!.pushed.readMs + figures[n]!.pushed.ownersMs)} ms`),
+    row(
+      'time to plan the month with the range pushed down',
+      (n) => `${fmt(figures[n]!.pushed.readMs + figures[n]!.pushed.ownersMs)} ms`,
+    ),
     row('commit latency at this size (median of 200)', (n) => `${fmt(figures[n]!.commitMs, 2)} ms`),
   ];
   console.log(lines.join('\n'));
 } catch (error) {
   for (const [name, meta] of Object.entries(metas)) {
-    const tail = readFileSync(path.join(dir, `meta-${name === 'SQLite' ? 'sqlite' : 'postgres'}.log`), 'utf8').split('\n').slice(-15).join('\n');
+    const tail = readFileSync(path.join(dir, `meta-${name === 'SQLite' ? 'sqlite' : 'postgres'}.log`), 'utf8')
+      .split('\n')
+      .slice(-15)
+      .join('\n');
     log(`${name} meta (exit code ${meta.child.exitCode}, signal ${meta.child.signalCode}), its log's end:\n${tail}`);
   }
   throw error;

@@ -28,11 +28,14 @@ const arg = (name: string, fallback: number) => Number(process.argv[process.argv
 const FILES = arg('files', 48);
 const ROWS_PER_FILE = arg('rows-per-file', 500_000);
 const ROUNDS = 5;
-const QUERY = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
+const QUERY =
+  'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
 /** Two more columns than QUERY. */
-const WIDER = 'SELECT service, status, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first FROM events GROUP BY service, status ORDER BY service, status';
+const WIDER =
+  'SELECT service, status, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first FROM events GROUP BY service, status ORDER BY service, status';
 /** Every column, on the table's second copy. */
-const ALL_COLUMNS = 'SELECT service, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first, max(status) AS status, max(request_id) AS request, max(user_id) AS user FROM events_copy GROUP BY service ORDER BY service';
+const ALL_COLUMNS =
+  'SELECT service, count(*) AS n, sum(bytes) AS bytes, max(latency_ms) AS worst, min(ts) AS first, max(status) AS status, max(request_id) AS request, max(user_id) AS user FROM events_copy GROUP BY service ORDER BY service';
 /** The seed's monthly cumulative window (cli/demo.ts), with this data's errors: a status of 500 or more. */
 const WINDOW_QUERY = `SELECT day, service, errors, sum(errors) OVER (PARTITION BY service ORDER BY day ROWS UNBOUNDED PRECEDING) AS month_to_date
   FROM (SELECT date_trunc('day', ts) AS day, service, count(*) FILTER (WHERE status >= 500) AS errors FROM events GROUP BY ALL)
@@ -59,7 +62,9 @@ function makeData(): Promise<string[]> {
 
 const files = await makeData();
 const totalBytes = (await Promise.all(files.map((f) => stat(f)))).reduce((sum, s) => sum + s.size, 0);
-console.error(`data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`);
+console.error(
+  `data: ${files.length} files, ${(totalBytes / 1e9).toFixed(2)} GB, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows`,
+);
 
 /** Bytes of each column's chunks over all the files, from their footers. */
 const columnBytes = new Map<string, number>();
@@ -67,7 +72,9 @@ const columnBytes = new Map<string, number>();
   const db = await DuckDBInstance.create(':memory:');
   const c = await db.connect();
   const list = `[${files.map((f) => `'${f}'`).join(', ')}]`;
-  for (const [column, bytes] of (await c.runAndReadAll(`SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`)).getRowsJson()) {
+  for (const [column, bytes] of (
+    await c.runAndReadAll(`SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`)
+  ).getRowsJson()) {
     columnBytes.set(String(column), Number(bytes));
   }
   c.closeSync();
@@ -122,19 +129,25 @@ try {
   const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
   const segments = await bench.meta.listSegments('events');
   const table = (await bench.meta.findTable('events'))!;
-  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as { nodes: Record<string, number> };
+  const owners = (await berthQuery('SELECT count(*) FROM events')).result.stats as unknown as {
+    nodes: Record<string, number>;
+  };
   const busiest = Object.entries(owners.nodes).sort((x, y) => y[1] - x[1])[0]![0];
   const gatherUrl = cluster.endpoints.nodes.find((n) => n.id === busiest)!.url;
   const gatherQuery = async () => {
     const started = performance.now();
-    const response = await new QueryNodeClient(gatherUrl, token).scan({ sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] }, AbortSignal.timeout(600_000));
+    const response = await new QueryNodeClient(gatherUrl, token).scan(
+      { sql: WINDOW_QUERY, tables: [{ name: 'events', schema: table.columns, segments: segments.map((s) => s.id) }] },
+      AbortSignal.timeout(600_000),
+    );
     for await (const part of response.body) void part;
     const stats = await response.ended;
     return { ms: performance.now() - started, stats };
   };
   const windowCheck = await berthQuery(WINDOW_QUERY);
   const expected = await readJsonResult(await connection.stream(WINDOW_QUERY));
-  if (JSON.stringify(windowCheck.result.rows) !== JSON.stringify(expected.rows)) throw new Error('Berth and DuckDB disagree on the window query');
+  if (JSON.stringify(windowCheck.result.rows) !== JSON.stringify(expected.rows))
+    throw new Error('Berth and DuckDB disagree on the window query');
   await gatherQuery();
   const windowTimes = { berth: [] as number[], duckdb: [] as number[], gather: [] as number[] };
   let bytesMoved = 0;
@@ -156,14 +169,20 @@ try {
   const share = (bytes: number) => `${((100 * bytes) / totalBytes).toFixed(1)} %`;
   const queryColumns = ['service', 'bytes', 'latency_ms'];
   const widerColumns = ['status', 'ts'];
-  console.log(`# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`);
+  console.log(
+    `# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`,
+  );
   console.log(`Query: \`${QUERY}\`\n`);
   console.log('| run | median of 5 (ms) | vs one DuckDB |');
   console.log('|---|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
-  console.log(`| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`);
+  console.log(
+    `| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`,
+  );
   console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
-  console.log('| cold query (nodes holding nothing of the table) | ms | vs warm | moved from S3 | of the objects | its columns\' chunks | moved / chunks | segments missed |');
+  console.log(
+    "| cold query (nodes holding nothing of the table) | ms | vs warm | moved from S3 | of the objects | its columns' chunks | moved / chunks | segments missed |",
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
   const row = (label: string, run: Awaited<ReturnType<typeof berthQuery>>, columns: string[]) =>
     console.log(
@@ -171,7 +190,9 @@ try {
     );
   row(`the query above, first (reads ${queryColumns.length} of ${columnBytes.size} columns)`, cold, queryColumns);
   row(`then one that also reads ${widerColumns.join(' and ')}: only their chunks move`, wider, widerColumns);
-  row(`a query reading all ${columnBytes.size} columns, first, on a copy of the table (= whole segments)`, whole, [...columnBytes.keys()]);
+  row(`a query reading all ${columnBytes.size} columns, first, on a copy of the table (= whole segments)`, whole, [
+    ...columnBytes.keys(),
+  ]);
 
   const [wb, wd, wg] = [median(windowTimes.berth), median(windowTimes.duckdb), median(windowTimes.gather)];
   const projected = bytesOf(WINDOW_COLUMNS);
@@ -179,9 +200,15 @@ try {
   console.log('| run | median of 5 (ms) | vs one DuckDB | bytes moved between nodes |');
   console.log('|---|---:|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${wd.toFixed(0)} | 1.00× | — |`);
-  console.log(`| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.kind).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`);
-  console.log(`| the gather route: the whole query on one node, which reads the segments it does not own from S3 | ${wg.toFixed(0)} | ${(wg / wd).toFixed(2)}× | ${gatherBytesFromS3.toLocaleString('en-US')} B of segments |`);
-  console.log(`\nThe columns the window reads (${WINDOW_COLUMNS.join(', ')}) are ${projected.toLocaleString('en-US')} B compressed: Berth moved ${(bytesMoved / projected).toExponential(2)}× that (the goal: at most 1.5×).`);
+  console.log(
+    `| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.kind).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`,
+  );
+  console.log(
+    `| the gather route: the whole query on one node, which reads the segments it does not own from S3 | ${wg.toFixed(0)} | ${(wg / wd).toFixed(2)}× | ${gatherBytesFromS3.toLocaleString('en-US')} B of segments |`,
+  );
+  console.log(
+    `\nThe columns the window reads (${WINDOW_COLUMNS.join(', ')}) are ${projected.toLocaleString('en-US')} B compressed: Berth moved ${(bytesMoved / projected).toExponential(2)}× that (the goal: at most 1.5×).`,
+  );
 } finally {
   await bench.stop();
 }

@@ -26,7 +26,9 @@ export async function segmentFiles(spec: SegmentFilesSpec): Promise<string[]> {
     const c = await db.connect();
     for (let f = 0; f < spec.files; f++) {
       const from = f * spec.rowsPerFile;
-      await c.run(`COPY (${spec.rows(from, from + spec.rowsPerFile)}) TO '${path.join(spec.dir, spec.name(f))}' (FORMAT parquet)`);
+      await c.run(
+        `COPY (${spec.rows(from, from + spec.rowsPerFile)}) TO '${path.join(spec.dir, spec.name(f))}' (FORMAT parquet)`,
+      );
     }
     c.closeSync();
     db.closeSync();

@@ -31,8 +31,27 @@ export interface DemoOptions {
 export interface DemoSummary {
   rows: number;
   segments: { ingested: number; afterMerge: number };
-  light: { sql: string; route: string; verdict: string; group: string; placement: string; nodes: Record<string, number>; cacheHits: number; cacheMisses: number; elapsedMs: number };
-  heavy: { sql: string; verdict: string; bottleneck?: string; launchWorkflowId?: string; target: number; layersPassed: string[]; rows: number; elapsedMs: number };
+  light: {
+    sql: string;
+    route: string;
+    verdict: string;
+    group: string;
+    placement: string;
+    nodes: Record<string, number>;
+    cacheHits: number;
+    cacheMisses: number;
+    elapsedMs: number;
+  };
+  heavy: {
+    sql: string;
+    verdict: string;
+    bottleneck?: string;
+    launchWorkflowId?: string;
+    target: number;
+    layersPassed: string[];
+    rows: number;
+    elapsedMs: number;
+  };
   poolPhaseAtEnd: string;
   temporalUi: string;
 }
@@ -53,7 +72,8 @@ const batchSql = (day: number, batch: number, rows: number) => `
     md5(concat(${day}, '-', ${batch}, '-', i))[1:16] AS trace_id
   FROM range(${rows}) t(i)`;
 
-export const LIGHT_SQL = "SELECT service, count(*) AS requests, avg(latency_ms) AS avg_latency_ms, max(latency_ms) AS worst_ms FROM events WHERE ts >= TIMESTAMP '2026-10-24' GROUP BY service ORDER BY requests DESC";
+export const LIGHT_SQL =
+  "SELECT service, count(*) AS requests, avg(latency_ms) AS avg_latency_ms, max(latency_ms) AS worst_ms FROM events WHERE ts >= TIMESTAMP '2026-10-24' GROUP BY service ORDER BY requests DESC";
 /** The seed's monthly cumulative-window query: daily error counts per service, summed over the month. */
 export const HEAVY_SQL = `SELECT day, service, errors, sum(errors) OVER (PARTITION BY service ORDER BY day ROWS UNBOUNDED PRECEDING) AS month_to_date
   FROM (SELECT date_trunc('day', ts) AS day, service, count(*) FILTER (WHERE level = 'error') AS errors FROM events GROUP BY ALL)
@@ -97,28 +117,44 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   let merged: TableMergeResult;
   try {
     const client = new Client({ connection, namespace: endpoints.temporalNamespace });
-    merged = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', { taskQueue: MERGE_TASK_QUEUE, workflowId: `merge-events-demo-${Date.now()}`, args: [{ table: 'events', minInputs: 2 }] });
+    merged = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', {
+      taskQueue: MERGE_TASK_QUEUE,
+      workflowId: `merge-events-demo-${Date.now()}`,
+      args: [{ table: 'events', minInputs: 2 }],
+    });
   } finally {
     await connection.close();
   }
   const afterMerge = await segmentsOf();
-  say(`  ${merged.partitions.filter((p) => p.outcome === 'merged').length} partitions merged: ${ingested} → ${afterMerge} segments, each pushed into its owner's cache`);
+  say(
+    `  ${merged.partitions.filter((p) => p.outcome === 'merged').length} partitions merged: ${ingested} → ${afterMerge} segments, each pushed into its owner's cache`,
+  );
 
   // 3. A light query: served by the owners in the serving group, from their caches.
   const light = await coordinator.query(LIGHT_SQL);
-  say(`light query: verdict ${light.stats.verdict.class}, route ${light.stats.route}, ${light.stats.segments.scanned} segments on ${Object.entries(light.stats.nodes).map(([n, k]) => `${n} (${k})`).join(', ')}, ${light.stats.cacheHits} cache hits, ${light.stats.cacheMisses} misses, ${light.stats.elapsedMs} ms`);
+  say(
+    `light query: verdict ${light.stats.verdict.class}, route ${light.stats.route}, ${light.stats.segments.scanned} segments on ${Object.entries(
+      light.stats.nodes,
+    )
+      .map(([n, k]) => `${n} (${k})`)
+      .join(
+        ', ',
+      )}, ${light.stats.cacheHits} cache hits, ${light.stats.cacheMisses} misses, ${light.stats.elapsedMs} ms`,
+  );
 
   // 4. A heavy query: the verdict launches the pool from zero; show each readiness layer as it passes.
   say('heavy query (monthly cumulative window): pool before it: ' + (await poolStatus()).phase);
   const seen = new Set<string>();
   const watch = setInterval(() => {
-    void poolStatus().then((s) => {
-      const line = `  pool ${s.phase}: target ${s.target}, pods ${s.podsRunning}, alive backends ${s.aliveBackends}, layers ${s.layersPassed.join(' → ') || 'none'}`;
-      if (!seen.has(line)) {
-        seen.add(line);
-        say(line);
-      }
-    }).catch(() => {});
+    void poolStatus()
+      .then((s) => {
+        const line = `  pool ${s.phase}: target ${s.target}, pods ${s.podsRunning}, alive backends ${s.aliveBackends}, layers ${s.layersPassed.join(' → ') || 'none'}`;
+        if (!seen.has(line)) {
+          seen.add(line);
+          say(line);
+        }
+      })
+      .catch(() => {});
   }, 250);
   let heavy: QueryResult;
   try {
@@ -128,19 +164,33 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   }
   const up = await poolStatus();
   const verdict = heavy.stats.verdict;
-  say(`  verdict ${verdict.class}${verdict.class === 'heavy' ? ` (${verdict.bottleneck}: ${verdict.reason})` : ''}; ${heavy.rows.length} rows in ${heavy.stats.elapsedMs} ms on ${heavy.stats.group}; workflow ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${heavy.stats.pool?.workflowId ?? ''}`);
+  say(
+    `  verdict ${verdict.class}${verdict.class === 'heavy' ? ` (${verdict.bottleneck}: ${verdict.reason})` : ''}; ${heavy.rows.length} rows in ${heavy.stats.elapsedMs} ms on ${heavy.stats.group}; workflow ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${heavy.stats.pool?.workflowId ?? ''}`,
+  );
 
   // 5. The idle reaper returns the pool to zero.
   let phase = up.phase;
   if (options.waitForPark) {
-    say(`waiting for the idle reaper to park the pool (${up.idleDeadline ? new Date(up.idleDeadline).toISOString() : 'soon'})`);
+    say(
+      `waiting for the idle reaper to park the pool (${up.idleDeadline ? new Date(up.idleDeadline).toISOString() : 'soon'})`,
+    );
     while ((phase = (await poolStatus()).phase) !== 'parked') await new Promise((resolve) => setTimeout(resolve, 500));
     say('  pool parked at zero replicas');
   }
   return {
     rows: rowsPerBatch * DAYS * BATCHES_PER_DAY,
     segments: { ingested, afterMerge },
-    light: { sql: LIGHT_SQL, route: light.stats.route, verdict: light.stats.verdict.class, group: light.stats.group, placement: light.stats.placement, nodes: light.stats.nodes, cacheHits: light.stats.cacheHits, cacheMisses: light.stats.cacheMisses, elapsedMs: light.stats.elapsedMs },
+    light: {
+      sql: LIGHT_SQL,
+      route: light.stats.route,
+      verdict: light.stats.verdict.class,
+      group: light.stats.group,
+      placement: light.stats.placement,
+      nodes: light.stats.nodes,
+      cacheHits: light.stats.cacheHits,
+      cacheMisses: light.stats.cacheMisses,
+      elapsedMs: light.stats.elapsedMs,
+    },
     heavy: {
       sql: HEAVY_SQL,
       verdict: verdict.class,

@@ -11,12 +11,13 @@ export function table(rows: readonly (readonly string[])[], indent = '  '): stri
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   const numeric = widths.map((_, c) => rows.slice(1).every((r) => /^[-+]?[\d,.]+%?$|^$/.test(r[c] ?? '')));
   return rows
-    .map((r) =>
-      indent +
-      r
-        .map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
-        .join('  ')
-        .trimEnd(),
+    .map(
+      (r) =>
+        indent +
+        r
+          .map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+          .join('  ')
+          .trimEnd(),
     )
     .join('\n');
 }

@@ -40,7 +40,12 @@ export interface MembershipChange {
 /** The member list after removing, reweighting and adding nodes, checked against the list before. */
 export function applyChange(before: readonly WeightedNode[], change: MembershipChange): WeightedNode[] {
   const known = new Set(before.map((n) => n.id));
-  const removed = new Set((change.remove ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+  const removed = new Set(
+    (change.remove ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
   for (const id of removed) {
     if (!known.has(id)) throw new UsageError(`--remove: node "${id}" is not in --nodes`);
   }

@@ -57,21 +57,33 @@ export function applyReport(
 }
 
 /** Removes a coordinator (its reports expired): its grant and queue places go back to the group. */
-export function removeCoordinator(all: Readonly<Record<string, CoordinatorAdmission>>, coordinator: string, limits: AdmissionLimits): Record<string, CoordinatorAdmission> {
+export function removeCoordinator(
+  all: Readonly<Record<string, CoordinatorAdmission>>,
+  coordinator: string,
+  limits: AdmissionLimits,
+): Record<string, CoordinatorAdmission> {
   const next = { ...all };
   delete next[coordinator];
   return distribute(next, limits.capacity);
 }
 
 /** Hands free capacity to coordinators whose demand exceeds their grant, one slot at a time, fewest first. */
-export function distribute(all: Readonly<Record<string, CoordinatorAdmission>>, capacity: number): Record<string, CoordinatorAdmission> {
+export function distribute(
+  all: Readonly<Record<string, CoordinatorAdmission>>,
+  capacity: number,
+): Record<string, CoordinatorAdmission> {
   const next: Record<string, CoordinatorAdmission> = {};
   for (const [id, a] of Object.entries(all)) next[id] = { ...a };
   let free = capacity - Object.values(next).reduce((sum, a) => sum + a.grant, 0);
   const wanting = () =>
     Object.entries(next)
       .filter(([, a]) => a.grant < a.running + a.queued)
-      .sort(([ia, a], [ib, b]) => a.grant - b.grant || (a.waitingSince ?? Infinity) - (b.waitingSince ?? Infinity) || (ia < ib ? -1 : ia > ib ? 1 : 0));
+      .sort(
+        ([ia, a], [ib, b]) =>
+          a.grant - b.grant ||
+          (a.waitingSince ?? Infinity) - (b.waitingSince ?? Infinity) ||
+          (ia < ib ? -1 : ia > ib ? 1 : 0),
+      );
   while (free > 0) {
     const [first] = wanting();
     if (!first) break;
@@ -82,7 +94,11 @@ export function distribute(all: Readonly<Record<string, CoordinatorAdmission>>, 
 }
 
 /** Sums over every coordinator: what the group's queue figures show. */
-export function totals(all: Readonly<Record<string, CoordinatorAdmission>>): { running: number; waiting: number; granted: number } {
+export function totals(all: Readonly<Record<string, CoordinatorAdmission>>): {
+  running: number;
+  waiting: number;
+  granted: number;
+} {
   let running = 0;
   let waiting = 0;
   let granted = 0;

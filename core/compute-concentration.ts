@@ -57,7 +57,17 @@ export function concentration(log: readonly LoggedQuery[], tops: readonly number
     queries: log.length,
     scanBytes,
     computeMs,
-    heavyNow: { queries: heavy.length, bytesShare: share(sum(heavy, (q) => q.scanBytes), scanBytes), timeShare: share(sum(heavy, (q) => q.computeMs), computeMs) },
+    heavyNow: {
+      queries: heavy.length,
+      bytesShare: share(
+        sum(heavy, (q) => q.scanBytes),
+        scanBytes,
+      ),
+      timeShare: share(
+        sum(heavy, (q) => q.computeMs),
+        computeMs,
+      ),
+    },
     tops:
       log.length === 0
         ? []
@@ -68,11 +78,20 @@ export function concentration(log: readonly LoggedQuery[], tops: readonly number
             return {
               top,
               queries: k,
-              bytesShare: share(sum(byBytes.slice(0, k), (q) => q.scanBytes), scanBytes),
-              timeShare: share(sum(byTime.slice(0, k), (q) => q.computeMs), computeMs),
+              bytesShare: share(
+                sum(byBytes.slice(0, k), (q) => q.scanBytes),
+                scanBytes,
+              ),
+              timeShare: share(
+                sum(byTime.slice(0, k), (q) => q.computeMs),
+                computeMs,
+              ),
               scanThreshold: threshold,
               sent: sent.length,
-              sentTimeShare: share(sum(sent, (q) => q.computeMs), computeMs),
+              sentTimeShare: share(
+                sum(sent, (q) => q.computeMs),
+                computeMs,
+              ),
             };
           }),
   };

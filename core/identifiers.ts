@@ -18,7 +18,8 @@ export const COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 export const partitionOf = (minTs: number) => new Date(minTs).toISOString().slice(0, 10).replaceAll('-', '');
 
 /** A segment's id: its table, level, day partition (YYYYMMDD) and a digest of its content or inputs. */
-export const segmentId = (table: string, level: number, partition: string, digest: string) => `${table}-l${level}-${partition}-${digest}`;
+export const segmentId = (table: string, level: number, partition: string, digest: string) =>
+  `${table}-l${level}-${partition}-${digest}`;
 
 /** A double-quoted SQL identifier (only ever applied to names that passed the checks above). */
 export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;

@@ -31,7 +31,7 @@ const dayStart = (at: number) => Math.floor(at / DAY_MS) * DAY_MS;
 /** Adds `replicas` in force over [from, to) to a copy of `days`, split at UTC midnights. */
 function addSpan(days: Record<string, DayUsage>, from: number, to: number, replicas: number): Record<string, DayUsage> {
   const out = { ...days };
-  for (let start = from; start < to; ) {
+  for (let start = from; start < to;) {
     const end = Math.min(to, dayStart(start) + DAY_MS);
     const day = dayOf(start);
     const before = out[day] ?? { nodeMs: 0, peak: 0 };
@@ -51,12 +51,17 @@ export function recordReplicas(usage: NodeUsage, at: number, replicas: number): 
 
 /** Every day's usage, the replicas still in force counted up to `now`. */
 export function usageUntil(usage: NodeUsage, now: number): Record<string, DayUsage> {
-  return usage.open && now > usage.open.since ? addSpan(usage.days, usage.open.since, now, usage.open.replicas) : usage.days;
+  return usage.open && now > usage.open.since
+    ? addSpan(usage.days, usage.open.since, now, usage.open.replicas)
+    : usage.days;
 }
 
 /** The ledger's days from `fromDay` on (YYYY-MM-DD), for a status that shows this month only. */
 export function usageSince(usage: NodeUsage, fromDay: string): NodeUsage {
-  return { days: Object.fromEntries(Object.entries(usage.days).filter(([day]) => day >= fromDay)), ...(usage.open ? { open: usage.open } : {}) };
+  return {
+    days: Object.fromEntries(Object.entries(usage.days).filter(([day]) => day >= fromDay)),
+    ...(usage.open ? { open: usage.open } : {}),
+  };
 }
 
 export interface UsageWindow {
@@ -92,7 +97,10 @@ export const monthStart = (now: number) => `${dayOf(now).slice(0, 7)}-01`;
 
 /** Node-hours today and this month (UTC), the replicas in force counted up to `now`. */
 export function nodeHoursNow(usage: NodeUsage, now: number): { today: number; month: number } {
-  return { today: usageWindow(usage, dayOf(now), now).nodeHours, month: usageWindow(usage, monthStart(now), now).nodeHours };
+  return {
+    today: usageWindow(usage, dayOf(now), now).nodeHours,
+    month: usageWindow(usage, monthStart(now), now).nodeHours,
+  };
 }
 
 export interface Bill {

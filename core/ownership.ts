@@ -91,7 +91,9 @@ export class Placement {
     validate(nodes);
     this.nodes = [...nodes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const n = this.nodes.length;
-    const byWeight = Array.from({ length: n }, (_, i) => i).sort((a, b) => this.nodes[b]!.weight - this.nodes[a]!.weight || a - b);
+    const byWeight = Array.from({ length: n }, (_, i) => i).sort(
+      (a, b) => this.nodes[b]!.weight - this.nodes[a]!.weight || a - b,
+    );
     this.order = Int32Array.from(byWeight);
     this.weights = new Float64Array(n);
     this.hashHi = new Uint32Array(n);

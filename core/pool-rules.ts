@@ -26,12 +26,18 @@ export function raiseTarget(current: number, requested: number, steps: CapacityS
 }
 
 /** Why a launch request is invalid, in words; undefined when it is valid. */
-export function launchRequestError(request: { target: unknown; group?: unknown }, pool: { group: string } & CapacitySteps): string | undefined {
+export function launchRequestError(
+  request: { target: unknown; group?: unknown },
+  pool: { group: string } & CapacitySteps,
+): string | undefined {
   const { target } = request;
-  if (typeof target !== 'number' || !Number.isInteger(target)) return `target must be a whole number of replicas, not ${JSON.stringify(target)}`;
+  if (typeof target !== 'number' || !Number.isInteger(target))
+    return `target must be a whole number of replicas, not ${JSON.stringify(target)}`;
   if (target < 1) return `target must be at least 1, not ${target}: the pool parks itself when idle`;
-  if (target > LARGEST_SANE_TARGET) return `target ${target} is past ${LARGEST_SANE_TARGET}, the largest this pool takes (its maximum is ${pool.maxReplicas})`;
-  if (request.group !== undefined && request.group !== pool.group) return `unknown group ${JSON.stringify(request.group)}: this pool scales "${pool.group}"`;
+  if (target > LARGEST_SANE_TARGET)
+    return `target ${target} is past ${LARGEST_SANE_TARGET}, the largest this pool takes (its maximum is ${pool.maxReplicas})`;
+  if (request.group !== undefined && request.group !== pool.group)
+    return `unknown group ${JSON.stringify(request.group)}: this pool scales "${pool.group}"`;
   return undefined;
 }
 
@@ -60,7 +66,12 @@ export function readReadiness(seen: ReadinessObservation, target: number, previo
   const backendsUp = podsUp && seen.freshBackends >= needed;
   const pods = `${seen.pods} of ${target} pods running`;
   if (!podsUp) return { podsUp, backendsUp, notReady: pods };
-  if (!backendsUp) return { podsUp, backendsUp, notReady: `${pods}, but ${seen.freshBackends} of ${needed} new backends alive in meta` };
+  if (!backendsUp)
+    return {
+      podsUp,
+      backendsUp,
+      notReady: `${pods}, but ${seen.freshBackends} of ${needed} new backends alive in meta`,
+    };
   return { podsUp, backendsUp };
 }
 
@@ -92,11 +103,20 @@ export function monitor(input: MonitorInput): MonitorDecision {
   if (input.waiting <= 0) return { waitingSince: undefined };
   const since = input.waitingSince ?? input.now;
   if (input.target >= input.steps.maxReplicas) return { waitingSince: since };
-  if (input.now - since >= input.sustainMs) return { waitingSince: undefined, raiseTo: raiseTarget(input.target, input.target + input.steps.increment, input.steps) };
+  if (input.now - since >= input.sustainMs)
+    return {
+      waitingSince: undefined,
+      raiseTo: raiseTarget(input.target, input.target + input.steps.increment, input.steps),
+    };
   return { waitingSince: since, wakeAt: since + input.sustainMs };
 }
 
 /** When an idle pool parks: after the idle timeout with nothing running or waiting; undefined while busy. */
-export function idleDeadline(input: { running: number; waiting: number; lastActivity: number; idleTimeoutMs: number }): number | undefined {
+export function idleDeadline(input: {
+  running: number;
+  waiting: number;
+  lastActivity: number;
+  idleTimeoutMs: number;
+}): number | undefined {
   return input.running === 0 && input.waiting === 0 ? input.lastActivity + input.idleTimeoutMs : undefined;
 }

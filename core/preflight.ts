@@ -27,7 +27,11 @@ export interface PreflightReport {
   findings: number;
 }
 
-export const preflightReport = (group: string, platform: PreflightReport['platform'], checks: PreflightCheck[]): PreflightReport => ({
+export const preflightReport = (
+  group: string,
+  platform: PreflightReport['platform'],
+  checks: PreflightCheck[],
+): PreflightReport => ({
   group,
   platform,
   checks,
@@ -102,7 +106,15 @@ export function formatCpu(milli: number): string {
 
 const taintText = (t: Taint) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`;
 const requirementText = (r: SelectorRequirement) =>
-  r.operator === 'In' ? `${r.key} in (${(r.values ?? []).join(',')})` : r.operator === 'NotIn' ? `${r.key} notin (${(r.values ?? []).join(',')})` : r.operator === 'Exists' ? r.key : r.operator === 'DoesNotExist' ? `!${r.key}` : `${r.key} ${r.operator} ${(r.values ?? []).join(',')}`;
+  r.operator === 'In'
+    ? `${r.key} in (${(r.values ?? []).join(',')})`
+    : r.operator === 'NotIn'
+      ? `${r.key} notin (${(r.values ?? []).join(',')})`
+      : r.operator === 'Exists'
+        ? r.key
+        : r.operator === 'DoesNotExist'
+          ? `!${r.key}`
+          : `${r.key} ${r.operator} ${(r.values ?? []).join(',')}`;
 
 // ── matching ─────────────────────────────────────────────────────────────────────────────────
 
@@ -185,12 +197,14 @@ function resourceLines(needs: PodNeeds, fit: NodeFit): string[] {
   const { node } = fit;
   const cpuReserved = node.capacity.cpuMilli - node.allocatable.cpuMilli;
   const memoryReserved = node.capacity.memoryBytes - node.allocatable.memoryBytes;
-  const cpu = fit.cpuShort > 0
-    ? `cpu ${formatCpu(needs.requests.cpuMilli)} requested > ${formatCpu(node.allocatable.cpuMilli)} allocatable (capacity ${formatCpu(node.capacity.cpuMilli)} − ${formatCpu(cpuReserved)} reserved): short by ${formatCpu(fit.cpuShort)}`
-    : `cpu ${formatCpu(needs.requests.cpuMilli)} requested ≤ ${formatCpu(node.allocatable.cpuMilli)} allocatable`;
-  const memory = fit.memoryShort > 0
-    ? `memory ${formatBytes(needs.requests.memoryBytes)} requested > ${formatBytes(node.allocatable.memoryBytes)} allocatable (capacity ${formatBytes(node.capacity.memoryBytes)} − ${formatBytes(memoryReserved)} reserved): short by ${formatBytes(fit.memoryShort)}`
-    : `memory ${formatBytes(needs.requests.memoryBytes)} requested ≤ ${formatBytes(node.allocatable.memoryBytes)} allocatable`;
+  const cpu =
+    fit.cpuShort > 0
+      ? `cpu ${formatCpu(needs.requests.cpuMilli)} requested > ${formatCpu(node.allocatable.cpuMilli)} allocatable (capacity ${formatCpu(node.capacity.cpuMilli)} − ${formatCpu(cpuReserved)} reserved): short by ${formatCpu(fit.cpuShort)}`
+      : `cpu ${formatCpu(needs.requests.cpuMilli)} requested ≤ ${formatCpu(node.allocatable.cpuMilli)} allocatable`;
+  const memory =
+    fit.memoryShort > 0
+      ? `memory ${formatBytes(needs.requests.memoryBytes)} requested > ${formatBytes(node.allocatable.memoryBytes)} allocatable (capacity ${formatBytes(node.capacity.memoryBytes)} − ${formatBytes(memoryReserved)} reserved): short by ${formatBytes(fit.memoryShort)}`
+      : `memory ${formatBytes(needs.requests.memoryBytes)} requested ≤ ${formatBytes(node.allocatable.memoryBytes)} allocatable`;
   return [cpu, memory];
 }
 
@@ -203,7 +217,8 @@ function placementLine(fit: NodeFit): string {
   return problems.length > 0 ? problems.join('; ') : 'labels and taints match';
 }
 
-const groupTitle = (g: NodeGroup) => `group ${g.name} (${g.nodes.length} node${g.nodes.length === 1 ? '' : 's'}, e.g. ${g.nodes[0]!.name})`;
+const groupTitle = (g: NodeGroup) =>
+  `group ${g.name} (${g.nodes.length} node${g.nodes.length === 1 ? '' : 's'}, e.g. ${g.nodes[0]!.name})`;
 
 /** The most groups a check lists one by one; the rest are counted. */
 const LISTED_GROUPS = 8;
@@ -226,7 +241,15 @@ export function placementChecks(needs: PodNeeds, groups: NodeGroup[], subject: s
   ];
   const withNodes = groups.filter((g) => g.nodes.length > 0);
   if (withNodes.length === 0) {
-    return [{ area: 'placement', ok: false, summary: 'the cluster has no nodes to check against', detail: asked, fix: 'run preflight where the nodes can be listed, with at least one node of the group the pods should use' }];
+    return [
+      {
+        area: 'placement',
+        ok: false,
+        summary: 'the cluster has no nodes to check against',
+        detail: asked,
+        fix: 'run preflight where the nodes can be listed, with at least one node of the group the pods should use',
+      },
+    ];
   }
   const fits = withNodes.map((g) => ({ group: g, fit: bestFit(needs, g) }));
   const placed = fits.filter((f) => placeable(f.fit));
@@ -260,12 +283,20 @@ export function placementChecks(needs: PodNeeds, groups: NodeGroup[], subject: s
       cpuShort.length > 0
         ? `request at most ${formatCpu(largest)} CPU (allocatable, not the node's ${formatCpu(candidates.find((f) => f.fit.node.allocatable.cpuMilli === largest)!.fit.node.capacity.cpuMilli)} vCPUs): cpu: "${Math.max(1, Math.ceil(largest / 1000) - 1)}" leaves room for DaemonSets, or use a node group with more allocatable CPU`
         : undefined;
-    const memoryFix = candidates.some((f) => f.fit.memoryShort > 0) ? `request at most ${formatBytes(Math.max(...candidates.map((f) => f.fit.node.allocatable.memoryBytes)))} memory` : undefined;
+    const memoryFix = candidates.some((f) => f.fit.memoryShort > 0)
+      ? `request at most ${formatBytes(Math.max(...candidates.map((f) => f.fit.node.allocatable.memoryBytes)))} memory`
+      : undefined;
     checks.push({
       area: 'requests',
       ok: false,
       summary: `no node has the allocatable room ${subject} request: the scheduler reports "Insufficient ${cpuShort.length > 0 ? 'cpu' : 'memory'}" and scale-from-zero never happens`,
-      detail: [asked[0]!, ...listGroups(candidates, (f) => [`${groupTitle(f.group)}, node ${f.fit.node.name}:`, ...resourceLines(needs, f.fit).map((l) => `  ${l}`)])],
+      detail: [
+        asked[0]!,
+        ...listGroups(candidates, (f) => [
+          `${groupTitle(f.group)}, node ${f.fit.node.name}:`,
+          ...resourceLines(needs, f.fit).map((l) => `  ${l}`),
+        ]),
+      ],
       fix: [cpuFix, memoryFix].filter(Boolean).join('; '),
     });
   } else {
@@ -274,7 +305,11 @@ export function placementChecks(needs: PodNeeds, groups: NodeGroup[], subject: s
       area: 'requests',
       ok: true,
       summary: `${subject} fit the allocatable room of ${roomyGroups.map((f) => f.group.name).join(', ')}`,
-      detail: [asked[0]!, `${groupTitle(best.group)}, node ${best.fit.node.name}:`, ...resourceLines(needs, best.fit).map((l) => `  ${l}`)],
+      detail: [
+        asked[0]!,
+        `${groupTitle(best.group)}, node ${best.fit.node.name}:`,
+        ...resourceLines(needs, best.fit).map((l) => `  ${l}`),
+      ],
     });
   }
 
@@ -285,8 +320,14 @@ export function placementChecks(needs: PodNeeds, groups: NodeGroup[], subject: s
     const problems = [
       ...missingLabels(needs, template.labels).map((m) => `lacks ${m}`),
       ...untolerated(template.taints, needs.tolerations).map((t) => `taint ${taintText(t)} not tolerated`),
-      ...(template.capacity.cpuMilli !== undefined && template.capacity.cpuMilli < needs.requests.cpuMilli ? [`cpu ${formatCpu(template.capacity.cpuMilli)} < ${formatCpu(needs.requests.cpuMilli)} requested`] : []),
-      ...(template.capacity.memoryBytes !== undefined && template.capacity.memoryBytes < needs.requests.memoryBytes ? [`memory ${formatBytes(template.capacity.memoryBytes)} < ${formatBytes(needs.requests.memoryBytes)} requested`] : []),
+      ...(template.capacity.cpuMilli !== undefined && template.capacity.cpuMilli < needs.requests.cpuMilli
+        ? [`cpu ${formatCpu(template.capacity.cpuMilli)} < ${formatCpu(needs.requests.cpuMilli)} requested`]
+        : []),
+      ...(template.capacity.memoryBytes !== undefined && template.capacity.memoryBytes < needs.requests.memoryBytes
+        ? [
+            `memory ${formatBytes(template.capacity.memoryBytes)} < ${formatBytes(needs.requests.memoryBytes)} requested`,
+          ]
+        : []),
     ];
     checks.push({
       area: 'autoscaler-template',
@@ -296,10 +337,18 @@ export function placementChecks(needs: PodNeeds, groups: NodeGroup[], subject: s
           ? `group ${group.name}'s autoscaler template takes ${subject}, so it scales from zero`
           : `group ${group.name}'s autoscaler template does not take ${subject}: at zero nodes the autoscaler builds its node from the template alone and never scales it up`,
       detail: [
-        `template labels: ${Object.entries(template.labels).map(([k, v]) => `${k}=${v}`).join(', ') || 'none'}; taints: ${template.taints.map(taintText).join(', ') || 'none'}; cpu ${template.capacity.cpuMilli === undefined ? '?' : formatCpu(template.capacity.cpuMilli)}, memory ${template.capacity.memoryBytes === undefined ? '?' : formatBytes(template.capacity.memoryBytes)}`,
+        `template labels: ${
+          Object.entries(template.labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(', ') || 'none'
+        }; taints: ${template.taints.map(taintText).join(', ') || 'none'}; cpu ${template.capacity.cpuMilli === undefined ? '?' : formatCpu(template.capacity.cpuMilli)}, memory ${template.capacity.memoryBytes === undefined ? '?' : formatBytes(template.capacity.memoryBytes)}`,
         ...problems,
       ],
-      ...(problems.length > 0 ? { fix: `give group ${group.name}'s template the pods' labels and taints (the node group's cluster-autoscaler node-template tags / capacity.cluster-autoscaler.kubernetes.io annotations)` } : {}),
+      ...(problems.length > 0
+        ? {
+            fix: `give group ${group.name}'s template the pods' labels and taints (the node group's cluster-autoscaler node-template tags / capacity.cluster-autoscaler.kubernetes.io annotations)`,
+          }
+        : {}),
     });
   }
   return checks;

@@ -50,7 +50,15 @@ export type QueryPlan =
 
 const DECOMPOSABLE = new Set(['count_star', 'count', 'sum', 'min', 'max', 'avg']);
 /** Aggregates that duplicates of a value cannot change: owners may send each value once per group. */
-const DUPLICATE_INSENSITIVE = new Set(['approx_count_distinct', 'bool_and', 'bool_or', 'bit_and', 'bit_or', 'min', 'max']);
+const DUPLICATE_INSENSITIVE = new Set([
+  'approx_count_distinct',
+  'bool_and',
+  'bool_or',
+  'bit_and',
+  'bit_or',
+  'min',
+  'max',
+]);
 
 // ── tree walking ─────────────────────────────────────────────────────────────────────────────
 
@@ -82,7 +90,15 @@ export interface Relations {
 
 /** Table references that read something besides the tables a query names (or nothing at all). */
 const ALLOWED_REFS = new Set(['BASE_TABLE', 'JOIN', 'SUBQUERY', 'EMPTY', 'EXPRESSION_LIST', 'PIVOT']);
-const TABLE_REF_TYPES = new Set([...ALLOWED_REFS, 'TABLE_FUNCTION', 'SHOW_REF', 'COLUMN_DATA', 'DELIM_GET', 'CTE', 'BOUND_TABLE_REF']);
+const TABLE_REF_TYPES = new Set([
+  ...ALLOWED_REFS,
+  'TABLE_FUNCTION',
+  'SHOW_REF',
+  'COLUMN_DATA',
+  'DELIM_GET',
+  'CTE',
+  'BOUND_TABLE_REF',
+]);
 /** Scalar functions that read the engine's settings and variables (directories among them), not data. */
 const FORBIDDEN_FUNCTIONS = new Set(['current_setting', 'getvariable', 'getenv']);
 
@@ -130,11 +146,16 @@ export function referencedRelations(node: AstNode): Relations {
   const forbidden: string[] = [];
   walkInScope(node, (n, ctes) => {
     if (typeof n.type === 'string' && TABLE_REF_TYPES.has(n.type) && !ALLOWED_REFS.has(n.type)) {
-      forbidden.push(n.type === 'TABLE_FUNCTION' ? `table function ${String(n.function?.function_name ?? '')}` : n.type);
+      forbidden.push(
+        n.type === 'TABLE_FUNCTION' ? `table function ${String(n.function?.function_name ?? '')}` : n.type,
+      );
     }
-    if (n.class === 'FUNCTION' && FORBIDDEN_FUNCTIONS.has(String(n.function_name).toLowerCase())) forbidden.push(`function ${n.function_name}`);
+    if (n.class === 'FUNCTION' && FORBIDDEN_FUNCTIONS.has(String(n.function_name).toLowerCase()))
+      forbidden.push(`function ${n.function_name}`);
     if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string') {
-      const qualified = [n.catalog_name, n.schema_name, n.table_name].filter((part) => typeof part === 'string' && part !== '');
+      const qualified = [n.catalog_name, n.schema_name, n.table_name].filter(
+        (part) => typeof part === 'string' && part !== '',
+      );
       if (qualified.length > 1) forbidden.push(qualified.join('.'));
       else if (!ctes.has(n.table_name.toLowerCase())) tables.push(n.table_name);
     }
@@ -154,7 +175,8 @@ function normalise(tree: unknown): unknown {
   const out: AstNode = {};
   for (const [key, value] of Object.entries(tree)) {
     if (key === 'query_location' || key === 'alias') continue;
-    out[key] = key === 'column_names' && Array.isArray(value) ? value.map((s) => String(s).toLowerCase()) : normalise(value);
+    out[key] =
+      key === 'column_names' && Array.isArray(value) ? value.map((s) => String(s).toLowerCase()) : normalise(value);
   }
   return out;
 }
@@ -163,8 +185,18 @@ const clone = <T>(tree: T): T => structuredClone(tree);
 
 // ── expression builders (the shapes json_serialize_sql produces) ─────────────────────────────
 
-const columnRef = (name: string, alias = ''): AstNode => ({ class: 'COLUMN_REF', type: 'COLUMN_REF', alias, column_names: [name] });
-const integer = (value: number | bigint): AstNode => ({ class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'BIGINT', type_info: null }, is_null: false, value } });
+const columnRef = (name: string, alias = ''): AstNode => ({
+  class: 'COLUMN_REF',
+  type: 'COLUMN_REF',
+  alias,
+  column_names: [name],
+});
+const integer = (value: number | bigint): AstNode => ({
+  class: 'CONSTANT',
+  type: 'VALUE_CONSTANT',
+  alias: '',
+  value: { type: { id: 'BIGINT', type_info: null }, is_null: false, value },
+});
 const call = (name: string, children: AstNode[], alias = '', isOperator = false): AstNode => ({
   class: 'FUNCTION',
   type: 'FUNCTION',
@@ -179,7 +211,12 @@ const call = (name: string, children: AstNode[], alias = '', isOperator = false)
   export_state: false,
   catalog: '',
 });
-const coalesce = (children: AstNode[]): AstNode => ({ class: 'OPERATOR', type: 'OPERATOR_COALESCE', alias: '', children });
+const coalesce = (children: AstNode[]): AstNode => ({
+  class: 'OPERATOR',
+  type: 'OPERATOR_COALESCE',
+  alias: '',
+  children,
+});
 const withAlias = (expr: AstNode, alias: string): AstNode => ({ ...expr, alias });
 const baseTable = (name: string): AstNode => ({
   type: 'BASE_TABLE',
@@ -253,8 +290,10 @@ export function timeBounds(where: AstNode | null, column: string): TimeBounds {
       value = c.left;
       op = flipped[op] ?? op;
     } else continue;
-    if (op === 'COMPARE_GREATERTHAN' || op === 'COMPARE_GREATERTHANOREQUALTO' || op === 'COMPARE_EQUAL') bounds.lower.push(value);
-    if (op === 'COMPARE_LESSTHAN' || op === 'COMPARE_LESSTHANOREQUALTO' || op === 'COMPARE_EQUAL') bounds.upper.push(value);
+    if (op === 'COMPARE_GREATERTHAN' || op === 'COMPARE_GREATERTHANOREQUALTO' || op === 'COMPARE_EQUAL')
+      bounds.lower.push(value);
+    if (op === 'COMPARE_LESSTHAN' || op === 'COMPARE_LESSTHANOREQUALTO' || op === 'COMPARE_EQUAL')
+      bounds.upper.push(value);
   }
   return bounds;
 }
@@ -267,7 +306,10 @@ export function planQuery(input: PlanInput): QueryPlan {
   const rowsPlan = (reason: string): QueryPlan => {
     const bounds = new Map<string, TimeBounds>();
     // Pruning by the top-level WHERE is only sound when it is the table's one appearance.
-    const readsTableDirectly = node.from_table?.type === 'BASE_TABLE' && node.from_table.table_name === tables[0] && (node.cte_map?.map ?? []).length === 0;
+    const readsTableDirectly =
+      node.from_table?.type === 'BASE_TABLE' &&
+      node.from_table.table_name === tables[0] &&
+      (node.cte_map?.map ?? []).length === 0;
     if (node.type === 'SELECT_NODE' && readsTableDirectly && occurrences === 1) {
       const info = input.tables.get(tables[0]!);
       if (info) bounds.set(tables[0]!, timeBounds(node.where_clause, info.timestampColumn));
@@ -276,7 +318,8 @@ export function planQuery(input: PlanInput): QueryPlan {
   };
 
   if (node.type !== 'SELECT_NODE') return rowsPlan('set operation');
-  if (node.from_table?.type !== 'BASE_TABLE' || occurrences !== 1) return rowsPlan('more than one table or a subquery in FROM');
+  if (node.from_table?.type !== 'BASE_TABLE' || occurrences !== 1)
+    return rowsPlan('more than one table or a subquery in FROM');
   if ((node.cte_map?.map ?? []).length > 0) return rowsPlan('common table expressions');
   if (some(node, (n) => n.class === 'SUBQUERY')) return rowsPlan('subquery');
   if (some(node, (n) => n.class === 'WINDOW')) return rowsPlan('window function');
@@ -289,19 +332,32 @@ export function planQuery(input: PlanInput): QueryPlan {
   const info = input.tables.get(table);
   if (!info) return rowsPlan('unknown table');
   const bounds = timeBounds(node.where_clause, info.timestampColumn);
-  const isAggregate = (n: AstNode) => n.class === 'FUNCTION' && input.aggregateFunctions.has(String(n.function_name).toLowerCase());
+  const isAggregate = (n: AstNode) =>
+    n.class === 'FUNCTION' && input.aggregateFunctions.has(String(n.function_name).toLowerCase());
   const hasAggregates = some([node.select_list, node.having, node.modifiers], isAggregate);
   if (node.aggregate_handling === 'FORCE_AGGREGATES' && (node.group_expressions as unknown[]).length === 0) {
     // GROUP BY ALL: the select items without an aggregate are the keys.
-    const keys = (node.select_list as AstNode[]).filter((item) => !some(item, isAggregate)).map((item) => ({ ...clone(item), alias: '' }));
-    return planQuery({ ...input, node: { ...node, aggregate_handling: 'STANDARD_HANDLING', group_expressions: keys, group_sets: keys.length > 0 ? [keys.map((_, i) => i)] : [] } });
+    const keys = (node.select_list as AstNode[])
+      .filter((item) => !some(item, isAggregate))
+      .map((item) => ({ ...clone(item), alias: '' }));
+    return planQuery({
+      ...input,
+      node: {
+        ...node,
+        aggregate_handling: 'STANDARD_HANDLING',
+        group_expressions: keys,
+        group_sets: keys.length > 0 ? [keys.map((_, i) => i)] : [],
+      },
+    });
   }
   if (node.aggregate_handling !== 'STANDARD_HANDLING') return rowsPlan('forced aggregation');
   const hasGroups = (node.group_expressions as unknown[]).length > 0;
 
   if (hasAggregates || hasGroups || node.having) {
     if (distinct) return rowsPlan('SELECT DISTINCT over aggregates');
-    return planAggregate(input, table, info.columns, bounds, isAggregate) ?? rowsPlan('aggregate that does not decompose');
+    return (
+      planAggregate(input, table, info.columns, bounds, isAggregate) ?? rowsPlan('aggregate that does not decompose')
+    );
   }
   return planSelect(input, table, bounds) ?? rowsPlan('ORDER BY or LIMIT that the coordinator cannot finish');
 }
@@ -331,10 +387,20 @@ function planAggregate(
       const name = String(call.function_name).toLowerCase();
       const args = call.children as AstNode[];
       const orders = (call.order_bys?.orders ?? []) as AstNode[];
-      if (call.export_state || some(args, isAggregate) || some(call.filter, isAggregate) || some(orders, isAggregate)) decomposable = false;
-      else if (DECOMPOSABLE.has(name) && !call.distinct && orders.length === 0 && args.length <= 1 && (name === 'count_star') === (args.length === 0)) {
+      if (call.export_state || some(args, isAggregate) || some(call.filter, isAggregate) || some(orders, isAggregate))
+        decomposable = false;
+      else if (
+        DECOMPOSABLE.has(name) &&
+        !call.distinct &&
+        orders.length === 0 &&
+        args.length <= 1 &&
+        (name === 'count_star') === (args.length === 0)
+      ) {
         // decomposes as a partial (with its FILTER) and a final
-      } else if ((call.distinct || DUPLICATE_INSENSITIVE.has(name)) && orders.every((o) => isConstantLike(o.expression) || args.some((a) => sameExpression(a, o.expression)))) {
+      } else if (
+        (call.distinct || DUPLICATE_INSENSITIVE.has(name)) &&
+        orders.every((o) => isConstantLike(o.expression) || args.some((a) => sameExpression(a, o.expression)))
+      ) {
         keyed.add(call);
       } else decomposable = false;
       if (!calls.some((c) => sameExpression(c, call))) calls.push(call);
@@ -345,9 +411,18 @@ function planAggregate(
   // GROUP BY 1 and GROUP BY alias name a select item; resolve them to the expressions they name.
   const knownColumns = new Set(columns.map((c) => c.toLowerCase()));
   const groups = (node.group_expressions as AstNode[]).map((g) => {
-    if (g.class === 'CONSTANT' && Number.isInteger(g.value?.value)) return (node.select_list as AstNode[])[g.value.value - 1];
-    if (g.class === 'COLUMN_REF' && g.column_names.length === 1 && !knownColumns.has(String(g.column_names[0]).toLowerCase())) {
-      return (node.select_list as AstNode[]).find((s) => String(s.alias).toLowerCase() === String(g.column_names[0]).toLowerCase()) ?? g;
+    if (g.class === 'CONSTANT' && Number.isInteger(g.value?.value))
+      return (node.select_list as AstNode[])[g.value.value - 1];
+    if (
+      g.class === 'COLUMN_REF' &&
+      g.column_names.length === 1 &&
+      !knownColumns.has(String(g.column_names[0]).toLowerCase())
+    ) {
+      return (
+        (node.select_list as AstNode[]).find(
+          (s) => String(s.alias).toLowerCase() === String(g.column_names[0]).toLowerCase(),
+        ) ?? g
+      );
     }
     return g;
   });
@@ -360,7 +435,10 @@ function planAggregate(
     alias: '',
     children: (c.children as AstNode[]).map(keyRef),
     filter: c.filter ? columnRef(`k${keyOf(c.filter)}`) : null,
-    order_bys: { ...c.order_bys, orders: ((c.order_bys?.orders ?? []) as AstNode[]).map((o) => ({ ...o, expression: keyRef(o.expression) })) },
+    order_bys: {
+      ...c.order_bys,
+      orders: ((c.order_bys?.orders ?? []) as AstNode[]).map((o) => ({ ...o, expression: keyRef(o.expression) })),
+    },
   });
 
   const partialSelect: AstNode[] = groups.map((g, i) => withAlias(clone(g!), `g${i}`));
@@ -411,14 +489,18 @@ function planAggregate(
   };
   const final: AstNode = {
     ...clone(node),
-    select_list: (node.select_list as AstNode[]).map((item, i) => withAlias(rewrite(item), input.outputColumns[i] ?? item.alias ?? '')),
+    select_list: (node.select_list as AstNode[]).map((item, i) =>
+      withAlias(rewrite(item), input.outputColumns[i] ?? item.alias ?? ''),
+    ),
     from_table: baseTable(partialsTable),
     where_clause: null,
     group_expressions: groups.map((_, i) => columnRef(`g${i}`)),
     group_sets: groupSets(groups.length),
     having: node.having ? rewrite(node.having) : null,
     modifiers: (node.modifiers as AstNode[]).map((m) =>
-      m.type === 'ORDER_MODIFIER' ? { ...m, orders: m.orders.map((o: AstNode) => ({ ...o, expression: rewrite(o.expression) })) } : clone(m),
+      m.type === 'ORDER_MODIFIER'
+        ? { ...m, orders: m.orders.map((o: AstNode) => ({ ...o, expression: rewrite(o.expression) })) }
+        : clone(m),
     ),
   };
   return { kind: 'aggregate', table, bounds, partial, final };
@@ -442,7 +524,8 @@ function planSelect(input: PlanInput, table: string, bounds: TimeBounds): QueryP
     const e = o.expression as AstNode;
     let name: string | undefined;
     if (e.class === 'CONSTANT' && Number.isInteger(e.value?.value)) name = outputColumns[e.value.value - 1];
-    else if (e.class === 'COLUMN_REF' && e.column_names.length === 1) name = outputColumns.find((c) => c.toLowerCase() === String(e.column_names[0]).toLowerCase());
+    else if (e.class === 'COLUMN_REF' && e.column_names.length === 1)
+      name = outputColumns.find((c) => c.toLowerCase() === String(e.column_names[0]).toLowerCase());
     if (name === undefined) {
       const i = (node.select_list as AstNode[]).findIndex((s) => sameExpression(s, e));
       name = i >= 0 ? outputColumns[i] : undefined;
@@ -460,8 +543,25 @@ function planSelect(input: PlanInput, table: string, bounds: TimeBounds): QueryP
   }
   const partial: AstNode = { ...clone(node), modifiers: partialModifiers };
   const final = selectNode({
-    modifiers: [...(distinct ? [clone(distinct)] : []), ...(finalOrders.length > 0 ? [{ ...order, orders: finalOrders }] : []), ...(limit ? [clone(limit)] : [])],
-    select_list: [{ class: 'STAR', type: 'STAR', alias: '', relation_name: '', exclude_list: [], replace_list: [], rename_list: [], columns: false, expr: null, unpacked: false }],
+    modifiers: [
+      ...(distinct ? [clone(distinct)] : []),
+      ...(finalOrders.length > 0 ? [{ ...order, orders: finalOrders }] : []),
+      ...(limit ? [clone(limit)] : []),
+    ],
+    select_list: [
+      {
+        class: 'STAR',
+        type: 'STAR',
+        alias: '',
+        relation_name: '',
+        exclude_list: [],
+        replace_list: [],
+        rename_list: [],
+        columns: false,
+        expr: null,
+        unpacked: false,
+      },
+    ],
     from_table: baseTable(input.partialsTable ?? PARTIALS_TABLE),
   });
   return { kind: 'select', table, bounds, partial, final };
@@ -490,11 +590,13 @@ function mapChildren(tree: AstNode, map: (child: AstNode) => AstNode): AstNode {
 
 function mapNested(value: unknown, map: (child: AstNode) => AstNode): unknown {
   if (Array.isArray(value)) return value.map((v) => mapNested(v, map));
-  if (value !== null && typeof value === 'object') return isExpression(value) ? map(value as AstNode) : mapChildren(value as AstNode, map);
+  if (value !== null && typeof value === 'object')
+    return isExpression(value) ? map(value as AstNode) : mapChildren(value as AstNode, map);
   return value;
 }
 
-const isExpression = (value: unknown): boolean => value !== null && typeof value === 'object' && 'class' in (value as object);
+const isExpression = (value: unknown): boolean =>
+  value !== null && typeof value === 'object' && 'class' in (value as object);
 
 // ── the scan stage of every table read ───────────────────────────────────────────────────────
 
@@ -561,7 +663,9 @@ function readsOnly(expr: unknown, read: TableRead, columns: ReadonlySet<string>)
   walk(expr, (n) => {
     if (n.class !== 'COLUMN_REF') return;
     const parts = (n.column_names as unknown[]).map((p) => String(p).toLowerCase());
-    ok &&= (parts.length === 1 && columns.has(parts[0]!)) || (parts.length === 2 && parts[0] === name && columns.has(parts[1]!));
+    ok &&=
+      (parts.length === 1 && columns.has(parts[0]!)) ||
+      (parts.length === 2 && parts[0] === name && columns.has(parts[1]!));
   });
   return ok;
 }
@@ -571,16 +675,30 @@ function readsOnly(expr: unknown, read: TableRead, columns: ReadonlySet<string>)
  * only the row (its own columns, no subquery, aggregate, window or volatile function). The final
  * stage applies the whole WHERE again, which changes nothing for these.
  */
-export function pushableConjuncts(read: TableRead, columns: readonly string[], aggregateFunctions: ReadonlySet<string>): AstNode[] {
+export function pushableConjuncts(
+  read: TableRead,
+  columns: readonly string[],
+  aggregateFunctions: ReadonlySet<string>,
+): AstNode[] {
   const select = read.select;
   if (!select?.where_clause || read.ref.sample || select.sample) return [];
   const known = new Set(columns.map((c) => c.toLowerCase()));
-  const conjuncts = (n: AstNode): AstNode[] => (n.type === 'CONJUNCTION_AND' ? (n.children as AstNode[]).flatMap(conjuncts) : [n]);
+  const conjuncts = (n: AstNode): AstNode[] =>
+    n.type === 'CONJUNCTION_AND' ? (n.children as AstNode[]).flatMap(conjuncts) : [n];
   return conjuncts(select.where_clause as AstNode).filter(
     (c) =>
       readsOnly(c, read, known) &&
-      !some(c, (n) => n.class === 'SUBQUERY' || n.class === 'WINDOW' || n.class === 'LAMBDA' || n.class === 'PARAMETER') &&
-      !some(c, (n) => n.class === 'FUNCTION' && (aggregateFunctions.has(String(n.function_name).toLowerCase()) || VOLATILE.has(String(n.function_name).toLowerCase()))),
+      !some(
+        c,
+        (n) => n.class === 'SUBQUERY' || n.class === 'WINDOW' || n.class === 'LAMBDA' || n.class === 'PARAMETER',
+      ) &&
+      !some(
+        c,
+        (n) =>
+          n.class === 'FUNCTION' &&
+          (aggregateFunctions.has(String(n.function_name).toLowerCase()) ||
+            VOLATILE.has(String(n.function_name).toLowerCase())),
+      ),
   );
 }
 
@@ -592,16 +710,27 @@ export function pushableConjuncts(read: TableRead, columns: readonly string[], a
 export function selfContained(read: TableRead, columns: readonly string[]): boolean {
   const select = read.select;
   if (!select) return false;
-  const aliases = new Set((select.select_list as AstNode[]).map((s) => String(s.alias ?? '').toLowerCase()).filter(Boolean));
+  const aliases = new Set(
+    (select.select_list as AstNode[]).map((s) => String(s.alias ?? '').toLowerCase()).filter(Boolean),
+  );
   const known = new Set(columns.map((c) => c.toLowerCase()));
   const clauses = [select.select_list, select.where_clause, select.qualify];
   const named = [select.group_expressions, select.having, select.modifiers];
-  return !some(select, (n) => n.class === 'SUBQUERY') && readsOnly(clauses, read, known) && readsOnly(named, read, new Set([...known, ...aliases]));
+  return (
+    !some(select, (n) => n.class === 'SUBQUERY') &&
+    readsOnly(clauses, read, known) &&
+    readsOnly(named, read, new Set([...known, ...aliases]))
+  );
 }
 
 /** A select of the read's named columns, filtered by its pushable conjuncts: what owners send for a `rows` input. */
 export function rowsSelect(read: TableRead, columns: readonly string[], conjuncts: AstNode[]): AstNode {
-  const where = conjuncts.length === 0 ? null : conjuncts.length === 1 ? clone(conjuncts[0]!) : { class: 'CONJUNCTION', type: 'CONJUNCTION_AND', alias: '', children: conjuncts.map(clone) };
+  const where =
+    conjuncts.length === 0
+      ? null
+      : conjuncts.length === 1
+        ? clone(conjuncts[0]!)
+        : { class: 'CONJUNCTION', type: 'CONJUNCTION_AND', alias: '', children: conjuncts.map(clone) };
   const name = readName(read);
   return selectNode({
     select_list: columns.map((c) => ({ ...columnRef(c), column_names: [name, c], alias: c })),
@@ -612,7 +741,12 @@ export function rowsSelect(read: TableRead, columns: readonly string[], conjunct
 
 /** The read replaced by the final stage's input: a table of that name, under the read's own name. */
 export function inputTable(read: TableRead, input: string): AstNode {
-  return { ...baseTable(input), alias: readName(read), sample: read.ref.sample ?? null, column_name_alias: read.ref.column_name_alias ?? [] };
+  return {
+    ...baseTable(input),
+    alias: readName(read),
+    sample: read.ref.sample ?? null,
+    column_name_alias: read.ref.column_name_alias ?? [],
+  };
 }
 
 /** A deep copy of the tree with some of its nodes (by identity) swapped for others. */

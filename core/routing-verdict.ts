@@ -28,12 +28,23 @@ export interface VerdictInput {
   scanBytes: number;
 }
 
-export function routingVerdict(input: VerdictInput, thresholds: VerdictThresholds = DEFAULT_VERDICT_THRESHOLDS): Verdict {
+export function routingVerdict(
+  input: VerdictInput,
+  thresholds: VerdictThresholds = DEFAULT_VERDICT_THRESHOLDS,
+): Verdict {
   if (input.route === 'rows' && input.scanBytes >= thresholds.memoryBytes) {
-    return { class: 'heavy', bottleneck: 'memory', reason: `non-decomposable state over ${input.scanBytes} bytes (threshold ${thresholds.memoryBytes})` };
+    return {
+      class: 'heavy',
+      bottleneck: 'memory',
+      reason: `non-decomposable state over ${input.scanBytes} bytes (threshold ${thresholds.memoryBytes})`,
+    };
   }
   if (input.scanBytes >= thresholds.scanBytes) {
-    return { class: 'heavy', bottleneck: 'scan', reason: `${input.scanBytes} bytes to scan (threshold ${thresholds.scanBytes})` };
+    return {
+      class: 'heavy',
+      bottleneck: 'scan',
+      reason: `${input.scanBytes} bytes to scan (threshold ${thresholds.scanBytes})`,
+    };
   }
   return { class: 'light' };
 }

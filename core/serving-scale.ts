@@ -47,12 +47,18 @@ export function decideServingScale(load: ServingLoad, settings: ServingScaleSett
   const idleSince = idle ? (load.idleSince ?? load.now) : undefined;
   if (pressedSince !== undefined && load.replicas < settings.max) {
     if (load.now - pressedSince >= settings.sustainMs) {
-      return { step: { to: load.replicas + 1, reason: `${load.waiting} queries waiting (above ${settings.waitingThreshold}) for ${Math.round((load.now - pressedSince) / 1000)} s` } };
+      return {
+        step: {
+          to: load.replicas + 1,
+          reason: `${load.waiting} queries waiting (above ${settings.waitingThreshold}) for ${Math.round((load.now - pressedSince) / 1000)} s`,
+        },
+      };
     }
     return { pressedSince, wakeAt: pressedSince + settings.sustainMs };
   }
   if (idleSince !== undefined && load.replicas > settings.floor) {
-    if (load.now - idleSince >= settings.idleMs) return { step: { to: load.replicas - 1, reason: `idle for ${Math.round((load.now - idleSince) / 1000)} s` } };
+    if (load.now - idleSince >= settings.idleMs)
+      return { step: { to: load.replicas - 1, reason: `idle for ${Math.round((load.now - idleSince) / 1000)} s` } };
     return { idleSince, wakeAt: idleSince + settings.idleMs };
   }
   return { pressedSince, idleSince };
@@ -80,7 +86,14 @@ export interface ServingPlan {
  * total moves to the rest). Reads of moved segments miss until their new owners' warmers fetch
  * them, so the hit rate dips by about the moved share.
  */
-export function planServingChange(input: { weights: number[]; from: number; to: number; totalBytes: number; reason: string; at: number }): ServingPlan {
+export function planServingChange(input: {
+  weights: number[];
+  from: number;
+  to: number;
+  totalBytes: number;
+  reason: string;
+  at: number;
+}): ServingPlan {
   const sorted = [...input.weights].sort((a, b) => a - b);
   const typical = sorted.length > 0 ? sorted[Math.floor((sorted.length - 1) / 2)]! : 1;
   const total = sorted.reduce((sum, w) => sum + w, 0);

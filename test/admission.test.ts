@@ -13,9 +13,20 @@ type Step =
 
 const coordinators = ['a', 'b', 'c', 'd'];
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('report' as const), coordinator: fc.constantFrom(...coordinators), running: fc.nat(12), waiting: fc.nat(30) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('report' as const),
+      coordinator: fc.constantFrom(...coordinators),
+      running: fc.nat(12),
+      waiting: fc.nat(30),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('capacity' as const), capacity: fc.nat(10) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('expire' as const), coordinator: fc.constantFrom(...coordinators) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('expire' as const), coordinator: fc.constantFrom(...coordinators) }),
+  },
 );
 
 describe('admission by counts', () => {
@@ -41,12 +52,18 @@ describe('admission by counts', () => {
           }
           const sum = totals(all);
           // Grants above capacity only ever come from slots already running when capacity dropped.
-          expect(sum.granted).toBeLessThanOrEqual(Math.max(capacity, Object.values(before).reduce((n, a) => n + a.grant, 0)));
+          expect(sum.granted).toBeLessThanOrEqual(
+            Math.max(
+              capacity,
+              Object.values(before).reduce((n, a) => n + a.grant, 0),
+            ),
+          );
           expect(sum.waiting).toBeLessThanOrEqual(Math.max(maxQueueSize, totals(before).waiting));
           for (const [id, a] of Object.entries(all)) {
             expect(a.grant).toBeLessThanOrEqual(a.running + a.queued);
             // Only the coordinator's own report (or its expiry) can lower its grant.
-            if (!(s.kind === 'report' && s.coordinator === id) && before[id]) expect(a.grant).toBeGreaterThanOrEqual(before[id]!.grant);
+            if (!(s.kind === 'report' && s.coordinator === id) && before[id])
+              expect(a.grant).toBeGreaterThanOrEqual(before[id]!.grant);
           }
           // Work-conserving: a free slot exists only when no coordinator wants one.
           if (sum.granted < capacity) for (const a of Object.values(all)) expect(a.grant).toBe(a.running + a.queued);

@@ -43,7 +43,12 @@ describe('the Arrow exchange', () => {
     const to = await target.connect();
     try {
       const described = await from.runAndReadAll(`DESCRIBE ${sql}`);
-      await to.run(`CREATE TABLE ${table} (${described.getRows().map((r) => `"${String(r[0])}" ${String(r[1])}`).join(', ')})`);
+      await to.run(
+        `CREATE TABLE ${table} (${described
+          .getRows()
+          .map((r) => `"${String(r[0])}" ${String(r[1])}`)
+          .join(', ')})`,
+      );
       const result = await from.stream(sql);
       let bytes = 0;
       const wire = arrowStream(result).pipe(
@@ -75,7 +80,9 @@ describe('the Arrow exchange', () => {
     expect(actual.types).toEqual(expected.types);
     expect(actual.rows).toEqual(expected.rows);
     // JSON cannot tell -0.0 from 0.0: DuckDB can.
-    const signs = await b.runAndReadAll('SELECT count(*) FILTER (WHERE signbit(negz)), count(*) FILTER (WHERE signbit(st.b[2])), count(*) FILTER (WHERE isnan(nan)) FROM every_type');
+    const signs = await b.runAndReadAll(
+      'SELECT count(*) FILTER (WHERE signbit(negz)), count(*) FILTER (WHERE signbit(st.b[2])), count(*) FILTER (WHERE isnan(nan)) FROM every_type',
+    );
     expect(signs.getRows()).toEqual([[5000n, 5000n, 5000n]]);
     a.closeSync();
     b.closeSync();
@@ -84,10 +91,17 @@ describe('the Arrow exchange', () => {
   it('sends a valid Arrow IPC stream that names each DuckDB type, and an empty result as no rows', async () => {
     const c = await source.connect();
     const parts: Buffer[] = [];
-    for await (const part of arrowStream(await c.stream("SELECT 1::HUGEINT AS h, 'x' AS v, 2.5::DECIMAL(9,1) AS d FROM range(3)"))) parts.push(part as Buffer);
+    for await (const part of arrowStream(
+      await c.stream("SELECT 1::HUGEINT AS h, 'x' AS v, 2.5::DECIMAL(9,1) AS d FROM range(3)"),
+    ))
+      parts.push(part as Buffer);
     const table = arrow.tableFromIPC(Buffer.concat(parts));
     expect(table.numRows).toBe(3);
-    expect(table.schema.fields.map((f) => f.metadata.get('duckdb.type'))).toEqual(['HUGEINT', 'VARCHAR', 'DECIMAL(9,1)']);
+    expect(table.schema.fields.map((f) => f.metadata.get('duckdb.type'))).toEqual([
+      'HUGEINT',
+      'VARCHAR',
+      'DECIMAL(9,1)',
+    ]);
     expect(table.getChild('v')!.toArray()).toEqual(['x', 'x', 'x']);
     c.closeSync();
     expect((await exchange('SELECT i, i::VARCHAR AS s FROM range(0) t(i)', 'nothing')).rows).toBe(0);

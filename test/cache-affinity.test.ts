@@ -25,7 +25,10 @@ function samples(page: string, name: string): { labels: string; value: number }[
   return page
     .split('\n')
     .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-    .map((line) => ({ labels: line.slice(name.length, line.lastIndexOf(' ')), value: Number(line.slice(line.lastIndexOf(' ') + 1)) }));
+    .map((line) => ({
+      labels: line.slice(name.length, line.lastIndexOf(' ')),
+      value: Number(line.slice(line.lastIndexOf(' ') + 1)),
+    }));
 }
 
 describe('cache affinity and warm-up', () => {
@@ -57,7 +60,10 @@ describe('cache affinity and warm-up', () => {
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
     await expect.poll(() => joined.view.members?.length, { timeout: 10_000 }).toBe(3);
     // The coordinator's answer behind `berth nodes --json`, read directly pass by pass.
-    const row = async () => ((await (await fetch(`${cluster.coordinator.url}/v1/nodes`)).json()) as { nodes: NodeRow[] }).nodes.find((n) => n.id === joined.id)!;
+    const row = async () =>
+      ((await (await fetch(`${cluster.coordinator.url}/v1/nodes`)).json()) as { nodes: NodeRow[] }).nodes.find(
+        (n) => n.id === joined.id,
+      )!;
     expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toEqual({}); // no pass yet: nothing surveyed
 
     const fractions: number[] = [];
@@ -77,7 +83,9 @@ describe('cache affinity and warm-up', () => {
     expect(fractions.at(-1)).toBe(1);
     expect(fractions[0]).toBeLessThan(1);
     expect(fractions.every((f, i) => i === 0 || f >= fractions[i - 1]!)).toBe(true);
-    expect((await berth('nodes', '--data-dir', dataDir)).stdout).toMatch(new RegExp(`${joined.id} .* 100\\.0% of [\\d.]+Ki +100\\.0% of [\\d.]+Ki since`));
+    expect((await berth('nodes', '--data-dir', dataDir)).stdout).toMatch(
+      new RegExp(`${joined.id} .* 100\\.0% of [\\d.]+Ki +100\\.0% of [\\d.]+Ki since`),
+    );
     const page = await metrics(joined.url);
     expect(samples(page, 'berth_owned_warm_fraction')).toEqual([{ labels: '', value: 1 }]);
     expect(samples(page, 'berth_moved_warm_fraction')).toEqual([{ labels: '', value: 1 }]);
@@ -86,7 +94,8 @@ describe('cache affinity and warm-up', () => {
   it('after a node leaves, shows the warm-up of the share that moved to the others', { timeout: 120_000 }, async () => {
     const joined = cluster.nodes.at(-1)!;
     const segments = await cluster.meta.listSegments('events');
-    const ownedBy = (placement: Placement, id: string) => new Set(segments.filter((s) => placement.owner(s.id)?.id === id).map((s) => s.id));
+    const ownedBy = (placement: Placement, id: string) =>
+      new Set(segments.filter((s) => placement.owner(s.id)?.id === id).map((s) => s.id));
     const before = ownedBy(joined.view.placement!, joined.id);
     // The original node whose departure moves the most to the joined one.
     const gainIfGone = (leaving: string) => {
@@ -103,50 +112,67 @@ describe('cache affinity and warm-up', () => {
     // A pass that only surveys: the moved share is known, and cold.
     expect(await warmOnce(joined.url, 0)).toBe(0);
     const bytes = segments.filter((s) => gained.includes(s.id)).reduce((sum, s) => sum + s.bytes, 0);
-    expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({ moved: { segments: gained.length, bytes, warmBytes: 0, fraction: 0 } });
+    expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({
+      moved: { segments: gained.length, bytes, warmBytes: 0, fraction: 0 },
+    });
     const fetched = await warmOnce(joined.url, 1_000);
     expect(fetched).toBe(gained.length);
-    expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({ owned: { fraction: 1 }, moved: { segments: gained.length, bytes, warmBytes: bytes, fraction: 1 } });
+    expect((await nodes()).find((n) => n.id === joined.id)!.warmth).toMatchObject({
+      owned: { fraction: 1 },
+      moved: { segments: gained.length, bytes, warmBytes: bytes, fraction: 1 },
+    });
   });
-  it('counts reads as the owner and reads that fell to a node, adding up to the segments the scans read', { timeout: 60_000 }, async () => {
-    /** A node's reads so far as its segments' owner and as a stand-in for another owner. */
-    const reads = async (url: string) => {
-      const counts = Object.fromEntries(samples(await metrics(url), 'berth_segment_reads_total').map((s) => [s.labels, s.value]));
-      const sum = (role: string) => (counts[`{role="${role}",cache="hit"}`] ?? 0) + (counts[`{role="${role}",cache="miss"}`] ?? 0);
-      return { owner: sum('owner'), fallback: sum('fallback') };
-    };
-    const before = new Map(await Promise.all(cluster.nodes.map(async (n) => [n.id, await reads(n.url)] as const)));
-    const read: Record<string, number> = {};
-    for (const sql of ['SELECT count(*) FROM events', 'SELECT service, count(*) FROM events GROUP BY service', 'SELECT level, max(ts) FROM events GROUP BY level']) {
-      const { body } = await cluster.query(sql);
-      expect(body.stats.fallbacks).toBe(0);
-      for (const [node, segments] of Object.entries(body.stats.nodes)) read[node] = (read[node] ?? 0) + segments;
-    }
-    // Scattered work reads only what each node owns.
-    for (const node of cluster.nodes) {
-      const now = await reads(node.url);
-      expect(now.owner - before.get(node.id)!.owner).toBe(read[node.id] ?? 0);
-      expect(now.fallback - before.get(node.id)!.fallback).toBe(0);
-    }
+  it(
+    'counts reads as the owner and reads that fell to a node, adding up to the segments the scans read',
+    { timeout: 60_000 },
+    async () => {
+      /** A node's reads so far as its segments' owner and as a stand-in for another owner. */
+      const reads = async (url: string) => {
+        const counts = Object.fromEntries(
+          samples(await metrics(url), 'berth_segment_reads_total').map((s) => [s.labels, s.value]),
+        );
+        const sum = (role: string) =>
+          (counts[`{role="${role}",cache="hit"}`] ?? 0) + (counts[`{role="${role}",cache="miss"}`] ?? 0);
+        return { owner: sum('owner'), fallback: sum('fallback') };
+      };
+      const before = new Map(await Promise.all(cluster.nodes.map(async (n) => [n.id, await reads(n.url)] as const)));
+      const read: Record<string, number> = {};
+      for (const sql of [
+        'SELECT count(*) FROM events',
+        'SELECT service, count(*) FROM events GROUP BY service',
+        'SELECT level, max(ts) FROM events GROUP BY level',
+      ]) {
+        const { body } = await cluster.query(sql);
+        expect(body.stats.fallbacks).toBe(0);
+        for (const [node, segments] of Object.entries(body.stats.nodes)) read[node] = (read[node] ?? 0) + segments;
+      }
+      // Scattered work reads only what each node owns.
+      for (const node of cluster.nodes) {
+        const now = await reads(node.url);
+        expect(now.owner - before.get(node.id)!.owner).toBe(read[node.id] ?? 0);
+        expect(now.fallback - before.get(node.id)!.fallback).toBe(0);
+      }
 
-    // A crashed owner (meta still lists it): its segments fall to the others, read as a non-owner's.
-    const victim = cluster.nodes.reduce((a, b) => ((read[a.id] ?? 0) >= (read[b.id] ?? 0) ? a : b));
-    const survivors = cluster.nodes.filter((n) => n !== victim);
-    const counted = new Map(await Promise.all(survivors.map(async (n) => [n.id, await reads(n.url)] as const)));
-    const segments = await cluster.meta.listSegments('events');
-    const ownedBy = (node: typeof victim) => segments.filter((s) => node.view.placement!.owner(s.id)?.id === node.id).length;
-    const victimOwned = ownedBy(victim);
-    await victim.close({ deregister: false });
-    const after = (await cluster.query('SELECT count(*) FROM events')).body.stats;
-    expect(after.fallbacks).toBe(victimOwned);
-    let fellBack = 0;
-    for (const node of survivors) {
-      const now = await reads(node.url);
-      const scanned = after.nodes[node.id] ?? 0;
-      expect(now.owner - counted.get(node.id)!.owner).toBe(ownedBy(node));
-      expect(now.owner + now.fallback - counted.get(node.id)!.owner - counted.get(node.id)!.fallback).toBe(scanned);
-      fellBack += now.fallback - counted.get(node.id)!.fallback;
-    }
-    expect(fellBack).toBe(after.fallbacks);
-  });
+      // A crashed owner (meta still lists it): its segments fall to the others, read as a non-owner's.
+      const victim = cluster.nodes.reduce((a, b) => ((read[a.id] ?? 0) >= (read[b.id] ?? 0) ? a : b));
+      const survivors = cluster.nodes.filter((n) => n !== victim);
+      const counted = new Map(await Promise.all(survivors.map(async (n) => [n.id, await reads(n.url)] as const)));
+      const segments = await cluster.meta.listSegments('events');
+      const ownedBy = (node: typeof victim) =>
+        segments.filter((s) => node.view.placement!.owner(s.id)?.id === node.id).length;
+      const victimOwned = ownedBy(victim);
+      await victim.close({ deregister: false });
+      const after = (await cluster.query('SELECT count(*) FROM events')).body.stats;
+      expect(after.fallbacks).toBe(victimOwned);
+      let fellBack = 0;
+      for (const node of survivors) {
+        const now = await reads(node.url);
+        const scanned = after.nodes[node.id] ?? 0;
+        expect(now.owner - counted.get(node.id)!.owner).toBe(ownedBy(node));
+        expect(now.owner + now.fallback - counted.get(node.id)!.owner - counted.get(node.id)!.fallback).toBe(scanned);
+        fellBack += now.fallback - counted.get(node.id)!.fallback;
+      }
+      expect(fellBack).toBe(after.fallbacks);
+    },
+  );
 });

@@ -3,11 +3,22 @@ import { Placement } from '../core/ownership.js';
 import type { SimulationResult } from '../core/placement-simulation.js';
 import { berth } from './helpers/berth-cli.js';
 
-const within4Sigma = (observed: number, n: number, p: number) => Math.abs(observed - n * p) <= 4 * Math.sqrt(n * p * (1 - p));
+const within4Sigma = (observed: number, n: number, p: number) =>
+  Math.abs(observed - n * p) <= 4 * Math.sqrt(n * p * (1 - p));
 
 describe('berth placement', () => {
   it('simulates adding D:16 to A:16,B:16,C:8: about 28.6 % move, all of them to D', async () => {
-    const { code, stdout } = await berth('placement', 'simulate', '--nodes', 'A:16,B:16,C:8', '--add', 'D:16', '--segments', '100000', '--json');
+    const { code, stdout } = await berth(
+      'placement',
+      'simulate',
+      '--nodes',
+      'A:16,B:16,C:8',
+      '--add',
+      'D:16',
+      '--segments',
+      '100000',
+      '--json',
+    );
     expect(code).toBe(0);
     const result = JSON.parse(stdout) as SimulationResult;
     expect(result.segments).toBe(100_000);
@@ -30,7 +41,16 @@ describe('berth placement', () => {
   });
 
   it('prints tables a person reads at a glance', async () => {
-    const { stdout } = await berth('placement', 'simulate', '--nodes', 'A:16,B:16,C:8', '--set', 'C:24', '--segments', '20000');
+    const { stdout } = await berth(
+      'placement',
+      'simulate',
+      '--nodes',
+      'A:16,B:16,C:8',
+      '--set',
+      'C:24',
+      '--segments',
+      '20000',
+    );
     expect(stdout).toMatch(/^Before \(20,000 segments\)/);
     expect(stdout).toMatch(/After \(set C:24\)/);
     expect(stdout).toMatch(/Moved: [\d,]+ segments \(\d+\.\d%\)/);
@@ -39,9 +59,20 @@ describe('berth placement', () => {
   });
 
   it('explains a segment’s ranking, owner first, as the shared Placement ranks it', async () => {
-    const { stdout } = await berth('placement', 'explain', 'events/2026-11-30/l0-7', '--nodes', 'A:16,B:16,C:8', '--json');
+    const { stdout } = await berth(
+      'placement',
+      'explain',
+      'events/2026-11-30/l0-7',
+      '--nodes',
+      'A:16,B:16,C:8',
+      '--json',
+    );
     const { ranking } = JSON.parse(stdout) as { ranking: { rank: number; id: string; score: number }[] };
-    const expected = new Placement([{ id: 'A', weight: 16 }, { id: 'B', weight: 16 }, { id: 'C', weight: 8 }]).rank('events/2026-11-30/l0-7');
+    const expected = new Placement([
+      { id: 'A', weight: 16 },
+      { id: 'B', weight: 16 },
+      { id: 'C', weight: 8 },
+    ]).rank('events/2026-11-30/l0-7');
     expect(ranking.map((r) => r.id)).toEqual(expected.map((n) => n.id));
     expect(ranking[0]!.score).toBeGreaterThan(ranking[1]!.score);
     const human = await berth('placement', 'explain', 'events/2026-11-30/l0-7', '--nodes', 'A:16,B:16,C:8');

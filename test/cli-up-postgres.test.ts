@@ -19,14 +19,30 @@ describe('berth up --meta-database', () => {
 
   it('keeps meta in the PostgreSQL database it is given, and no SQLite file', { timeout: 180_000 }, async () => {
     const database = await createTestDatabase();
-    const up = startBerth('up', '--data-dir', dataDir, '--vcpus', '1', '--cache-mb', '64', '--meta-database', database, ...FREE_PORTS);
+    const up = startBerth(
+      'up',
+      '--data-dir',
+      dataDir,
+      '--vcpus',
+      '1',
+      '--cache-mb',
+      '64',
+      '--meta-database',
+      database,
+      ...FREE_PORTS,
+    );
     try {
       await up.waitFor(/Ctrl-C stops everything/);
       const endpoints = JSON.parse(await readFile(path.join(dataDir, 'endpoints.json'), 'utf8')) as Endpoints;
       const file = path.join(dataDir, 'rows.ndjson');
       await writeFile(file, await eventNdjson(0, 1_000));
-      expect((await berth('ingest', file, '--table', 'events', '--data-dir', dataDir)).stdout).toContain('ingested 1,000 rows into events as 1 segment(s)');
-      expect(JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout).rows).toEqual([[1_000]]);
+      expect((await berth('ingest', file, '--table', 'events', '--data-dir', dataDir)).stdout).toContain(
+        'ingested 1,000 rows into events as 1 segment(s)',
+      );
+      expect(
+        JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout)
+          .rows,
+      ).toEqual([[1_000]]);
 
       const client = new pg.Client({ connectionString: database });
       await client.connect();

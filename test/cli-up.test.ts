@@ -59,92 +59,147 @@ describe('berth up and the everyday commands', () => {
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data', { timeout: 240_000 }, async () => {
-    const first = await runUntilReady(dataDir);
-    try {
-      expect(first.up.output()).toContain(first.endpoints.coordinator);
-      expect(first.endpoints.nodes.map((n) => n.vcpus)).toEqual([2, 1]);
-      expect(existsSync(path.join(dataDir, 'meta', 'meta.sqlite')), 'meta stays on SQLite without --meta-database').toBe(true);
-      const connection = await Connection.connect({ address: first.endpoints.temporal });
-      const { namespaceInfo } = await connection.workflowService.describeNamespace({ namespace: first.endpoints.temporalNamespace });
-      expect(namespaceInfo?.name).toBe('default');
-      await connection.close();
-      expect((await fetch(first.endpoints.temporalUi)).status).toBe(200);
-      expect(await (await fetch(first.endpoints.workerMetrics)).text()).toMatch(/^temporal_num_pollers\{/m);
+  it(
+    'runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data',
+    { timeout: 240_000 },
+    async () => {
+      const first = await runUntilReady(dataDir);
+      try {
+        expect(first.up.output()).toContain(first.endpoints.coordinator);
+        expect(first.endpoints.nodes.map((n) => n.vcpus)).toEqual([2, 1]);
+        expect(
+          existsSync(path.join(dataDir, 'meta', 'meta.sqlite')),
+          'meta stays on SQLite without --meta-database',
+        ).toBe(true);
+        const connection = await Connection.connect({ address: first.endpoints.temporal });
+        const { namespaceInfo } = await connection.workflowService.describeNamespace({
+          namespace: first.endpoints.temporalNamespace,
+        });
+        expect(namespaceInfo?.name).toBe('default');
+        await connection.close();
+        expect((await fetch(first.endpoints.temporalUi)).status).toBe(200);
+        expect(await (await fetch(first.endpoints.workerMetrics)).text()).toMatch(/^temporal_num_pollers\{/m);
 
-      const file = path.join(dataDir, 'rows.ndjson');
-      await writeFile(file, await eventNdjson(0, 3_000));
-      const ingested = await berth('ingest', file, '--table', 'events', '--batch-rows', '1000', '--data-dir', dataDir);
-      expect(ingested.stderr).toBe('');
-      expect(ingested.stdout).toContain('ingested 3,000 rows into events as 3 segment(s)');
+        const file = path.join(dataDir, 'rows.ndjson');
+        await writeFile(file, await eventNdjson(0, 3_000));
+        const ingested = await berth(
+          'ingest',
+          file,
+          '--table',
+          'events',
+          '--batch-rows',
+          '1000',
+          '--data-dir',
+          dataDir,
+        );
+        expect(ingested.stderr).toBe('');
+        expect(ingested.stdout).toContain('ingested 3,000 rows into events as 3 segment(s)');
 
-      const queried = await berth('query', 'SELECT level, count(*) AS n FROM events GROUP BY level ORDER BY level', '--json', '--data-dir', dataDir);
-      const result = JSON.parse(queried.stdout) as { columns: string[]; rows: [string, number][]; stats: { route: string; cacheHits: number } };
-      expect(result.columns).toEqual(['level', 'n']);
-      expect(result.rows.reduce((sum, [, n]) => sum + n, 0)).toBe(3_000);
-      expect(result.stats.route).toBe('aggregate');
-      const human = await berth('query', 'SELECT count(*) AS n FROM events', '--data-dir', dataDir);
-      expect(human.stdout).toMatch(/^\s*n\n3000\n/);
-      expect(human.stdout).toMatch(/route aggregate/);
+        const queried = await berth(
+          'query',
+          'SELECT level, count(*) AS n FROM events GROUP BY level ORDER BY level',
+          '--json',
+          '--data-dir',
+          dataDir,
+        );
+        const result = JSON.parse(queried.stdout) as {
+          columns: string[];
+          rows: [string, number][];
+          stats: { route: string; cacheHits: number };
+        };
+        expect(result.columns).toEqual(['level', 'n']);
+        expect(result.rows.reduce((sum, [, n]) => sum + n, 0)).toBe(3_000);
+        expect(result.stats.route).toBe('aggregate');
+        const human = await berth('query', 'SELECT count(*) AS n FROM events', '--data-dir', dataDir);
+        expect(human.stdout).toMatch(/^\s*n\n3000\n/);
+        expect(human.stdout).toMatch(/route aggregate/);
 
-      const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as { id: string; weight: number; share: number; alive: boolean }[];
-      expect(nodes.map((n) => [n.weight, n.alive])).toEqual(expect.arrayContaining([[2, true], [1, true]]));
-      expect(nodes.reduce((sum, n) => sum + n.share, 0)).toBeCloseTo(1);
+        const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
+          id: string;
+          weight: number;
+          share: number;
+          alive: boolean;
+        }[];
+        expect(nodes.map((n) => [n.weight, n.alive])).toEqual(
+          expect.arrayContaining([
+            [2, true],
+            [1, true],
+          ]),
+        );
+        expect(nodes.reduce((sum, n) => sum + n.share, 0)).toBeCloseTo(1);
 
-      const merged = await berth('merge', '--table', 'events', '--json', '--data-dir', dataDir);
-      expect(JSON.parse(merged.stdout)).toEqual({ table: 'events', partitions: [{ partition: '20261101', outcome: 'merged' }] });
-      expect(merged.stderr).toMatch(/merging events: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/merge-events-now-/);
-      const afterMerge = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][]; stats: { segments: { total: number } } };
-      expect(afterMerge.rows).toEqual([[3_000]]);
-      expect(afterMerge.stats.segments.total).toBe(1);
+        const merged = await berth('merge', '--table', 'events', '--json', '--data-dir', dataDir);
+        expect(JSON.parse(merged.stdout)).toEqual({
+          table: 'events',
+          partitions: [{ partition: '20261101', outcome: 'merged' }],
+        });
+        expect(merged.stderr).toMatch(
+          /merging events: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/merge-events-now-/,
+        );
+        const afterMerge = JSON.parse(
+          (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
+        ) as { rows: number[][]; stats: { segments: { total: number } } };
+        expect(afterMerge.rows).toEqual([[3_000]]);
+        expect(afterMerge.stats.segments.total).toBe(1);
 
-      const parked = JSON.parse((await berth('pool', 'status', 'heavy', '--json', '--data-dir', dataDir)).stdout) as { phase: string; target: number };
-      expect(parked).toMatchObject({ phase: 'parked', target: 0 });
-      const launched = await berth('pool', 'launch', 'heavy', '--target', '1', '--data-dir', dataDir);
-      expect(launched.stdout).toMatch(/^heavy: target 2 accepted \(workflow heavy-pool-heavy\)/);
-      const rejected = await berth('pool', 'launch', 'heavy', '--target', '0', '--data-dir', dataDir);
-      expect(rejected.code).not.toBe(0);
-      expect(rejected.stderr).toMatch(/target/);
-      const unknown = await berth('pool', 'status', 'nope', '--data-dir', dataDir);
-      expect(unknown.stderr.trim()).toBe('berth: unknown group "nope": this controller scales "heavy"');
+        const parked = JSON.parse((await berth('pool', 'status', 'heavy', '--json', '--data-dir', dataDir)).stdout) as {
+          phase: string;
+          target: number;
+        };
+        expect(parked).toMatchObject({ phase: 'parked', target: 0 });
+        const launched = await berth('pool', 'launch', 'heavy', '--target', '1', '--data-dir', dataDir);
+        expect(launched.stdout).toMatch(/^heavy: target 2 accepted \(workflow heavy-pool-heavy\)/);
+        const rejected = await berth('pool', 'launch', 'heavy', '--target', '0', '--data-dir', dataDir);
+        expect(rejected.code).not.toBe(0);
+        expect(rejected.stderr).toMatch(/target/);
+        const unknown = await berth('pool', 'status', 'nope', '--data-dir', dataDir);
+        expect(unknown.stderr.trim()).toBe('berth: unknown group "nope": this controller scales "heavy"');
 
-      const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
-      expect(bad.code).not.toBe(0);
-      expect(bad.stderr.trim()).toBe('berth: unknown table "nowhere"');
+        const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
+        expect(bad.code).not.toBe(0);
+        expect(bad.stderr.trim()).toBe('berth: unknown table "nowhere"');
 
-      // A child that dies is restarted, where it listened before, and says so.
-      const node = first.endpoints.nodes[0]!;
-      const nodePid = descendants(first.up.child.pid!).find((pid) => environ(pid).includes(`BERTH_NODE_CACHE_DIR=${path.join(dataDir, 'nodes', 'node-0')}`))!;
-      process.kill(nodePid, 'SIGKILL');
-      await first.up.waitFor(/query-node-0 exited \(signal SIGKILL\); restarting it in 1 s/);
-      await first.up.waitFor(new RegExp(`query-node-0 restarted at ${node.url}`));
-      const back = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][] };
-      expect(back.rows).toEqual([[3_000]]);
-    } finally {
-      first.up.child.kill('SIGINT');
-    }
-    expect(await first.up.exited).toBe(0);
-    expect(first.up.output()).toContain('stopped');
-    // Its state is for its user only.
-    expect((await stat(path.join(dataDir, 'token'))).mode & 0o077).toBe(0);
-    expect((await stat(path.join(dataDir, 'meta'))).mode & 0o077).toBe(0);
-    expect((await stat(path.join(dataDir, 'meta', 'meta.sqlite'))).mode & 0o077).toBe(0);
+        // A child that dies is restarted, where it listened before, and says so.
+        const node = first.endpoints.nodes[0]!;
+        const nodePid = descendants(first.up.child.pid!).find((pid) =>
+          environ(pid).includes(`BERTH_NODE_CACHE_DIR=${path.join(dataDir, 'nodes', 'node-0')}`),
+        )!;
+        process.kill(nodePid, 'SIGKILL');
+        await first.up.waitFor(/query-node-0 exited \(signal SIGKILL\); restarting it in 1 s/);
+        await first.up.waitFor(new RegExp(`query-node-0 restarted at ${node.url}`));
+        const back = JSON.parse(
+          (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
+        ) as { rows: number[][] };
+        expect(back.rows).toEqual([[3_000]]);
+      } finally {
+        first.up.child.kill('SIGINT');
+      }
+      expect(await first.up.exited).toBe(0);
+      expect(first.up.output()).toContain('stopped');
+      // Its state is for its user only.
+      expect((await stat(path.join(dataDir, 'token'))).mode & 0o077).toBe(0);
+      expect((await stat(path.join(dataDir, 'meta'))).mode & 0o077).toBe(0);
+      expect((await stat(path.join(dataDir, 'meta', 'meta.sqlite'))).mode & 0o077).toBe(0);
 
-    const second = await runUntilReady(dataDir);
-    try {
-      expect(second.endpoints.nodes.map((n) => n.id)).toEqual(first.endpoints.nodes.map((n) => n.id));
-      const again = JSON.parse((await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout) as { rows: number[][] };
-      expect(again.rows).toEqual([[3_000]]);
-    } finally {
-      // No child outlives `berth up`, even one killed without a chance to clean up.
-      const children = descendants(second.up.child.pid!);
-      expect(children.length).toBeGreaterThanOrEqual(7);
-      second.up.child.kill('SIGKILL');
-      await second.up.exited;
-      for (let waited = 0; children.some(alive) && waited < 30_000; waited += 200) await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(children.filter(alive).map((pid) => `${pid}: ${cmdline(pid)}`)).toEqual([]);
-    }
-  });
+      const second = await runUntilReady(dataDir);
+      try {
+        expect(second.endpoints.nodes.map((n) => n.id)).toEqual(first.endpoints.nodes.map((n) => n.id));
+        const again = JSON.parse(
+          (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
+        ) as { rows: number[][] };
+        expect(again.rows).toEqual([[3_000]]);
+      } finally {
+        // No child outlives `berth up`, even one killed without a chance to clean up.
+        const children = descendants(second.up.child.pid!);
+        expect(children.length).toBeGreaterThanOrEqual(7);
+        second.up.child.kill('SIGKILL');
+        await second.up.exited;
+        for (let waited = 0; children.some(alive) && waited < 30_000; waited += 200)
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        expect(children.filter(alive).map((pid) => `${pid}: ${cmdline(pid)}`)).toEqual([]);
+      }
+    },
+  );
 
   it('says where to start a cluster when none runs on the data dir', async () => {
     const { code, stderr } = await berth('query', 'SELECT 1', '--data-dir', path.join(dataDir, 'nothing-here'));

@@ -42,7 +42,9 @@ describe('cold scans', () => {
     await mkdir(dir);
     const files: string[] = [];
     for (const segment of await cluster.meta.listSegments('events')) {
-      const object = await s3.send(new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', segment.id) }));
+      const object = await s3.send(
+        new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', segment.id) }),
+      );
       const bytes = await object.Body!.transformToByteArray();
       const file = path.join(dir, `${segment.id}.parquet`);
       await writeFile(file, bytes);
@@ -54,7 +56,11 @@ describe('cold scans', () => {
     const c = await reference.connect();
     const list = `[${files.map((f) => `'${f}'`).join(', ')}]`;
     await c.run(`CREATE VIEW events AS SELECT * FROM read_parquet(${list})`);
-    for (const [column, bytes] of (await c.runAndReadAll(`SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`)).getRowsJson()) {
+    for (const [column, bytes] of (
+      await c.runAndReadAll(
+        `SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(${list}) GROUP BY 1`,
+      )
+    ).getRowsJson()) {
       columnBytes.set(String(column), Number(bytes));
     }
     c.closeSync();
@@ -96,9 +102,12 @@ describe('cold scans', () => {
     expect(again.body.stats.cacheHits).toBe(BATCHES);
   });
 
-  it.each(QUERY_CORPUS)('answers "$name" exactly as one DuckDB, from segments held in part', async ({ name, sql, ordered }) => {
-    const { status, body } = await cluster.query(sql);
-    expect(status, body.message).toBe(200);
-    expectSameResult(body, await expected(sql), ordered, name);
-  });
+  it.each(QUERY_CORPUS)(
+    'answers "$name" exactly as one DuckDB, from segments held in part',
+    async ({ name, sql, ordered }) => {
+      const { status, body } = await cluster.query(sql);
+      expect(status, body.message).toBe(200);
+      expectSameResult(body, await expected(sql), ordered, name);
+    },
+  );
 });

@@ -32,16 +32,21 @@ const PROCESSES: Record<string, TObject> = {
 
 describe('a process’s configuration', () => {
   it('refuses a heavy increment of 0 and a fractional query limit, naming each variable', () => {
-    expect(() => parseConfig(CoordinatorConfig, { ...BASE, BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_INCREMENT: '0' })).toThrow(
-      new ConfigError('BERTH_HEAVY_INCREMENT must be at least 1, not "0"'),
-    );
+    expect(() =>
+      parseConfig(CoordinatorConfig, { ...BASE, BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_INCREMENT: '0' }),
+    ).toThrow(new ConfigError('BERTH_HEAVY_INCREMENT must be at least 1, not "0"'));
     expect(() => parseConfig(CoordinatorConfig, { ...BASE, BERTH_MAX_CONCURRENT_QUERIES: '2.5' })).toThrow(
       new ConfigError('BERTH_MAX_CONCURRENT_QUERIES must be a whole number, not "2.5"'),
     );
   });
 
   it('names every variable that is wrong or missing at once', () => {
-    const attempt = () => parseConfig(QueryNodeConfig, { BERTH_NODE_PORT: '70000', BERTH_NODE_GROUP: 'a/b', BERTH_WARM_INTERVAL_MS: 'soon' });
+    const attempt = () =>
+      parseConfig(QueryNodeConfig, {
+        BERTH_NODE_PORT: '70000',
+        BERTH_NODE_GROUP: 'a/b',
+        BERTH_WARM_INTERVAL_MS: 'soon',
+      });
     expect(attempt).toThrow(ConfigError);
     const message = (() => {
       try {
@@ -58,12 +63,22 @@ describe('a process’s configuration', () => {
   });
 
   it('refuses a switch that is neither on nor off, and a platform it does not know', () => {
-    expect(() => parseConfig(ControllerConfig, { ...BASE, BERTH_SERVING_AUTOSCALE: 'yes' })).toThrow('BERTH_SERVING_AUTOSCALE must be 1, 0, true or false, not "yes"');
-    expect(() => parseConfig(WorkerConfig, { ...BASE, BERTH_PLATFORM: 'nomad' })).toThrow('BERTH_PLATFORM must be one of local, kubernetes, not "nomad"');
+    expect(() => parseConfig(ControllerConfig, { ...BASE, BERTH_SERVING_AUTOSCALE: 'yes' })).toThrow(
+      'BERTH_SERVING_AUTOSCALE must be 1, 0, true or false, not "yes"',
+    );
+    expect(() => parseConfig(WorkerConfig, { ...BASE, BERTH_PLATFORM: 'nomad' })).toThrow(
+      'BERTH_PLATFORM must be one of local, kubernetes, not "nomad"',
+    );
   });
 
   it('fills in the defaults, treats empty variables as unset, and builds the pool and autoscaler settings from them', () => {
-    const config = parseConfig(CoordinatorConfig, { ...BASE, BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_MAX_REPLICAS: '6', BERTH_COORDINATOR_PORT: '', BERTH_SERVING_AUTOSCALE: 'true' });
+    const config = parseConfig(CoordinatorConfig, {
+      ...BASE,
+      BERTH_HEAVY_GROUP: 'heavy',
+      BERTH_HEAVY_MAX_REPLICAS: '6',
+      BERTH_COORDINATOR_PORT: '',
+      BERTH_SERVING_AUTOSCALE: 'true',
+    });
     expect(config.BERTH_COORDINATOR_PORT).toBe(7401);
     expect(config.BERTH_MAX_CONCURRENT_QUERIES).toBe(16);
     expect(poolConfigOf(config)).toEqual({ group: 'heavy', ...POOL_DEFAULTS, maxReplicas: 6 });
@@ -103,7 +118,7 @@ function readmeDefault(value: unknown): string {
 /** Drops parenthesised asides, nested ones included. */
 const withoutAsides = (cell: string) => {
   let text = cell;
-  for (let before = ''; before !== text; ) [before, text] = [text, text.replace(/\([^()]*\)/g, '')];
+  for (let before = ''; before !== text;) [before, text] = [text, text.replace(/\([^()]*\)/g, '')];
   return text.trim();
 };
 
@@ -128,7 +143,11 @@ async function readmeConfigurationTable(): Promise<ReadmeRow[]> {
     if (variables.length === 0) continue; // OTEL_*: read by the OpenTelemetry setup, by its own conventions
     const named = withoutAsides(service!);
     const processes =
-      named === 'same' ? rows.at(-1)!.processes : named === 'all' ? new Set(Object.keys(PROCESSES)) : new Set(named.split(', ').map((p) => p.trim()));
+      named === 'same'
+        ? rows.at(-1)!.processes
+        : named === 'all'
+          ? new Set(Object.keys(PROCESSES))
+          : new Set(named.split(', ').map((p) => p.trim()));
     rows.push({ variables, processes, defaults: defaults! });
   }
   return rows;
@@ -137,7 +156,9 @@ async function readmeConfigurationTable(): Promise<ReadmeRow[]> {
 describe('the README’s configuration table', () => {
   it('lists every variable of every process, with the processes that read it and the default its schema has', async () => {
     const rows = await readmeConfigurationTable();
-    const documented = new Map(rows.flatMap((row) => row.variables.map((variable, index) => [variable, { row, index }] as const)));
+    const documented = new Map(
+      rows.flatMap((row) => row.variables.map((variable, index) => [variable, { row, index }] as const)),
+    );
     const readers = new Map<string, string[]>();
     const settings = new Map<string, Setting>();
     const problems: string[] = [];
@@ -146,11 +167,15 @@ describe('the README’s configuration table', () => {
         readers.set(variable, [...(readers.get(variable) ?? []), process]);
         // A variable several processes read has one default, written once.
         const other = settings.get(variable);
-        if (other && other.default !== setting.default) problems.push(`${variable}: ${String(other.default)} in one schema, ${String(setting.default)} in ${process}'s`);
+        if (other && other.default !== setting.default)
+          problems.push(
+            `${variable}: ${String(other.default)} in one schema, ${String(setting.default)} in ${process}'s`,
+          );
         settings.set(variable, setting);
       }
     }
-    for (const variable of readers.keys()) if (!documented.has(variable)) problems.push(`${variable}: not in the README`);
+    for (const variable of readers.keys())
+      if (!documented.has(variable)) problems.push(`${variable}: not in the README`);
     for (const [variable, { row, index }] of documented) {
       const setting = settings.get(variable);
       if (!setting) {
@@ -161,11 +186,18 @@ describe('the README’s configuration table', () => {
       const read = readers.get(variable)!.sort().join(', ');
       if (said !== read) problems.push(`${variable}: the README says ${said}, read by ${read}`);
       if (setting.default === undefined) {
-        if (!Type.IsOptional(setting) && !row.defaults.includes('(required)')) problems.push(`${variable}: required, the README gives "${row.defaults}"`);
+        if (!Type.IsOptional(setting) && !row.defaults.includes('(required)'))
+          problems.push(`${variable}: required, the README gives "${row.defaults}"`);
         continue;
       }
-      const shown = row.variables.length === 1 ? withoutAsides(row.defaults) : withoutAsides(row.defaults).split(',').map((cell) => cell.trim())[index];
-      if (shown !== readmeDefault(setting.default)) problems.push(`${variable}: the README's default is ${shown}, the schema's ${readmeDefault(setting.default)}`);
+      const shown =
+        row.variables.length === 1
+          ? withoutAsides(row.defaults)
+          : withoutAsides(row.defaults)
+              .split(',')
+              .map((cell) => cell.trim())[index];
+      if (shown !== readmeDefault(setting.default))
+        problems.push(`${variable}: the README's default is ${shown}, the schema's ${readmeDefault(setting.default)}`);
     }
     expect(problems).toEqual([]);
   });

@@ -15,7 +15,13 @@ describe('the controller', () => {
   beforeAll(async () => {
     client = await temporalClient();
     // No worker polls this task queue: these requests must be refused before any workflow runs.
-    app = buildControllerApp({ client, pools: [{ group }], token: TOKEN, taskQueue: `nobody-${randomUUID()}`, logger: false });
+    app = buildControllerApp({
+      client,
+      pools: [{ group }],
+      token: TOKEN,
+      taskQueue: `nobody-${randomUUID()}`,
+      logger: false,
+    });
   });
   afterAll(async () => {
     await app.close();
@@ -24,25 +30,48 @@ describe('the controller', () => {
 
   it('refuses to launch paid capacity without the token', async () => {
     for (const headers of [{}, { authorization: 'Bearer not-the-token' }]) {
-      const response = await app.inject({ method: 'POST', url: `/v1/pools/${group}/launch`, payload: { target: 2 }, headers });
+      const response = await app.inject({
+        method: 'POST',
+        url: `/v1/pools/${group}/launch`,
+        payload: { target: 2 },
+        headers,
+      });
       expect(response.statusCode).toBe(401);
     }
     expect((await app.inject(`/v1/pools/${group}/status`)).json()).toMatchObject({ phase: 'parked', target: 0 });
   });
 
-  it.each([0, -1, 2.5, 1e9, '2', true, null])('answers target %j with a 400 that says what is wrong', async (target) => {
-    const response = await app.inject({ method: 'POST', url: `/v1/pools/${group}/launch`, payload: { target }, headers: auth });
-    expect(response.statusCode).toBe(400);
-    expect(response.json().message).toMatch(/target/);
-  });
+  it.each([0, -1, 2.5, 1e9, '2', true, null])(
+    'answers target %j with a 400 that says what is wrong',
+    async (target) => {
+      const response = await app.inject({
+        method: 'POST',
+        url: `/v1/pools/${group}/launch`,
+        payload: { target },
+        headers: auth,
+      });
+      expect(response.statusCode).toBe(400);
+      expect(response.json().message).toMatch(/target/);
+    },
+  );
 
   it('answers unknown fields with a 400', async () => {
-    const response = await app.inject({ method: 'POST', url: `/v1/pools/${group}/launch`, payload: { target: 2, force: true }, headers: auth });
+    const response = await app.inject({
+      method: 'POST',
+      url: `/v1/pools/${group}/launch`,
+      payload: { target: 2, force: true },
+      headers: auth,
+    });
     expect(response.statusCode).toBe(400);
   });
 
   it('answers an unknown group with a 404 that names the groups it knows', async () => {
-    const response = await app.inject({ method: 'POST', url: '/v1/pools/nope/launch', payload: { target: 2 }, headers: auth });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/pools/nope/launch',
+      payload: { target: 2 },
+      headers: auth,
+    });
     expect(response.statusCode).toBe(404);
     expect(response.json().message).toBe(`unknown group "nope": this controller scales "${group}"`);
     expect((await app.inject('/v1/pools/nope/status')).statusCode).toBe(404);

@@ -21,7 +21,10 @@ describe('the serving path', () => {
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [4, 2, 2] });
     for (let b = 0; b < BATCHES; b++) {
-      const { status, body } = await cluster.ingest('events', await eventNdjson(b * ROWS_PER_BATCH, (b + 1) * ROWS_PER_BATCH));
+      const { status, body } = await cluster.ingest(
+        'events',
+        await eventNdjson(b * ROWS_PER_BATCH, (b + 1) * ROWS_PER_BATCH),
+      );
       expect(status, JSON.stringify(body)).toBe(200);
     }
     reference = await referenceFor(cluster, ['events']);
@@ -68,14 +71,17 @@ describe('the serving path', () => {
     expectSameResult(body, expected.result, ordered, name);
   });
 
-  it.each(QUERY_CORPUS)('answers "$name" again from the plan it made the first time, exactly as one DuckDB', async ({ name, sql, ordered }) => {
-    const expected = await reference.run(sql);
-    if (!('result' in expected)) throw new Error(expected.error);
-    const { status, body } = await cluster.query(sql);
-    expect(status, body.message).toBe(200);
-    expect(body.stats.plan).toBe('cached');
-    expectSameResult(body, expected.result, ordered, name);
-  });
+  it.each(QUERY_CORPUS)(
+    'answers "$name" again from the plan it made the first time, exactly as one DuckDB',
+    async ({ name, sql, ordered }) => {
+      const expected = await reference.run(sql);
+      if (!('result' in expected)) throw new Error(expected.error);
+      const { status, body } = await cluster.query(sql);
+      expect(status, body.message).toBe(200);
+      expect(body.stats.plan).toBe('cached');
+      expectSameResult(body, expected.result, ordered, name);
+    },
+  );
 
   it('answers a query right after an ingest with the new rows, its plan still cached', async () => {
     const sql = 'SELECT count(*) AS n, count(DISTINCT service) AS services, max(ts) AS latest FROM fresh';
@@ -85,7 +91,10 @@ describe('the serving path', () => {
     expect(before.body).toMatchObject({ rows: [[500, 7, '2026-11-01 04:09:30']], stats: { plan: 'cached' } });
     expect((await cluster.ingest('fresh', await eventNdjson(500, 800))).status).toBe(200);
     const after = await cluster.query(sql);
-    expect(after.body).toMatchObject({ rows: [[800, 7, '2026-11-01 06:39:30']], stats: { plan: 'cached', segments: { total: 2 } } });
+    expect(after.body).toMatchObject({
+      rows: [[800, 7, '2026-11-01 06:39:30']],
+      stats: { plan: 'cached', segments: { total: 2 } },
+    });
   });
 
   it('sends each segment’s scan to its owner, weighted by vCPU', async () => {
@@ -98,7 +107,9 @@ describe('the serving path', () => {
   });
 
   it('prunes segments outside the WHERE time range', async () => {
-    const { body } = await cluster.query("SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'");
+    const { body } = await cluster.query(
+      "SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'",
+    );
     expect(body.stats.segments.total).toBe(BATCHES);
     expect(body.stats.segments.pruned).toBeGreaterThan(0);
     expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
@@ -106,11 +117,15 @@ describe('the serving path', () => {
 
   it('reports running and waiting queries per workload group', async () => {
     const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
-    expect(await response.json()).toEqual({ groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16, maxQueueSize: 1_000 }] });
+    expect(await response.json()).toEqual({
+      groups: [{ name: 'serving', running: 0, waiting: 0, maxConcurrency: 16, maxQueueSize: 1_000 }],
+    });
   });
 
   it('runs a non-decomposable query in two stages: owners send the named columns, filtered, and say why', async () => {
-    const { body } = await cluster.query("SELECT service, median(latency_ms) FROM events WHERE level = 'error' GROUP BY service");
+    const { body } = await cluster.query(
+      "SELECT service, median(latency_ms) FROM events WHERE level = 'error' GROUP BY service",
+    );
     expect(body.stats.verdict).toEqual({ class: 'light' });
     expect(body.stats.route).toBe('stages');
     expect(body.stats.reason).toMatch(/does not decompose/);
@@ -174,7 +189,11 @@ describe('the serving path', () => {
 
   it('refuses unauthenticated and traversal pushes at a query node', async () => {
     const node = cluster.nodes[0]!;
-    const unauthenticated = await fetch(`${node.url}/v1/segments/events-l0-x?table=events`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'PAR1' });
+    const unauthenticated = await fetch(`${node.url}/v1/segments/events-l0-x?table=events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: 'PAR1',
+    });
     expect(unauthenticated.status).toBe(401);
     const traversal = await fetch(`${node.url}/v1/segments/..%2F..%2Fetc%2Fpasswd?table=events`, {
       method: 'POST',

@@ -13,7 +13,16 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
 import type { CostReport } from '../cli/commands/cost.js';
 import { concentration, type LoggedQuery } from '../core/compute-concentration.js';
-import { bill, HOUR_MS, LEDGER_DAYS, nodeHoursNow, recordReplicas, usageWindow, windowStart, type NodeUsage } from '../core/node-hours.js';
+import {
+  bill,
+  HOUR_MS,
+  LEDGER_DAYS,
+  nodeHoursNow,
+  recordReplicas,
+  usageWindow,
+  windowStart,
+  type NodeUsage,
+} from '../core/node-hours.js';
 import { buildControllerApp } from '../services/controller/app.js';
 import { launchPool, poolStatus } from '../workflows/pool-client.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
@@ -44,7 +53,13 @@ describe('the node-hours ledger', () => {
     expect(usage.days['2026-11-03']).toEqual({ nodeMs: 6 * HOUR_MS, peak: 2 }); // 00:00-01:00 and 10:00-12:00
     const now = at('2026-11-30T12:00:00Z');
     const window = usageWindow(usage, windowStart(now, 30), now);
-    expect(window).toMatchObject({ fromDay: '2026-11-01', nodeMs: 120 * HOUR_MS, nodeHours: 120, peak: 2, hours: 29.5 * 24 });
+    expect(window).toMatchObject({
+      fromDay: '2026-11-01',
+      nodeMs: 120 * HOUR_MS,
+      nodeHours: 120,
+      peak: 2,
+      hours: 29.5 * 24,
+    });
     // The seed's figures: ~$63 a month bursting against ~$772 resident (here 29.5 days of it).
     expect(bill(window, 0.5288, 2)).toEqual({
       pricePerNodeHour: 0.5288,
@@ -55,7 +70,10 @@ describe('the node-hours ledger', () => {
       saving: 685.32,
       savingFraction: (748.78 - 63.46) / 748.78,
     });
-    expect(bill(usageWindow(usage, '2026-11-01', at('2026-12-01T00:00:00Z')), 772 / 2 / 720, 2)).toMatchObject({ residentCost: 772, poolCost: 64.33 });
+    expect(bill(usageWindow(usage, '2026-11-01', at('2026-12-01T00:00:00Z')), 772 / 2 / 720, 2)).toMatchObject({
+      residentCost: 772,
+      poolCost: 64.33,
+    });
   });
 
   it('counts replicas still in force up to now, splits today from this month, and keeps 400 days', () => {
@@ -75,13 +93,29 @@ describe('compute concentration', () => {
     // 970 point lookups of 158 ms over 1 MB, 30 monthly windows of 196,354 ms over 10 GB.
     const log: LoggedQuery[] = [
       ...Array.from({ length: 970 }, (_, i) => ({ at: i, scanBytes: 1_000_000, computeMs: 158, heavy: false })),
-      ...Array.from({ length: 30 }, (_, i) => ({ at: 1000 + i, scanBytes: 10_000_000_000 + i, computeMs: 196_354, heavy: true })),
+      ...Array.from({ length: 30 }, (_, i) => ({
+        at: 1000 + i,
+        scanBytes: 10_000_000_000 + i,
+        computeMs: 196_354,
+        heavy: true,
+      })),
     ];
     const c = concentration(log);
     const totalMs = 970 * 158 + 30 * 196_354;
-    expect(c).toMatchObject({ queries: 1000, computeMs: totalMs, heavyNow: { queries: 30, timeShare: (30 * 196_354) / totalMs } });
+    expect(c).toMatchObject({
+      queries: 1000,
+      computeMs: totalMs,
+      heavyNow: { queries: 30, timeShare: (30 * 196_354) / totalMs },
+    });
     const [one, three, ten] = c.tops;
-    expect(three).toMatchObject({ top: 0.03, queries: 30, scanThreshold: 10_000_000_000, sent: 30, timeShare: (30 * 196_354) / totalMs, sentTimeShare: (30 * 196_354) / totalMs });
+    expect(three).toMatchObject({
+      top: 0.03,
+      queries: 30,
+      scanThreshold: 10_000_000_000,
+      sent: 30,
+      timeShare: (30 * 196_354) / totalMs,
+      sentTimeShare: (30 * 196_354) / totalMs,
+    });
     expect(three!.timeShare).toBeGreaterThan(0.97);
     expect(one).toMatchObject({ queries: 10, scanThreshold: 10_000_000_020, sent: 10 });
     // The top 10 % reaches into the lookups, whose sizes tie: the threshold that takes 10 % sends them all.
@@ -107,7 +141,14 @@ describe('berth cost over a real pool’s launches', () => {
       return { changed: true, previous: replicas };
     },
     async observePool({ wants }) {
-      return { pods: wants.pods, backends: Array.from({ length: wants.backends }, (_, i) => ({ id: `b-${randomUUID()}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: true };
+      return {
+        pods: wants.pods,
+        backends: Array.from({ length: wants.backends }, (_, i) => ({
+          id: `b-${randomUUID()}-${i}`,
+          url: 'http://127.0.0.1:9',
+        })),
+        confirmed: true,
+      };
     },
     async canaryScan({ backends }) {
       return backends.map((b) => ({ id: b.id, ok: true }));
@@ -127,10 +168,17 @@ describe('berth cost over a real pool’s launches', () => {
     running = worker.run();
     cluster = await startCluster({ vcpus: [2] });
     controller = buildControllerApp({ client, pools: [config], token: TOKEN, taskQueue, logger: false });
-    dataDir = await cliDataDir(cluster.dir, { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }, TOKEN);
+    dataDir = await cliDataDir(
+      cluster.dir,
+      { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url },
+      TOKEN,
+    );
   });
   afterAll(async () => {
-    await client?.workflow.getHandle(poolWorkflowId(group)).terminate('test over').catch(() => {});
+    await client?.workflow
+      .getHandle(poolWorkflowId(group))
+      .terminate('test over')
+      .catch(() => {});
     worker?.shutdown();
     await running;
     await connection?.close();
@@ -143,7 +191,11 @@ describe('berth cost over a real pool’s launches', () => {
    * Node-milliseconds as the pool's history records them: each replicas write takes effect at the
    * workflow task that saw it complete (the workflow's clock is that task's start).
    */
-  async function nodeMsFromHistory(): Promise<{ nodeMs: number; peak: number; since: (from: number, to: number) => number }> {
+  async function nodeMsFromHistory(): Promise<{
+    nodeMs: number;
+    peak: number;
+    since: (from: number, to: number) => number;
+  }> {
     const changes: { at: number; replicas: number }[] = [];
     for (const runId of (await runsOf(client, poolWorkflowId(group))).reverse()) {
       const { events } = await client.workflow.getHandle(poolWorkflowId(group), runId).fetchHistory();
@@ -152,7 +204,10 @@ describe('berth cost over a real pool’s launches', () => {
       for (const event of events ?? []) {
         const scheduled = event.activityTaskScheduledEventAttributes;
         if (scheduled?.activityType?.name === 'setReplicas') {
-          asked.set(String(event.eventId), defaultPayloadConverter.fromPayload<{ replicas: number }>(scheduled.input!.payloads![0]!).replicas);
+          asked.set(
+            String(event.eventId),
+            defaultPayloadConverter.fromPayload<{ replicas: number }>(scheduled.input!.payloads![0]!).replicas,
+          );
         }
         const done = event.activityTaskCompletedEventAttributes;
         if (done && asked.has(String(done.scheduledEventId))) completed.push(asked.get(String(done.scheduledEventId))!);
@@ -166,56 +221,94 @@ describe('berth cost over a real pool’s launches', () => {
     /** Node-milliseconds in force within [from, to). */
     const since = (from: number, to: number) => {
       let nodeMs = 0;
-      for (let i = 0; i + 1 < changes.length; i++) nodeMs += changes[i]!.replicas * Math.max(0, Math.min(to, changes[i + 1]!.at) - Math.max(from, changes[i]!.at));
+      for (let i = 0; i + 1 < changes.length; i++)
+        nodeMs += changes[i]!.replicas * Math.max(0, Math.min(to, changes[i + 1]!.at) - Math.max(from, changes[i]!.at));
       return nodeMs;
     };
     return { nodeMs: since(0, Infinity), peak: Math.max(...changes.map((c) => c.replicas)), since };
   }
 
-  it('reproduces the node-hours of known launches exactly, and the saving to the cent', { timeout: 120_000 }, async () => {
-    // Launch to 1, raise to 2, idle until parked; then a second launch of 1, parked again.
-    await launchPool({ client, taskQueue, config }, 1);
-    await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
-    await launchPool({ client, taskQueue, config }, 2);
-    await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(2);
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
-    await launchPool({ client, taskQueue, config }, 1);
-    await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+  it(
+    'reproduces the node-hours of known launches exactly, and the saving to the cent',
+    { timeout: 120_000 },
+    async () => {
+      // Launch to 1, raise to 2, idle until parked; then a second launch of 1, parked again.
+      await launchPool({ client, taskQueue, config }, 1);
+      await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
+      await launchPool({ client, taskQueue, config }, 2);
+      await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(2);
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      await launchPool({ client, taskQueue, config }, 1);
+      await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 20_000 }).toBe(true);
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
 
-    const recorded = await nodeMsFromHistory();
-    expect(recorded.nodeMs).toBeGreaterThan(0);
-    expect(recorded.peak).toBe(2);
-    const status = await poolStatus({ client, group });
-    const midnight = at(`${new Date().toISOString().slice(0, 10)}T00:00:00Z`);
-    expect(status.nodeHours!.today).toBe(recorded.since(midnight, Infinity) / HOUR_MS);
+      const recorded = await nodeMsFromHistory();
+      expect(recorded.nodeMs).toBeGreaterThan(0);
+      expect(recorded.peak).toBe(2);
+      const status = await poolStatus({ client, group });
+      const midnight = at(`${new Date().toISOString().slice(0, 10)}T00:00:00Z`);
+      expect(status.nodeHours!.today).toBe(recorded.since(midnight, Infinity) / HOUR_MS);
 
-    const cli = await berth('cost', group, '--since', '2d', '--price-per-node-hour', '0.5288', '--json', '--data-dir', dataDir);
-    expect(cli.stderr).toBe('');
-    const report = JSON.parse(cli.stdout) as CostReport;
-    expect(report.window).toMatchObject({ nodeMs: recorded.nodeMs, nodeHours: recorded.nodeMs / HOUR_MS, peak: 2, days: 2 });
-    const pool = cents((recorded.nodeMs / HOUR_MS) * 0.5288);
-    const resident = cents(2 * report.window.hours * 0.5288);
-    expect(report.bill).toMatchObject({ poolCost: pool, residentNodes: 2, residentCost: resident, saving: cents(resident - pool) });
+      const cli = await berth(
+        'cost',
+        group,
+        '--since',
+        '2d',
+        '--price-per-node-hour',
+        '0.5288',
+        '--json',
+        '--data-dir',
+        dataDir,
+      );
+      expect(cli.stderr).toBe('');
+      const report = JSON.parse(cli.stdout) as CostReport;
+      expect(report.window).toMatchObject({
+        nodeMs: recorded.nodeMs,
+        nodeHours: recorded.nodeMs / HOUR_MS,
+        peak: 2,
+        days: 2,
+      });
+      const pool = cents((recorded.nodeMs / HOUR_MS) * 0.5288);
+      const resident = cents(2 * report.window.hours * 0.5288);
+      expect(report.bill).toMatchObject({
+        poolCost: pool,
+        residentNodes: 2,
+        residentCost: resident,
+        saving: cents(resident - pool),
+      });
 
-    const human = await berth('cost', group, '--since', '2d', '--resident-nodes', '3', '--data-dir', dataDir);
-    expect(human.stdout).toMatch(new RegExp(`node-hours +${(recorded.nodeMs / HOUR_MS).toFixed(2)} +peak 2 nodes`));
-    expect(human.stdout).toMatch(/resident 3 nodes/);
-    expect((await berth('cost', group, '--since', 'a month', '--data-dir', dataDir)).stderr).toContain('--since: "a month" must be whole days, 1d to 400d');
-  });
+      const human = await berth('cost', group, '--since', '2d', '--resident-nodes', '3', '--data-dir', dataDir);
+      expect(human.stdout).toMatch(new RegExp(`node-hours +${(recorded.nodeMs / HOUR_MS).toFixed(2)} +peak 2 nodes`));
+      expect(human.stdout).toMatch(/resident 3 nodes/);
+      expect((await berth('cost', group, '--since', 'a month', '--data-dir', dataDir)).stderr).toContain(
+        '--since: "a month" must be whole days, 1d to 400d',
+      );
+    },
+  );
 
-  it('reads compute concentration from the queries the coordinator logged: their scanned bytes and times', { timeout: 60_000 }, async () => {
-    await cluster.ingestEvents('events', 4, 300);
-    const answers = [];
-    for (const sql of ["SELECT count(*) FROM events WHERE ts < '2026-11-01T06:00:00Z'", 'SELECT count(*) FROM events', 'SELECT service, count(*) FROM events GROUP BY service', 'SELECT max(ts) FROM events']) {
-      answers.push((await cluster.query(sql)).body.stats);
-    }
-    const report = JSON.parse((await berth('cost', group, '--json', '--data-dir', dataDir)).stdout) as CostReport;
-    const c = report.concentration;
-    expect(c.queries).toBe(4);
-    expect(c.scanBytes).toBe(answers.reduce((sum, s) => sum + s.scanBytes, 0));
-    expect(c.tops[0]!.scanThreshold).toBe(Math.max(...answers.map((s) => s.scanBytes)));
-    expect(c.heavyNow.queries).toBe(0);
-    expect((await berth('cost', group, '--data-dir', dataDir)).stdout).toMatch(/compute concentration over the last 4 queries this coordinator answered/);
-  });
+  it(
+    'reads compute concentration from the queries the coordinator logged: their scanned bytes and times',
+    { timeout: 60_000 },
+    async () => {
+      await cluster.ingestEvents('events', 4, 300);
+      const answers = [];
+      for (const sql of [
+        "SELECT count(*) FROM events WHERE ts < '2026-11-01T06:00:00Z'",
+        'SELECT count(*) FROM events',
+        'SELECT service, count(*) FROM events GROUP BY service',
+        'SELECT max(ts) FROM events',
+      ]) {
+        answers.push((await cluster.query(sql)).body.stats);
+      }
+      const report = JSON.parse((await berth('cost', group, '--json', '--data-dir', dataDir)).stdout) as CostReport;
+      const c = report.concentration;
+      expect(c.queries).toBe(4);
+      expect(c.scanBytes).toBe(answers.reduce((sum, s) => sum + s.scanBytes, 0));
+      expect(c.tops[0]!.scanThreshold).toBe(Math.max(...answers.map((s) => s.scanBytes)));
+      expect(c.heavyNow.queries).toBe(0);
+      expect((await berth('cost', group, '--data-dir', dataDir)).stdout).toMatch(
+        /compute concentration over the last 4 queries this coordinator answered/,
+      );
+    },
+  );
 });

@@ -10,26 +10,65 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../cli/demo.js';
 import { berth } from './helpers/berth-cli.js';
 
-const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
+const FREE_PORTS = [
+  '--temporal-port',
+  '0',
+  '--temporal-ui-port',
+  '0',
+  '--s3-port',
+  '0',
+  '--meta-port',
+  '0',
+  '--coordinator-port',
+  '0',
+  '--controller-port',
+  '0',
+];
 
 describe('berth up --demo', () => {
   let dataDir: string | undefined;
   afterAll(() => (dataDir ? rm(dataDir, { recursive: true, force: true }) : undefined));
 
-  it('serves a light query from the serving group’s caches and a heavy one on a pool launched 0 → N, then parks it', { timeout: 300_000 }, async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'berth-demo-'));
-    const { code, stdout, stderr } = await berth('up', '--demo', '--exit', '--json', '--demo-rows', '60000', '--data-dir', dataDir, ...FREE_PORTS);
-    expect(code, stderr.slice(-2000)).toBe(0);
-    const summary = JSON.parse(stdout) as DemoSummary;
-    expect(summary.rows).toBeGreaterThanOrEqual(60_000);
-    expect(summary.segments).toEqual({ ingested: 120, afterMerge: 30 });
-    expect(summary.light).toMatchObject({ verdict: 'light', route: 'aggregate', group: 'serving', placement: 'owner', cacheMisses: 0 });
-    expect(summary.light.cacheHits).toBe(7); // the last seven days, one merged segment each, warm on their owners
-    // Which owners got them is random per segment (all seven on one node about 1 run in 300): count, not spread.
-    expect(Object.values(summary.light.nodes).reduce((a, b) => a + b, 0)).toBe(7);
-    expect(summary.heavy).toMatchObject({ verdict: 'heavy', bottleneck: 'memory', launchWorkflowId: 'heavy-pool-heavy', target: 2, layersPassed: ['pods', 'backends', 'canary'] });
-    expect(summary.heavy.rows).toBe(8 * 30); // eight services, thirty days
-    expect(summary.poolPhaseAtEnd).toBe('parked');
-    expect(stderr).toMatch(/pool ready: target 2, pods 2, alive backends 2, layers pods → backends → canary/);
-  });
+  it(
+    'serves a light query from the serving group’s caches and a heavy one on a pool launched 0 → N, then parks it',
+    { timeout: 300_000 },
+    async () => {
+      dataDir = await mkdtemp(path.join(os.tmpdir(), 'berth-demo-'));
+      const { code, stdout, stderr } = await berth(
+        'up',
+        '--demo',
+        '--exit',
+        '--json',
+        '--demo-rows',
+        '60000',
+        '--data-dir',
+        dataDir,
+        ...FREE_PORTS,
+      );
+      expect(code, stderr.slice(-2000)).toBe(0);
+      const summary = JSON.parse(stdout) as DemoSummary;
+      expect(summary.rows).toBeGreaterThanOrEqual(60_000);
+      expect(summary.segments).toEqual({ ingested: 120, afterMerge: 30 });
+      expect(summary.light).toMatchObject({
+        verdict: 'light',
+        route: 'aggregate',
+        group: 'serving',
+        placement: 'owner',
+        cacheMisses: 0,
+      });
+      expect(summary.light.cacheHits).toBe(7); // the last seven days, one merged segment each, warm on their owners
+      // Which owners got them is random per segment (all seven on one node about 1 run in 300): count, not spread.
+      expect(Object.values(summary.light.nodes).reduce((a, b) => a + b, 0)).toBe(7);
+      expect(summary.heavy).toMatchObject({
+        verdict: 'heavy',
+        bottleneck: 'memory',
+        launchWorkflowId: 'heavy-pool-heavy',
+        target: 2,
+        layersPassed: ['pods', 'backends', 'canary'],
+      });
+      expect(summary.heavy.rows).toBe(8 * 30); // eight services, thirty days
+      expect(summary.poolPhaseAtEnd).toBe('parked');
+      expect(stderr).toMatch(/pool ready: target 2, pods 2, alive backends 2, layers pods → backends → canary/);
+    },
+  );
 });

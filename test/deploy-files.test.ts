@@ -42,7 +42,10 @@ async function envFiles(service: Doc): Promise<Record<string, string>> {
   return vars;
 }
 
-const load = async (file: string): Promise<Doc[]> => parseAllDocuments(await readFile(path.join(ROOT, file), 'utf8'), { merge: true }).map((d) => d.toJS({ maxAliasCount: -1 }) as Doc);
+const load = async (file: string): Promise<Doc[]> =>
+  parseAllDocuments(await readFile(path.join(ROOT, file), 'utf8'), { merge: true }).map(
+    (d) => d.toJS({ maxAliasCount: -1 }) as Doc,
+  );
 
 /** A container as both files describe one: image, command, environment variable names. */
 interface Container {
@@ -70,10 +73,17 @@ describe('docker-compose.yml and deploy/k8s', () => {
     );
     k8s = [];
     for (const file of await readdir(path.join(ROOT, 'deploy/k8s'))) k8s.push(...(await load(`deploy/k8s/${file}`)));
-    const configMapKeys = k8s.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret').flatMap((d) => Object.keys(d.data ?? d.stringData ?? {}));
+    const configMapKeys = k8s
+      .filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret')
+      .flatMap((d) => Object.keys(d.data ?? d.stringData ?? {}));
     for (const doc of k8s) {
       for (const c of (doc.spec?.template?.spec?.containers ?? []) as Doc[]) {
-        containers.push({ where: `${doc.kind} ${doc.metadata.name}`, image: c.image, command: c.command ?? [], env: [...(c.env ?? []).map((e: Doc) => e.name), ...configMapKeys] });
+        containers.push({
+          where: `${doc.kind} ${doc.metadata.name}`,
+          image: c.image,
+          command: c.command ?? [],
+          env: [...(c.env ?? []).map((e: Doc) => e.name), ...configMapKeys],
+        });
       }
     }
   });
@@ -92,7 +102,10 @@ describe('docker-compose.yml and deploy/k8s', () => {
       expect(c.command[0], c.where).toBe('node');
       const script = c.command[1]!;
       expect(script, c.where).toMatch(/^dist\/.+\.js$/);
-      expect(existsSync(path.join(ROOT, script.replace(/^dist\//, '').replace(/\.js$/, '.ts'))), `${c.where}: ${script} is built from a source file`).toBe(true);
+      expect(
+        existsSync(path.join(ROOT, script.replace(/^dist\//, '').replace(/\.js$/, '.ts'))),
+        `${c.where}: ${script} is built from a source file`,
+      ).toBe(true);
     }
   });
 
@@ -101,13 +114,18 @@ describe('docker-compose.yml and deploy/k8s', () => {
     expect(names.size).toBeGreaterThan(10);
     for (const name of names) {
       expect(name, 'Berth containers set only BERTH_* variables').toMatch(/^BERTH_/);
-      expect(source.includes(`'${name}'`) || source.includes(`.${name}`) || source.includes(`${name}:`), `${name} is read by the code`).toBe(true);
+      expect(
+        source.includes(`'${name}'`) || source.includes(`.${name}`) || source.includes(`${name}:`),
+        `${name} is read by the code`,
+      ).toBe(true);
     }
   });
 
   it('has three query nodes with different CPU limits in compose', async () => {
     const [compose] = await load('docker-compose.yml');
-    const cpus = Object.entries(compose!.services as Record<string, Doc>).filter(([name]) => name.startsWith('query-node')).map(([, s]) => s.cpus);
+    const cpus = Object.entries(compose!.services as Record<string, Doc>)
+      .filter(([name]) => name.startsWith('query-node'))
+      .map(([, s]) => s.cpus);
     expect(cpus).toHaveLength(3);
     expect(new Set(cpus).size).toBeGreaterThan(1);
   });
@@ -115,11 +133,14 @@ describe('docker-compose.yml and deploy/k8s', () => {
   it('runs `berth setup` once before the worker and controller start (compose) and as a Job (Kubernetes)', async () => {
     const [compose] = await load('docker-compose.yml');
     const services = compose!.services as Record<string, Doc>;
-    const setup = Object.entries(services).filter(([, s]) => (s.command ?? []).join(' ') === 'node dist/cli/main.js setup');
+    const setup = Object.entries(services).filter(
+      ([, s]) => (s.command ?? []).join(' ') === 'node dist/cli/main.js setup',
+    );
     expect(setup).toHaveLength(1);
     const [name, service] = setup[0]!;
     expect(service.restart).toBe('no');
-    for (const waiting of ['worker', 'controller']) expect(services[waiting]!.depends_on[name], waiting).toEqual({ condition: 'service_completed_successfully' });
+    for (const waiting of ['worker', 'controller'])
+      expect(services[waiting]!.depends_on[name], waiting).toEqual({ condition: 'service_completed_successfully' });
     const job = k8s.find((d) => d.kind === 'Job')!;
     expect(job.spec.template.spec.containers[0].command).toEqual(['node', 'dist/cli/main.js', 'setup']);
     expect(job.spec.template.spec.restartPolicy).toBe('OnFailure');
@@ -131,7 +152,10 @@ describe('docker-compose.yml and deploy/k8s', () => {
     const metas = services.filter(([, s]) => s.command?.[1] === 'dist/services/meta/main.js');
     expect(metas.length).toBeGreaterThanOrEqual(2);
     for (const [name, meta] of metas) {
-      expect(meta.environment?.BERTH_META_DATABASE, `${name} keeps the connection out of the compose file`).toBeUndefined();
+      expect(
+        meta.environment?.BERTH_META_DATABASE,
+        `${name} keeps the connection out of the compose file`,
+      ).toBeUndefined();
       expect((await envFiles(meta)).BERTH_META_DATABASE, name).toMatch(/^postgres:\/\/[^@]+@postgres:5432\//);
     }
     for (const [name, service] of services.filter(([, s]) => s.image?.startsWith('berth:'))) {
@@ -142,10 +166,20 @@ describe('docker-compose.yml and deploy/k8s', () => {
     expect(meta.spec.replicas).toBeGreaterThanOrEqual(2);
     const container = meta.spec.template.spec.containers[0];
     const secrets = container.envFrom.filter((e: Doc) => e.secretRef).map((e: Doc) => e.secretRef.name);
-    expect(k8s.some((d) => d.kind === 'Secret' && secrets.includes(d.metadata.name) && /^postgres:\/\//.test(d.stringData?.BERTH_META_DATABASE ?? ''))).toBe(true);
+    expect(
+      k8s.some(
+        (d) =>
+          d.kind === 'Secret' &&
+          secrets.includes(d.metadata.name) &&
+          /^postgres:\/\//.test(d.stringData?.BERTH_META_DATABASE ?? ''),
+      ),
+    ).toBe(true);
     expect(k8s.some((d) => d.kind === 'ConfigMap' && d.data?.BERTH_META_DATABASE)).toBe(false);
     expect(container.readinessProbe.httpGet.path).toBe('/readyz');
-    expect(k8s.find((d) => d.kind === 'PodDisruptionBudget')?.spec).toEqual({ minAvailable: 1, selector: { matchLabels: { app: 'berth-meta' } } });
+    expect(k8s.find((d) => d.kind === 'PodDisruptionBudget')?.spec).toEqual({
+      minAvailable: 1,
+      selector: { matchLabels: { app: 'berth-meta' } },
+    });
   });
 
   it('grants the worker get and patch on the heavy workload, reading pods and events, and listing nodes for preflight, nothing else', () => {
@@ -157,13 +191,23 @@ describe('docker-compose.yml and deploy/k8s', () => {
     const clusterRole = k8s.find((d) => d.kind === 'ClusterRole')!;
     expect(clusterRole.rules).toEqual([{ apiGroups: [''], resources: ['nodes'], verbs: ['list'] }]);
     const binding = k8s.find((d) => d.kind === 'ClusterRoleBinding')!;
-    expect(binding).toMatchObject({ roleRef: { kind: 'ClusterRole', name: clusterRole.metadata.name }, subjects: [{ kind: 'ServiceAccount', name: 'berth-worker', namespace: role.metadata.namespace }] });
+    expect(binding).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: clusterRole.metadata.name },
+      subjects: [{ kind: 'ServiceAccount', name: 'berth-worker', namespace: role.metadata.namespace }],
+    });
     const heavy = k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'berth-heavy')!;
     expect(heavy.metadata.namespace).toBe(role.metadata.namespace);
-    expect(heavy.spec).toMatchObject({ replicas: 0, podManagementPolicy: 'Parallel', selector: { matchLabels: { app: 'berth-heavy' } } });
+    expect(heavy.spec).toMatchObject({
+      replicas: 0,
+      podManagementPolicy: 'Parallel',
+      selector: { matchLabels: { app: 'berth-heavy' } },
+    });
     expect(heavy.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_NODE_GROUP', value: 'heavy' });
     const worker = k8s.find((d) => d.kind === 'Deployment' && d.metadata.name === 'berth-worker')!;
     expect(worker.spec.template.spec.serviceAccountName).toBe('berth-worker');
-    expect(worker.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_K8S_WORKLOAD', value: 'statefulset/berth-heavy' });
+    expect(worker.spec.template.spec.containers[0].env).toContainEqual({
+      name: 'BERTH_K8S_WORKLOAD',
+      value: 'statefulset/berth-heavy',
+    });
   });
 });

@@ -12,14 +12,69 @@ import { referenceFor, type Reference } from './helpers/reference.js';
 
 /** Boundary values of every numeric type, as SQL spells them (DuckDB picks each literal's type). */
 const INTEGER_EDGES = [
-  '0', '1', '-1', '127', '-128', '255', '32767', '-32768', '65535', '2147483647', '-2147483648', '4294967295',
-  '9007199254740991', '9007199254740992', '9007199254740993', '-9007199254740993', '9223372036854775807', '-9223372036854775808',
-  '9223372036854775808', '18446744073709551615', '18446744073709551616', '170141183460469231731687303715884105727',
-  '(-170141183460469231731687303715884105728)', '340282366920938463463374607431768211455',
+  '0',
+  '1',
+  '-1',
+  '127',
+  '-128',
+  '255',
+  '32767',
+  '-32768',
+  '65535',
+  '2147483647',
+  '-2147483648',
+  '4294967295',
+  '9007199254740991',
+  '9007199254740992',
+  '9007199254740993',
+  '-9007199254740993',
+  '9223372036854775807',
+  '-9223372036854775808',
+  '9223372036854775808',
+  '18446744073709551615',
+  '18446744073709551616',
+  '170141183460469231731687303715884105727',
+  '(-170141183460469231731687303715884105728)',
+  '340282366920938463463374607431768211455',
 ];
-const DECIMAL_EDGES = ['0.1', '1.5', '-2.75', '123456789012345.678', '99999999999999999999999999999999999999.0', '0.000000000000000000000000000000000001', '12345678901234567890.123456789012345678'];
-const DOUBLE_EDGES = ['1e308', '1.7976931348623157e308', '-1.7976931348623157e308', '2.2250738585072014e-308', '5e-324', '1e400', '-0.0e0', '3.4028235e38', '1e-7'];
-const TYPES = ['TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', 'UTINYINT', 'USMALLINT', 'UINTEGER', 'UBIGINT', 'UHUGEINT', 'DECIMAL(38,0)', 'DECIMAL(18,3)', 'DECIMAL(38,10)', 'DOUBLE', 'FLOAT', 'VARCHAR'];
+const DECIMAL_EDGES = [
+  '0.1',
+  '1.5',
+  '-2.75',
+  '123456789012345.678',
+  '99999999999999999999999999999999999999.0',
+  '0.000000000000000000000000000000000001',
+  '12345678901234567890.123456789012345678',
+];
+const DOUBLE_EDGES = [
+  '1e308',
+  '1.7976931348623157e308',
+  '-1.7976931348623157e308',
+  '2.2250738585072014e-308',
+  '5e-324',
+  '1e400',
+  '-0.0e0',
+  '3.4028235e38',
+  '1e-7',
+];
+const TYPES = [
+  'TINYINT',
+  'SMALLINT',
+  'INTEGER',
+  'BIGINT',
+  'HUGEINT',
+  'UTINYINT',
+  'USMALLINT',
+  'UINTEGER',
+  'UBIGINT',
+  'UHUGEINT',
+  'DECIMAL(38,0)',
+  'DECIMAL(18,3)',
+  'DECIMAL(38,10)',
+  'DOUBLE',
+  'FLOAT',
+  'VARCHAR',
+];
 const TIMESTAMPS = [
   "TIMESTAMP_NS '2026-11-01 00:00:00.123456789'",
   "TIMESTAMP_MS '2026-11-01 01:00:00.123'",
@@ -31,9 +86,22 @@ const TIMESTAMPS = [
 const integer = fc.constantFrom(...INTEGER_EDGES);
 const anyNumber = fc.constantFrom(...INTEGER_EDGES, ...DECIMAL_EDGES, ...DOUBLE_EDGES);
 /** A literal, bare or cast to a numeric type (a cast that overflows is an error DuckDB and Berth must both give). */
-const literal = fc.oneof(anyNumber, fc.tuple(anyNumber, fc.constantFrom(...TYPES)).map(([v, t]) => `${v}::${t}`));
+const literal = fc.oneof(
+  anyNumber,
+  fc.tuple(anyNumber, fc.constantFrom(...TYPES)).map(([v, t]) => `${v}::${t}`),
+);
 /** Literals that cannot overflow a HUGEINT sum over the table. */
-const smallInteger = fc.constantFrom('0', '1', '-1', '127', '-32768', '2147483647', '9007199254740993', '-9223372036854775808', '18446744073709551615');
+const smallInteger = fc.constantFrom(
+  '0',
+  '1',
+  '-1',
+  '127',
+  '-32768',
+  '2147483647',
+  '9007199254740993',
+  '-9223372036854775808',
+  '18446744073709551615',
+);
 
 const column = fc.constantFrom('bytes', 'status');
 /** Numeric expressions over a row, widened first so that a sum over every row stays in range. */
@@ -41,7 +109,9 @@ const rowNumber = fc.oneof(
   column,
   fc.constant('latency_ms'),
   fc.tuple(column, smallInteger).map(([c, v]) => `CAST(${c} AS HUGEINT) + ${v}`),
-  fc.tuple(column, fc.constantFrom('DECIMAL(38,3)', 'DECIMAL(18,2)', 'DOUBLE', 'HUGEINT', 'UBIGINT')).map(([c, t]) => `CAST(${c} AS ${t})`),
+  fc
+    .tuple(column, fc.constantFrom('DECIMAL(38,3)', 'DECIMAL(18,2)', 'DOUBLE', 'HUGEINT', 'UBIGINT'))
+    .map(([c, t]) => `CAST(${c} AS ${t})`),
   smallInteger.map((v) => `(${v})::HUGEINT`),
 );
 const predicate = fc.oneof(
@@ -60,7 +130,13 @@ interface Case {
 }
 
 const aggregateCase = fc
-  .tuple(fc.constantFrom('service', 'level', 'region', 'status'), fc.array(rowNumber, { minLength: 1, maxLength: 3 }), fc.constantFrom('sum', 'min', 'max', 'avg', 'count'), literal, where)
+  .tuple(
+    fc.constantFrom('service', 'level', 'region', 'status'),
+    fc.array(rowNumber, { minLength: 1, maxLength: 3 }),
+    fc.constantFrom('sum', 'min', 'max', 'avg', 'count'),
+    literal,
+    where,
+  )
   .map(([key, numbers, fn, constant, w]): Case => ({
     sql: `SELECT ${key}, count(*) AS n, ${numbers.map((e, i) => `${fn}(${e}) AS a${i}`).join(', ')}, ${constant} AS k FROM events WHERE ${w} GROUP BY ${key} ORDER BY ${key} NULLS FIRST`,
     ordered: true,
@@ -73,19 +149,34 @@ const aggregateCase = fc
  */
 const selectCaseOf = (projected: fc.Arbitrary<string>) =>
   fc
-    .tuple(fc.array(fc.oneof(projected, fc.constantFrom(...TIMESTAMPS), rowNumber), { minLength: 1, maxLength: 3 }), where, fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 5 }))
+    .tuple(
+      fc.array(fc.oneof(projected, fc.constantFrom(...TIMESTAMPS), rowNumber), { minLength: 1, maxLength: 3 }),
+      where,
+      fc.integer({ min: 1, max: 30 }),
+      fc.integer({ min: 0, max: 5 }),
+    )
     .map(([values, w, limit, offset]): Case => ({
       sql: `SELECT ts, bytes, ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w} ORDER BY ts, bytes LIMIT ${limit} OFFSET ${offset}`,
       ordered: true,
     }));
 const stagesCase = fc.oneof(
-  fc.tuple(rowNumber, literal, where).map(([e, constant, w]): Case => ({ sql: `SELECT count(DISTINCT ${e}) AS d, ${constant} AS k FROM events WHERE ${w}`, ordered: false })),
-  fc.tuple(fc.array(fc.oneof(literal, fc.constantFrom(...TIMESTAMPS)), { minLength: 1, maxLength: 4 }), where).map(([values, w]): Case => ({
-    sql: `SELECT DISTINCT ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w}`,
+  fc.tuple(rowNumber, literal, where).map(([e, constant, w]): Case => ({
+    sql: `SELECT count(DISTINCT ${e}) AS d, ${constant} AS k FROM events WHERE ${w}`,
     ordered: false,
   })),
-  fc.tuple(rowNumber, where).map(([e, w]): Case => ({ sql: `SELECT ts, sum(${e}) OVER (ORDER BY ts) AS running FROM events WHERE ${w} ORDER BY ts LIMIT 20`, ordered: true })),
-  fc.array(literal, { minLength: 1, maxLength: 4 }).map((values): Case => ({ sql: `SELECT ${values.map((v, i) => `${v} AS v${i}`).join(', ')}`, ordered: false })),
+  fc
+    .tuple(fc.array(fc.oneof(literal, fc.constantFrom(...TIMESTAMPS)), { minLength: 1, maxLength: 4 }), where)
+    .map(([values, w]): Case => ({
+      sql: `SELECT DISTINCT ${values.map((v, i) => `${v} AS v${i}`).join(', ')} FROM events WHERE ${w}`,
+      ordered: false,
+    })),
+  fc.tuple(rowNumber, where).map(([e, w]): Case => ({
+    sql: `SELECT ts, sum(${e}) OVER (ORDER BY ts) AS running FROM events WHERE ${w} ORDER BY ts LIMIT 20`,
+    ordered: true,
+  })),
+  fc
+    .array(literal, { minLength: 1, maxLength: 4 })
+    .map((values): Case => ({ sql: `SELECT ${values.map((v, i) => `${v} AS v${i}`).join(', ')}`, ordered: false })),
 );
 
 describe('exact answers', () => {
@@ -103,7 +194,9 @@ describe('exact answers', () => {
   });
 
   it('compares big integer literals digit for digit, on a route that rewrites the query', async () => {
-    const { body } = await cluster.query('SELECT 9007199254740993::BIGINT = 9007199254740992::BIGINT AS eq, max(bytes) * 0 + 9007199254740993 AS big FROM events');
+    const { body } = await cluster.query(
+      'SELECT 9007199254740993::BIGINT = 9007199254740992::BIGINT AS eq, max(bytes) * 0 + 9007199254740993 AS big FROM events',
+    );
     expect(body.stats.route).toBe('aggregate');
     expect(body.rows).toEqual([[false, '9007199254740993']]);
     expect(body.types).toEqual(['BOOLEAN', 'BIGINT']);
@@ -121,7 +214,9 @@ describe('exact answers', () => {
   });
 
   it('returns a HUGEINT from the two-stage route as a HUGEINT, every digit in a string', async () => {
-    const { body } = await cluster.query('SELECT DISTINCT 170141183460469231731687303715884105727::HUGEINT AS h, count(*) OVER () > 0 AS any FROM events');
+    const { body } = await cluster.query(
+      'SELECT DISTINCT 170141183460469231731687303715884105727::HUGEINT AS h, count(*) OVER () > 0 AS any FROM events',
+    );
     expect(body.stats.route).toBe('stages');
     expect(body.types).toEqual(['HUGEINT', 'BOOLEAN']);
     expect(body.rows).toEqual([['170141183460469231731687303715884105727', true]]);
@@ -130,7 +225,8 @@ describe('exact answers', () => {
   it('answers 2,000 generated queries with boundary literals exactly as one DuckDB, on all three routes', async () => {
     const holding: string[] = [];
     for (const value of [...INTEGER_EDGES, ...DECIMAL_EDGES, ...DOUBLE_EDGES]) {
-      for (const type of TYPES) if (!('error' in (await reference.run(`SELECT ${value}::${type}`)))) holding.push(`${value}::${type}`);
+      for (const type of TYPES)
+        if (!('error' in (await reference.run(`SELECT ${value}::${type}`)))) holding.push(`${value}::${type}`);
     }
     const selectCase = selectCaseOf(fc.oneof(anyNumber, fc.constantFrom(...holding)));
     const routes = { aggregate: 0, select: 0, stages: 0, refused: 0 };
@@ -141,7 +237,8 @@ describe('exact answers', () => {
       let difference: string | undefined;
       if ('error' in expected) {
         routes.refused++;
-        if (status < 400 || status >= 500) difference = `DuckDB refuses it (${expected.error.split('\n')[0]}), Berth answered ${status} ${body.message ?? ''}`;
+        if (status < 400 || status >= 500)
+          difference = `DuckDB refuses it (${expected.error.split('\n')[0]}), Berth answered ${status} ${body.message ?? ''}`;
       } else if (status !== 200) difference = `Berth answered ${status}: ${body.message}`;
       else {
         routes[body.stats.route]++;
@@ -151,15 +248,21 @@ describe('exact answers', () => {
       return difference === undefined;
     };
     // Four queries at a time, as clients would send them: 500 runs of 4 are the 2,000 cases.
-    await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(aggregateCase, selectCase, stagesCase), { minLength: 4, maxLength: 4 }), async (cases) => (await Promise.all(cases.map(check))).every(Boolean)),
-      { numRuns: 500, endOnFailure: true },
-    ).catch((error: Error) => {
-      throw new Error(`${differences.join('\n')}\n${error.message.split('\n').slice(0, 3).join('\n')}`);
-    });
+    await fc
+      .assert(
+        fc.asyncProperty(
+          fc.array(fc.oneof(aggregateCase, selectCase, stagesCase), { minLength: 4, maxLength: 4 }),
+          async (cases) => (await Promise.all(cases.map(check))).every(Boolean),
+        ),
+        { numRuns: 500, endOnFailure: true },
+      )
+      .catch((error: Error) => {
+        throw new Error(`${differences.join('\n')}\n${error.message.split('\n').slice(0, 3).join('\n')}`);
+      });
     expect(differences).toEqual([]);
     // Every route really ran: a generator drifting into one shape would hide the others.
     expect(Object.values(routes).reduce((a, b) => a + b)).toBe(2_000);
-    for (const route of ['aggregate', 'select', 'stages'] as const) expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
+    for (const route of ['aggregate', 'select', 'stages'] as const)
+      expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
   }, 300_000);
 });

@@ -44,7 +44,8 @@ async function assertSmallHistories(address: string, log: (line: string) => void
   try {
     const { runs, oversized } = await allPayloadsOver(new Client({ connection }), 64 * 1024);
     log(`${runs} workflow histories checked: ${oversized.length} payloads over 64 KiB`);
-    if (oversized.length > 0) throw new Error(`workflow histories hold payloads over 64 KiB: ${JSON.stringify(oversized.slice(0, 10))}`);
+    if (oversized.length > 0)
+      throw new Error(`workflow histories hold payloads over 64 KiB: ${JSON.stringify(oversized.slice(0, 10))}`);
   } finally {
     await connection.close();
   }
@@ -61,12 +62,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
         extraArgs: ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=60'],
       }),
     ),
-    startS3Server({ directory: path.join(dir, 'seaweedfs'), identitiesFile: path.join(dir, 's3-identities.json'), buckets: [TEST_BUCKET], logFile: path.join(dir, 'seaweedfs.log'), log }),
+    startS3Server({
+      directory: path.join(dir, 'seaweedfs'),
+      identitiesFile: path.join(dir, 's3-identities.json'),
+      buckets: [TEST_BUCKET],
+      logFile: path.join(dir, 'seaweedfs.log'),
+      log,
+    }),
     // Under CI the binaries must already be built (.ci/run builds them); a missing one fails the run.
     resolveKubeBinaries({ mustExist: process.env.CI === 'true' }).then(async (binaries) => {
       const startedAt = Date.now();
       const kube = await startKubeControlPlane({ binaries, dir: path.join(dir, 'kube') });
-      log(`kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+      log(
+        `kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`,
+      );
       return kube;
     }),
     // Started here rather than by .ci/run: `npm test` alone then works wherever Debian's postgresql

@@ -18,7 +18,8 @@ describe('hardening of the serving path', () => {
   let cluster: TestCluster;
   let baseline: unknown;
   /** Count and sums over everything ingested: no bad input may change them. */
-  const totals = async () => (await cluster.query('SELECT count(*), sum(bytes), sum(status), sum(latency_ms) FROM events')).body.rows;
+  const totals = async () =>
+    (await cluster.query('SELECT count(*), sum(bytes), sum(status), sum(latency_ms) FROM events')).body.rows;
   const expectDataUnchanged = async () => expect(await totals()).toEqual(baseline);
 
   beforeAll(async () => {
@@ -36,14 +37,18 @@ describe('hardening of the serving path', () => {
       const node = cluster.nodes[0]!;
       const segment = node.cache.ids()[0]!;
       const file = path.join(node.cacheDir, 'segments', `${segment}.parquet`);
-      const { status, body } = await cluster.query(`SELECT * FROM (WITH "${file}" AS (SELECT 1 AS x) SELECT x FROM "${file}") AS inner_query, "${file}" LIMIT 1`);
+      const { status, body } = await cluster.query(
+        `SELECT * FROM (WITH "${file}" AS (SELECT 1 AS x) SELECT x FROM "${file}") AS inner_query, "${file}" LIMIT 1`,
+      );
       expect(status).toBe(400);
       expect(body.message).toBe(`unknown table "${file}"`);
       await expectDataUnchanged();
     });
 
     it('still lets a CTE hide a table inside its own scope', async () => {
-      const { status, body } = await cluster.query("WITH events AS (SELECT * FROM events WHERE level = 'error') SELECT count(*) = count_if(level = 'error') FROM events");
+      const { status, body } = await cluster.query(
+        "WITH events AS (SELECT * FROM events WHERE level = 'error') SELECT count(*) = count_if(level = 'error') FROM events",
+      );
       expect(status, body.message).toBe(200);
       expect(body.rows).toEqual([[true]]);
     });
@@ -54,7 +59,11 @@ describe('hardening of the serving path', () => {
       ['information_schema', 'SELECT * FROM information_schema.tables', /not allowed: information_schema\.tables/],
       ['a table function', 'SELECT * FROM duckdb_settings()', /not allowed: table function duckdb_settings/],
       ['a file path', "SELECT * FROM '/etc/passwd'", /unknown table "\/etc\/passwd"/],
-      ['a setting that names directories', "SELECT current_setting('temp_directory')", /not allowed: function current_setting/],
+      [
+        'a setting that names directories',
+        "SELECT current_setting('temp_directory')",
+        /not allowed: function current_setting/,
+      ],
       ['a NUL in the SQL', 'SELECT 1 \u0000', /NUL/],
     ])('refuses %s with a 400 that names it', async (_label, sql, message) => {
       const { status, body } = await cluster.query(sql);
@@ -111,11 +120,25 @@ describe('hardening of the serving path', () => {
   });
 
   describe('ingest', () => {
-    const row = (fields: Record<string, unknown>) => JSON.stringify({ ts: '2026-11-01 00:00:00', service: 'api', level: 'info', status: 200, latency_ms: 1.5, bytes: 10, user_id: 'u1', region: 'eu', ...fields });
+    const row = (fields: Record<string, unknown>) =>
+      JSON.stringify({
+        ts: '2026-11-01 00:00:00',
+        service: 'api',
+        level: 'info',
+        status: 200,
+        latency_ms: 1.5,
+        bytes: 10,
+        user_id: 'u1',
+        region: 'eu',
+        ...fields,
+      });
 
     it.each([1_000, 100_000])('refuses a row nested %i deep in under a second, and stays up', async (depth) => {
       const started = performance.now();
-      const { status, body } = await cluster.ingest('events', `${row({})}\n{"ts": "2026-11-01 00:00:00", "deep": ${'['.repeat(depth)}${']'.repeat(depth)}}\n`);
+      const { status, body } = await cluster.ingest(
+        'events',
+        `${row({})}\n{"ts": "2026-11-01 00:00:00", "deep": ${'['.repeat(depth)}${']'.repeat(depth)}}\n`,
+      );
       expect(status).toBe(400);
       expect(body.message).toBe('line 2: nested deeper than 64 levels (BERTH_INGEST_MAX_DEPTH)');
       expect(performance.now() - started).toBeLessThan(1_000);
@@ -126,8 +149,16 @@ describe('hardening of the serving path', () => {
       ['a fraction into an integer column', { status: 2.7 }, 'line 3: field "status": expected BIGINT, got 2.7'],
       ['a number as a string', { status: '201' }, 'line 3: field "status": expected BIGINT, got "201"'],
       ['a field the table does not have', { colour: 'red' }, 'line 3: field "colour" is not a column of the table'],
-      ['a number into a VARCHAR column', { service: 42 }, 'line 3: field "service": expected VARCHAR (as a JSON string), got 42'],
-      ['an integer past 2^63', { bytes: '__BIG__' }, 'line 3: field "bytes": 9223372036854775808 is out of BIGINT\'s range'],
+      [
+        'a number into a VARCHAR column',
+        { service: 42 },
+        'line 3: field "service": expected VARCHAR (as a JSON string), got 42',
+      ],
+      [
+        'an integer past 2^63',
+        { bytes: '__BIG__' },
+        'line 3: field "bytes": 9223372036854775808 is out of BIGINT\'s range',
+      ],
       ['a field named __proto__', { ['__proto__']: 1 }, 'line 3: a field may not be named __proto__'],
     ])('refuses %s with the line and the field', async (_label, fields, message) => {
       const bad = row(fields).replace('"__BIG__"', '9223372036854775808');
@@ -140,7 +171,10 @@ describe('hardening of the serving path', () => {
     it('takes rows that fit exactly, widening only what loses nothing', async () => {
       const ok = await cluster.ingest('widened', `${JSON.stringify({ ts: '2026-11-01 00:00:00', n: 1, d: 1.5 })}\n`);
       expect(ok.status, ok.body.message).toBe(200);
-      const widened = await cluster.ingest('widened', `${JSON.stringify({ ts: '2026-11-01 00:00:01', n: 2.0, d: 3 })}\n`);
+      const widened = await cluster.ingest(
+        'widened',
+        `${JSON.stringify({ ts: '2026-11-01 00:00:01', n: 2.0, d: 3 })}\n`,
+      );
       expect(widened.status, widened.body.message).toBe(200);
       const { body } = await cluster.query('SELECT sum(n), sum(d), typeof(sum(d)) FROM widened');
       expect(body.rows).toEqual([[3, 4.5, 'DOUBLE']]);
@@ -159,15 +193,25 @@ describe('hardening of the serving path', () => {
 
     it.each([
       ['a 201-character column name', { [`c${'x'.repeat(200)}`]: 1 }, /longer than 200 characters/],
-      ['2,001 columns', Object.fromEntries(Array.from({ length: 2_001 }, (_, i) => [`c${i}`, i])), /at most 2000 columns/],
+      [
+        '2,001 columns',
+        Object.fromEntries(Array.from({ length: 2_001 }, (_, i) => [`c${i}`, i])),
+        /at most 2000 columns/,
+      ],
     ])('refuses a new table with %s as a 400', async (_label, fields, message) => {
-      const { status, body } = await cluster.ingest('wide', `${JSON.stringify({ ts: '2026-11-01 00:00:00', ...fields })}\n`);
+      const { status, body } = await cluster.ingest(
+        'wide',
+        `${JSON.stringify({ ts: '2026-11-01 00:00:00', ...fields })}\n`,
+      );
       expect(status).toBe(400);
       expect(body.message).toMatch(message);
     });
 
     it('refuses a struct field named __proto__ in a new table with a 400', async () => {
-      const { status, body } = await cluster.ingest('protos', '{"ts": "2026-11-01 00:00:00", "s": {"__proto__": 1, "a": 2}}\n');
+      const { status, body } = await cluster.ingest(
+        'protos',
+        '{"ts": "2026-11-01 00:00:00", "s": {"__proto__": 1, "a": 2}}\n',
+      );
       expect(status).toBe(400);
       expect(body.message).toBe('line 1: field "s".__proto__: a field may not be named __proto__');
     });

@@ -16,10 +16,21 @@ import { poolStatus } from '../workflows/pool-client.js';
 import { poolWorkflowId } from '../workflows/api.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
-import { applyManifests, auditedPatches, createNamespace, heavyPoolManifests, kubeConfigFor, readStatefulSet, serviceAccountToken, testKube, type TestKube } from './helpers/kube.js';
+import {
+  applyManifests,
+  auditedPatches,
+  createNamespace,
+  heavyPoolManifests,
+  kubeConfigFor,
+  readStatefulSet,
+  serviceAccountToken,
+  testKube,
+  type TestKube,
+} from './helpers/kube.js';
 import { startTestKubelet, type TestKubelet } from './helpers/test-kubelet.js';
 
-const HEAVY_SQL = 'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
+const HEAVY_SQL =
+  'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
 /** The group deploy/k8s/berth.yaml gives the heavy StatefulSet's query nodes. */
 const GROUP = 'heavy';
 
@@ -39,7 +50,11 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
     cluster = await startCluster({
       vcpus: [2, 2],
       coordinator: {
-        heavyPool: { temporalAddress: inject('temporalAddress'), taskQueue, config: { group: GROUP, increment: 2, maxReplicas: 2, idleTimeoutMs: 3_000, readinessConfirmMs: 100 } },
+        heavyPool: {
+          temporalAddress: inject('temporalAddress'),
+          taskQueue,
+          config: { group: GROUP, increment: 2, maxReplicas: 2, idleTimeoutMs: 3_000, readinessConfirmMs: 100 },
+        },
         verdictThresholds: { scanBytes: 1e12, memoryBytes: 1 }, // every shape that runs its own SQL in the final stage is heavy here
       },
     });
@@ -65,65 +80,121 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
     });
     client = await temporalClient();
     const workerToken = await serviceAccountToken(kube, namespace, 'berth-worker');
-    const platform = new KubernetesPlatform({ kubeConfig: kubeConfigFor(kube.server, workerToken), namespace, target: { kind: 'workload', workloads: { [GROUP]: { kind: 'statefulset', name: 'berth-heavy' } } } });
-    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform} });
+    const platform = new KubernetesPlatform({
+      kubeConfig: kubeConfigFor(kube.server, workerToken),
+      namespace,
+      target: { kind: 'workload', workloads: { [GROUP]: { kind: 'statefulset', name: 'berth-heavy' } } },
+    });
+    worker = await startWorker(cluster, taskQueue, { heavyPool: { platform } });
   });
   afterAll(async () => {
-    await client?.workflow.getHandle(poolWorkflowId(GROUP)).terminate('test over').catch(() => {});
+    await client?.workflow
+      .getHandle(poolWorkflowId(GROUP))
+      .terminate('test over')
+      .catch(() => {});
     await worker?.stop();
     await kubelet?.stop();
     await client?.connection.close();
     await cluster?.close();
   });
 
-  it('launches the parked workload for a heavy query, answers right on its pods, then reaps it to zero pods', { timeout: 240_000 }, async () => {
-    const core = kube.admin.makeApiClient(CoreV1Api);
-    const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app=berth-heavy' })).items;
-    expect((await poolStatus({ client, group: GROUP })).phase).toBe('parked');
-    expect(await pods()).toEqual([]);
-    const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
+  it(
+    'launches the parked workload for a heavy query, answers right on its pods, then reaps it to zero pods',
+    { timeout: 240_000 },
+    async () => {
+      const core = kube.admin.makeApiClient(CoreV1Api);
+      const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app=berth-heavy' })).items;
+      expect((await poolStatus({ client, group: GROUP })).phase).toBe('parked');
+      expect(await pods()).toEqual([]);
+      const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
 
-    const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
-    expect(code).toBe(200);
-    expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
-    expect(heavy.stats.group).toBe(GROUP);
-    expect(heavy.rows).toEqual(light.rows);
-    // It ran on a query node the test kubelet started for one of the workload's pods.
-    const heavyNodes = new Set((await cluster.meta.members(GROUP)).map((m) => m.id));
-    expect(Object.keys(heavy.stats.nodes).every((id) => heavyNodes.has(id))).toBe(true);
+      const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
+      expect(code).toBe(200);
+      expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
+      expect(heavy.stats.group).toBe(GROUP);
+      expect(heavy.rows).toEqual(light.rows);
+      // It ran on a query node the test kubelet started for one of the workload's pods.
+      const heavyNodes = new Set((await cluster.meta.members(GROUP)).map((m) => m.id));
+      expect(Object.keys(heavy.stats.nodes).every((id) => heavyNodes.has(id))).toBe(true);
 
-    expect(await poolStatus({ client, group: GROUP })).toMatchObject({ phase: 'ready', serveReady: true, target: 2, podsRunning: 2, aliveBackends: 2, patches: 1, layersPassed: ['pods', 'backends', 'canary'] });
-    const up = await pods();
-    expect(up.map((p) => p.metadata!.name).sort()).toEqual(['berth-heavy-0', 'berth-heavy-1']);
-    expect(up.every((p) => p.status!.phase === 'Running' && p.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'True'))).toBe(true);
-    expect(kubelet.processes.size).toBe(2);
-    // The StatefulSet controller sees them ready too.
-    await expect.poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas, { timeout: 30_000 }).toBe(2);
+      expect(await poolStatus({ client, group: GROUP })).toMatchObject({
+        phase: 'ready',
+        serveReady: true,
+        target: 2,
+        podsRunning: 2,
+        aliveBackends: 2,
+        patches: 1,
+        layersPassed: ['pods', 'backends', 'canary'],
+      });
+      const up = await pods();
+      expect(up.map((p) => p.metadata!.name).sort()).toEqual(['berth-heavy-0', 'berth-heavy-1']);
+      expect(
+        up.every(
+          (p) =>
+            p.status!.phase === 'Running' &&
+            p.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'True'),
+        ),
+      ).toBe(true);
+      expect(kubelet.processes.size).toBe(2);
+      // The StatefulSet controller sees them ready too.
+      await expect
+        .poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas, {
+          timeout: 30_000,
+        })
+        .toBe(2);
 
-    // Idle for the timeout: replicas to zero, the controller deletes the pods, the kubelet stops their processes.
-    await expect.poll(async () => (await poolStatus({ client, group: GROUP })).phase, { timeout: 30_000 }).toBe('parked');
-    expect((await readStatefulSet(kube, namespace, 'berth-heavy')).spec!.replicas).toBe(0);
-    await expect.poll(async () => (await pods()).length, { timeout: 60_000 }).toBe(0);
-    await expect.poll(() => kubelet.processes.size, { timeout: 30_000 }).toBe(0);
-    expect(kubelet.started).toBe(2);
-    // Both writes were the worker's, as its ServiceAccount, and nothing else was patched.
-    await expect.poll(async () => (await auditedPatches(kube, namespace, 'berth-heavy')).map((e) => [e.user.username, e.responseStatus.code]), { timeout: 10_000 }).toEqual([
-      [`system:serviceaccount:${namespace}:berth-worker`, 200],
-      [`system:serviceaccount:${namespace}:berth-worker`, 200],
-    ]);
-  });
+      // Idle for the timeout: replicas to zero, the controller deletes the pods, the kubelet stops their processes.
+      await expect
+        .poll(async () => (await poolStatus({ client, group: GROUP })).phase, { timeout: 30_000 })
+        .toBe('parked');
+      expect((await readStatefulSet(kube, namespace, 'berth-heavy')).spec!.replicas).toBe(0);
+      await expect.poll(async () => (await pods()).length, { timeout: 60_000 }).toBe(0);
+      await expect.poll(() => kubelet.processes.size, { timeout: 30_000 }).toBe(0);
+      expect(kubelet.started).toBe(2);
+      // Both writes were the worker's, as its ServiceAccount, and nothing else was patched.
+      await expect
+        .poll(
+          async () =>
+            (await auditedPatches(kube, namespace, 'berth-heavy')).map((e) => [e.user.username, e.responseStatus.code]),
+          { timeout: 10_000 },
+        )
+        .toEqual([
+          [`system:serviceaccount:${namespace}:berth-worker`, 200],
+          [`system:serviceaccount:${namespace}:berth-worker`, 200],
+        ]);
+    },
+  );
 
-  it('shows a backend that dies as a pod that is no longer ready, as a kubelet would', { timeout: 120_000 }, async () => {
-    const apps = kube.admin.makeApiClient(AppsV1Api);
-    const scale = (replicas: number) => apps.patchNamespacedStatefulSet({ namespace, name: 'berth-heavy', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
-    const ready = async () => (await kube.admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: 'berth-heavy-0' })).status?.conditions?.find((c) => c.type === 'Ready')?.status;
-    await scale(1);
-    await expect.poll(() => kubelet.processes.get('berth-heavy-0')?.url, { timeout: 60_000 }).toBeDefined();
-    await expect.poll(ready, { timeout: 30_000 }).toBe('True');
-    kubelet.processes.get('berth-heavy-0')!.child.kill('SIGKILL');
-    await expect.poll(ready, { timeout: 30_000 }).toBe('False');
-    await expect.poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas ?? 0, { timeout: 30_000 }).toBe(0);
-    await scale(0);
-    await expect.poll(async () => (await kube.admin.makeApiClient(CoreV1Api).listNamespacedPod({ namespace })).items.length, { timeout: 60_000 }).toBe(0);
-  });
+  it(
+    'shows a backend that dies as a pod that is no longer ready, as a kubelet would',
+    { timeout: 120_000 },
+    async () => {
+      const apps = kube.admin.makeApiClient(AppsV1Api);
+      const scale = (replicas: number) =>
+        apps.patchNamespacedStatefulSet(
+          { namespace, name: 'berth-heavy', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] },
+          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+        );
+      const ready = async () =>
+        (
+          await kube.admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: 'berth-heavy-0' })
+        ).status?.conditions?.find((c) => c.type === 'Ready')?.status;
+      await scale(1);
+      await expect.poll(() => kubelet.processes.get('berth-heavy-0')?.url, { timeout: 60_000 }).toBeDefined();
+      await expect.poll(ready, { timeout: 30_000 }).toBe('True');
+      kubelet.processes.get('berth-heavy-0')!.child.kill('SIGKILL');
+      await expect.poll(ready, { timeout: 30_000 }).toBe('False');
+      await expect
+        .poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas ?? 0, {
+          timeout: 30_000,
+        })
+        .toBe(0);
+      await scale(0);
+      await expect
+        .poll(async () => (await kube.admin.makeApiClient(CoreV1Api).listNamespacedPod({ namespace })).items.length, {
+          timeout: 60_000,
+        })
+        .toBe(0);
+    },
+  );
 });

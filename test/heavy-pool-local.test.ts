@@ -22,19 +22,45 @@ import { startWorker, temporalClient, type RunningWorker } from './helpers/berth
 import { payloadsOver } from './helpers/history.js';
 
 const QUERY_NODE = fileURLToPath(new URL('../dist/services/query-node/main.js', import.meta.url));
-const HEAVY_SQL = 'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
+const HEAVY_SQL =
+  'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
 const SMALL_HEAVY_SQL = "SELECT median(latency_ms) AS p50 FROM events WHERE service = 'api'";
 // A window (its final stage runs the query's own SQL, so it is heavy here) whose answer is about 50 MB of JSON.
-const BIG_HEAVY_SQL = "SELECT ts, service, row_number() OVER (ORDER BY ts, service) AS n, repeat(service || level || coalesce(user_id, '?'), 2400) AS filler FROM events ORDER BY n";
+const BIG_HEAVY_SQL =
+  "SELECT ts, service, row_number() OVER (ORDER BY ts, service) AS n, repeat(service || level || coalesce(user_id, '?'), 2400) AS filler FROM events ORDER BY n";
 
 /** A query over HTTP, as a client sends it. */
-async function ask(coordinatorUrl: string, sql: string): Promise<{ status: number; body: { rows?: unknown[][]; types?: string[]; columns?: string[]; stats?: Record<string, unknown>; error?: string; message?: string }; retryAfter: string | null }> {
-  const response = await fetch(`${coordinatorUrl}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-  return { status: response.status, body: (await response.json()) as never, retryAfter: response.headers.get('retry-after') };
+async function ask(
+  coordinatorUrl: string,
+  sql: string,
+): Promise<{
+  status: number;
+  body: {
+    rows?: unknown[][];
+    types?: string[];
+    columns?: string[];
+    stats?: Record<string, unknown>;
+    error?: string;
+    message?: string;
+  };
+  retryAfter: string | null;
+}> {
+  const response = await fetch(`${coordinatorUrl}/v1/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ sql }),
+  });
+  return {
+    status: response.status,
+    body: (await response.json()) as never,
+    retryAfter: response.headers.get('retry-after'),
+  };
 }
 
 async function workload(coordinatorUrl: string, group: string): Promise<{ running: number; waiting: number }> {
-  const { groups } = (await (await fetch(`${coordinatorUrl}/v1/workload-groups`)).json()) as { groups: { name: string; running: number; waiting: number }[] };
+  const { groups } = (await (await fetch(`${coordinatorUrl}/v1/workload-groups`)).json()) as {
+    groups: { name: string; running: number; waiting: number }[];
+  };
   return groups.find((g) => g.name === group)!;
 }
 
@@ -49,7 +75,14 @@ describe('the heavy pool from zero and back', () => {
   const taskQueue = `pool-local-${randomUUID()}`;
   const group = `heavy-${randomUUID().slice(0, 8)}`;
   const groups: string[] = [group];
-  const poolConfig = (g: string, extra: Partial<PoolConfig> = {}): PoolConfig => ({ group: g, increment: 2, maxReplicas: 2, idleTimeoutMs: 3_000, readinessConfirmMs: 100, ...extra });
+  const poolConfig = (g: string, extra: Partial<PoolConfig> = {}): PoolConfig => ({
+    group: g,
+    increment: 2,
+    maxReplicas: 2,
+    idleTimeoutMs: 3_000,
+    readinessConfirmMs: 100,
+    ...extra,
+  });
   const verdictThresholds = { scanBytes: 1e12, memoryBytes: 1 }; // every shape that runs its own SQL in the final stage is heavy here
 
   /** Another coordinator of the same cluster, with a pool of its own configuration. */
@@ -72,7 +105,15 @@ describe('the heavy pool from zero and back', () => {
   beforeAll(async () => {
     cluster = await startCluster({
       vcpus: [2, 2],
-      coordinator: { heavyPool: { temporalAddress: inject('temporalAddress'), taskQueue, config: poolConfig(group), admissionPollMs: 100 }, verdictThresholds },
+      coordinator: {
+        heavyPool: {
+          temporalAddress: inject('temporalAddress'),
+          taskQueue,
+          config: poolConfig(group),
+          admissionPollMs: 100,
+        },
+        verdictThresholds,
+      },
     });
     await cluster.ingestEvents('events', 4, 500);
     platform = new LocalPlatform({
@@ -108,7 +149,11 @@ describe('the heavy pool from zero and back', () => {
     worker = await startWorker(cluster, taskQueue, { heavyPool: { platform } });
   });
   afterAll(async () => {
-    for (const g of groups) await client?.workflow.getHandle(poolWorkflowId(g)).terminate('test over').catch(() => {});
+    for (const g of groups)
+      await client?.workflow
+        .getHandle(poolWorkflowId(g))
+        .terminate('test over')
+        .catch(() => {});
     await Promise.all(extraCoordinators.map((c) => c.close()));
     await worker?.stop();
     await platform?.close();
@@ -116,162 +161,233 @@ describe('the heavy pool from zero and back', () => {
     await cluster?.close();
   });
 
-  it('launches a parked pool for a heavy query, passes every readiness layer, answers right, then parks', { timeout: 180_000 }, async () => {
-    expect((await poolStatus({ client, group })).phase).toBe('parked');
-    const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
+  it(
+    'launches a parked pool for a heavy query, passes every readiness layer, answers right, then parks',
+    { timeout: 180_000 },
+    async () => {
+      expect((await poolStatus({ client, group })).phase).toBe('parked');
+      const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
 
-    const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
-    expect(code).toBe(200);
-    expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
-    expect(heavy.stats.group).toBe(group);
-    expect(heavy.stats.pool?.workflowId).toBe(poolWorkflowId(group));
-    expect(heavy.rows).toEqual(light.rows);
-    expect(heavy.types).toEqual(light.types);
+      const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
+      expect(code).toBe(200);
+      expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
+      expect(heavy.stats.group).toBe(group);
+      expect(heavy.stats.pool?.workflowId).toBe(poolWorkflowId(group));
+      expect(heavy.rows).toEqual(light.rows);
+      expect(heavy.types).toEqual(light.types);
 
-    const up = await poolStatus({ client, group });
-    expect(up).toMatchObject({ phase: 'ready', serveReady: true, target: 2, replicasPatched: 2, podsRunning: 2, aliveBackends: 2, patches: 1 });
-    expect(up.layersPassed).toEqual(['pods', 'backends', 'canary']);
-    // It ran on a proven backend of the pool.
-    expect(up.backends).toEqual(expect.arrayContaining(Object.keys(heavy.stats.nodes)));
+      const up = await poolStatus({ client, group });
+      expect(up).toMatchObject({
+        phase: 'ready',
+        serveReady: true,
+        target: 2,
+        replicasPatched: 2,
+        podsRunning: 2,
+        aliveBackends: 2,
+        patches: 1,
+      });
+      expect(up.layersPassed).toEqual(['pods', 'backends', 'canary']);
+      // It ran on a proven backend of the pool.
+      expect(up.backends).toEqual(expect.arrayContaining(Object.keys(heavy.stats.nodes)));
 
-    // Idle for the timeout: drained, leases released, replicas to zero, parked, processes gone.
-    await cluster.meta.acquireLease(`compaction:${group}`, group, 600_000);
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
-    expect(await poolStatus({ client, group })).toMatchObject({ target: 0, replicasPatched: 0, patches: 2, serveReady: false, backends: [] });
-    await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
-    expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
-  });
+      // Idle for the timeout: drained, leases released, replicas to zero, parked, processes gone.
+      await cluster.meta.acquireLease(`compaction:${group}`, group, 600_000);
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      expect(await poolStatus({ client, group })).toMatchObject({
+        target: 0,
+        replicasPatched: 0,
+        patches: 2,
+        serveReady: false,
+        backends: [],
+      });
+      await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
+      expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
+    },
+  );
 
-  it('answers right when the backend running a heavy query is lost, by moving its work once', { timeout: 120_000 }, async () => {
-    const first = await cluster.query(HEAVY_SQL); // launches the pool again
-    expect(first.status).toBe(200);
-    // A backend the query's scan stage ran on dies without a word: meta still lists it as alive.
-    const [targetId] = Object.keys(first.body.stats.nodes);
-    const target = (await cluster.meta.members(group)).find((m) => m.id === targetId)!;
-    backends.get(target.url)!.child.kill('SIGKILL');
-    await backends.get(target.url)!.exited;
+  it(
+    'answers right when the backend running a heavy query is lost, by moving its work once',
+    { timeout: 120_000 },
+    async () => {
+      const first = await cluster.query(HEAVY_SQL); // launches the pool again
+      expect(first.status).toBe(200);
+      // A backend the query's scan stage ran on dies without a word: meta still lists it as alive.
+      const [targetId] = Object.keys(first.body.stats.nodes);
+      const target = (await cluster.meta.members(group)).find((m) => m.id === targetId)!;
+      backends.get(target.url)!.child.kill('SIGKILL');
+      await backends.get(target.url)!.exited;
 
-    const second = await cluster.query(HEAVY_SQL);
-    expect(second.status).toBe(200);
-    expect(second.body.rows).toEqual(first.body.rows);
-    // Each segment it owned moved once, to the next backend in its ranking.
-    expect(second.body.stats.fallbacks).toBe((first.body.stats.nodes as Record<string, number>)[target.id]);
-    expect(second.body.stats.nodes).not.toHaveProperty(target.id);
-  });
+      const second = await cluster.query(HEAVY_SQL);
+      expect(second.status).toBe(200);
+      expect(second.body.rows).toEqual(first.body.rows);
+      // Each segment it owned moved once, to the next backend in its ranking.
+      expect(second.body.stats.fallbacks).toBe((first.body.stats.nodes as Record<string, number>)[target.id]);
+      expect(second.body.stats.nodes).not.toHaveProperty(target.id);
+    },
+  );
 
-  it('returns a 50 MB heavy answer exactly as the light path does, and no workflow history holds it', { timeout: 180_000 }, async () => {
-    const light = await cluster.coordinator.queries.queryOnGroup(BIG_HEAVY_SQL, 'serving');
-    const heavy = await ask(cluster.coordinator.url, BIG_HEAVY_SQL);
-    expect(heavy.status).toBe(200);
-    expect(heavy.body.stats).toMatchObject({ group, verdict: { class: 'heavy' } });
-    const text = JSON.stringify(heavy.body.rows);
-    expect(text.length).toBeGreaterThan(50_000_000);
-    expect(text).toBe(JSON.stringify(light.rows));
-    expect(heavy.body.types).toEqual(light.types);
-    expect(await payloadsOver(client, poolWorkflowId(group), 64 * 1024)).toEqual([]);
-  });
+  it(
+    'returns a 50 MB heavy answer exactly as the light path does, and no workflow history holds it',
+    { timeout: 180_000 },
+    async () => {
+      const light = await cluster.coordinator.queries.queryOnGroup(BIG_HEAVY_SQL, 'serving');
+      const heavy = await ask(cluster.coordinator.url, BIG_HEAVY_SQL);
+      expect(heavy.status).toBe(200);
+      expect(heavy.body.stats).toMatchObject({ group, verdict: { class: 'heavy' } });
+      const text = JSON.stringify(heavy.body.rows);
+      expect(text.length).toBeGreaterThan(50_000_000);
+      expect(text).toBe(JSON.stringify(light.rows));
+      expect(heavy.body.types).toEqual(light.types);
+      expect(await payloadsOver(client, poolWorkflowId(group), 64 * 1024)).toEqual([]);
+    },
+  );
 
-  it('shares one queue between two coordinators: 40 heavy queries at a parked pool all answer right, both read the same waiting, and the monitor raises the target', { timeout: 240_000 }, async () => {
-    const shared = `shared-${randomUUID().slice(0, 8)}`;
-    groups.push(shared);
-    const config = poolConfig(shared, { increment: 1, maxReplicas: 2, maxConcurrency: 1, monitorSustainMs: 500, idleTimeoutMs: 60_000 });
-    const [one, two] = [await coordinatorFor(config), await coordinatorFor(config)];
-    const expected = (await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving')).rows;
+  it(
+    'shares one queue between two coordinators: 40 heavy queries at a parked pool all answer right, both read the same waiting, and the monitor raises the target',
+    { timeout: 240_000 },
+    async () => {
+      const shared = `shared-${randomUUID().slice(0, 8)}`;
+      groups.push(shared);
+      const config = poolConfig(shared, {
+        increment: 1,
+        maxReplicas: 2,
+        maxConcurrency: 1,
+        monitorSustainMs: 500,
+        idleTimeoutMs: 60_000,
+      });
+      const [one, two] = [await coordinatorFor(config), await coordinatorFor(config)];
+      const expected = (await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving')).rows;
 
-    const answers = Promise.all(Array.from({ length: 40 }, (_, i) => ask((i % 2 === 0 ? one : two).url, HEAVY_SQL)));
-    // While the pool launches nothing runs: every query waits, and both coordinators say so alike.
-    await expect.poll(async () => (await workload(one.url, shared)).waiting, { timeout: 60_000 }).toBe(40);
-    expect(await workload(two.url, shared)).toEqual(await workload(one.url, shared));
+      const answers = Promise.all(Array.from({ length: 40 }, (_, i) => ask((i % 2 === 0 ? one : two).url, HEAVY_SQL)));
+      // While the pool launches nothing runs: every query waits, and both coordinators say so alike.
+      await expect.poll(async () => (await workload(one.url, shared)).waiting, { timeout: 60_000 }).toBe(40);
+      expect(await workload(two.url, shared)).toEqual(await workload(one.url, shared));
 
-    const done = await answers;
-    expect(done.map((a) => a.status)).toEqual(Array(40).fill(200));
-    for (const a of done) expect(a.body.rows).toEqual(expected);
-    const status = await poolStatus({ client, group: shared });
-    expect(status.target).toBe(2); // raised by the monitor: one query at a time kept 39 waiting
-    expect(status.patches).toBeGreaterThanOrEqual(2);
-    expect(await payloadsOver(client, poolWorkflowId(shared), 64 * 1024)).toEqual([]);
-  });
+      const done = await answers;
+      expect(done.map((a) => a.status)).toEqual(Array(40).fill(200));
+      for (const a of done) expect(a.body.rows).toEqual(expected);
+      const status = await poolStatus({ client, group: shared });
+      expect(status.target).toBe(2); // raised by the monitor: one query at a time kept 39 waiting
+      expect(status.patches).toBeGreaterThanOrEqual(2);
+      expect(await payloadsOver(client, poolWorkflowId(shared), 64 * 1024)).toEqual([]);
+    },
+  );
 
-  it('queues 1,000 heavy queries arriving together by its own rules: each answers, or is refused as queue full, never by a Temporal limit', { timeout: 300_000 }, async () => {
-    const crowd = `crowd-${randomUUID().slice(0, 8)}`;
-    groups.push(crowd);
-    const maxQueueSize = 300;
-    const coordinator = await coordinatorFor(poolConfig(crowd, { increment: 1, maxReplicas: 1, maxConcurrency: 4, maxQueueSize, idleTimeoutMs: 60_000 }));
-    const expected = (await cluster.coordinator.queries.queryOnGroup(SMALL_HEAVY_SQL, 'serving')).rows;
+  it(
+    'queues 1,000 heavy queries arriving together by its own rules: each answers, or is refused as queue full, never by a Temporal limit',
+    { timeout: 300_000 },
+    async () => {
+      const crowd = `crowd-${randomUUID().slice(0, 8)}`;
+      groups.push(crowd);
+      const maxQueueSize = 300;
+      const coordinator = await coordinatorFor(
+        poolConfig(crowd, { increment: 1, maxReplicas: 1, maxConcurrency: 4, maxQueueSize, idleTimeoutMs: 60_000 }),
+      );
+      const expected = (await cluster.coordinator.queries.queryOnGroup(SMALL_HEAVY_SQL, 'serving')).rows;
 
-    let mostWaiting = 0;
-    let watching = true;
-    const watch = (async () => {
-      while (watching) {
-        mostWaiting = Math.max(mostWaiting, (await poolStatus({ client, group: crowd })).waiting);
-        await new Promise((resolve) => setTimeout(resolve, 100));
+      let mostWaiting = 0;
+      let watching = true;
+      const watch = (async () => {
+        while (watching) {
+          mostWaiting = Math.max(mostWaiting, (await poolStatus({ client, group: crowd })).waiting);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      })();
+      const answers = await Promise.all(Array.from({ length: 1_000 }, () => ask(coordinator.url, SMALL_HEAVY_SQL)));
+      watching = false;
+      await watch;
+
+      const answered = answers.filter((a) => a.status === 200);
+      const refused = answers.filter((a) => a.status === 429);
+      expect(answered.length + refused.length).toBe(1_000);
+      expect(answered.length).toBeGreaterThanOrEqual(maxQueueSize);
+      for (const a of answered) expect(a.body.rows).toEqual(expected);
+      for (const r of refused) {
+        expect(r.body.error).toBe('queue_full');
+        expect(r.body.message).toMatch(/the heavy pool's queue is full \(300 queries waiting/);
+        expect(Number(r.retryAfter)).toBeGreaterThan(0);
       }
-    })();
-    const answers = await Promise.all(Array.from({ length: 1_000 }, () => ask(coordinator.url, SMALL_HEAVY_SQL)));
-    watching = false;
-    await watch;
+      expect(mostWaiting).toBeLessThanOrEqual(maxQueueSize);
+      expect(await payloadsOver(client, poolWorkflowId(crowd), 64 * 1024)).toEqual([]);
+    },
+  );
 
-    const answered = answers.filter((a) => a.status === 200);
-    const refused = answers.filter((a) => a.status === 429);
-    expect(answered.length + refused.length).toBe(1_000);
-    expect(answered.length).toBeGreaterThanOrEqual(maxQueueSize);
-    for (const a of answered) expect(a.body.rows).toEqual(expected);
-    for (const r of refused) {
-      expect(r.body.error).toBe('queue_full');
-      expect(r.body.message).toMatch(/the heavy pool's queue is full \(300 queries waiting/);
-      expect(Number(r.retryAfter)).toBeGreaterThan(0);
-    }
-    expect(mostWaiting).toBeLessThanOrEqual(maxQueueSize);
-    expect(await payloadsOver(client, poolWorkflowId(crowd), 64 * 1024)).toEqual([]);
-  });
+  it(
+    'never serves on a backend that heartbeats but cannot read storage, and says why',
+    { timeout: 120_000 },
+    async () => {
+      const liar = `liar-${randomUUID().slice(0, 8)}`;
+      groups.push(liar);
+      const options = {
+        client,
+        taskQueue,
+        config: { group: liar, increment: 1, maxReplicas: 1, readinessConfirmMs: 100 },
+      };
+      await launchPool(options, 1);
+      await expect
+        .poll(async () => (await poolStatus({ client, group: liar })).phase, { timeout: 60_000 })
+        .toBe('canary');
+      await expect
+        .poll(async () => (await poolStatus({ client, group: liar })).notReady ?? '', { timeout: 30_000 })
+        .toMatch(/the canary scan failed on qn-[0-9a-f]+ \(.*the canary read from storage failed: .+\)/);
+      const status = await poolStatus({ client, group: liar });
+      expect(status).toMatchObject({
+        serveReady: false,
+        aliveBackends: 1,
+        layersPassed: ['pods', 'backends'],
+        backends: [],
+      });
+      expect((await cluster.meta.backends(liar)).map((b) => b.alive)).toEqual([true]); // it does heartbeat
+      await client.workflow.getHandle(poolWorkflowId(liar)).terminate('test over');
+      await platform.setReplicas(liar, 0);
+    },
+  );
 
-  it('never serves on a backend that heartbeats but cannot read storage, and says why', { timeout: 120_000 }, async () => {
-    const liar = `liar-${randomUUID().slice(0, 8)}`;
-    groups.push(liar);
-    const options = { client, taskQueue, config: { group: liar, increment: 1, maxReplicas: 1, readinessConfirmMs: 100 } };
-    await launchPool(options, 1);
-    await expect.poll(async () => (await poolStatus({ client, group: liar })).phase, { timeout: 60_000 }).toBe('canary');
-    await expect.poll(async () => (await poolStatus({ client, group: liar })).notReady ?? '', { timeout: 30_000 }).toMatch(/the canary scan failed on qn-[0-9a-f]+ \(.*the canary read from storage failed: .+\)/);
-    const status = await poolStatus({ client, group: liar });
-    expect(status).toMatchObject({ serveReady: false, aliveBackends: 1, layersPassed: ['pods', 'backends'], backends: [] });
-    expect((await cluster.meta.backends(liar)).map((b) => b.alive)).toEqual([true]); // it does heartbeat
-    await client.workflow.getHandle(poolWorkflowId(liar)).terminate('test over');
-    await platform.setReplicas(liar, 0);
-  });
+  it(
+    'fails the queries waiting for a pool that cannot become ready at its deadline, naming the layer that never passed',
+    { timeout: 120_000 },
+    async () => {
+      const mute = `mute-${randomUUID().slice(0, 8)}`;
+      groups.push(mute);
+      // Long enough for the pods to start on a busy machine: the layer that fails is the backends'.
+      const coordinator = await coordinatorFor(poolConfig(mute, { launchDeadlineMs: 15_000 }));
+      const answers = await Promise.all([ask(coordinator.url, HEAVY_SQL), ask(coordinator.url, SMALL_HEAVY_SQL)]);
+      for (const answer of answers) {
+        expect(answer.status).toBe(503);
+        expect(answer.body.error).toBe('pool_launch_failed');
+        expect(answer.body.message).toMatch(
+          /did not become serve-ready within 15 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/,
+        );
+      }
+      const status = await poolStatus({ client, group: mute });
+      expect(status).toMatchObject({ phase: 'parked', target: 0, replicasPatched: 0, serveReady: false });
+      expect(status.lastFailure?.message).toBe(answers[0]!.body.message);
+      await expect.poll(() => platform.runningPods(mute), { timeout: 30_000 }).toBe(0);
+    },
+  );
 
-  it('fails the queries waiting for a pool that cannot become ready at its deadline, naming the layer that never passed', { timeout: 120_000 }, async () => {
-    const mute = `mute-${randomUUID().slice(0, 8)}`;
-    groups.push(mute);
-    // Long enough for the pods to start on a busy machine: the layer that fails is the backends'.
-    const coordinator = await coordinatorFor(poolConfig(mute, { launchDeadlineMs: 15_000 }));
-    const answers = await Promise.all([ask(coordinator.url, HEAVY_SQL), ask(coordinator.url, SMALL_HEAVY_SQL)]);
-    for (const answer of answers) {
-      expect(answer.status).toBe(503);
-      expect(answer.body.error).toBe('pool_launch_failed');
-      expect(answer.body.message).toMatch(/did not become serve-ready within 15 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/);
-    }
-    const status = await poolStatus({ client, group: mute });
-    expect(status).toMatchObject({ phase: 'parked', target: 0, replicasPatched: 0, serveReady: false });
-    expect(status.lastFailure?.message).toBe(answers[0]!.body.message);
-    await expect.poll(() => platform.runningPods(mute), { timeout: 30_000 }).toBe(0);
-  });
+  it(
+    'takes back the capacity of a pool whose workflow was terminated, within one reconcile interval',
+    { timeout: 120_000 },
+    async () => {
+      const orphan = `orphan-${randomUUID().slice(0, 8)}`;
+      await launchPool({ client, taskQueue, config: poolConfig(orphan) }, 2);
+      await expect
+        .poll(async () => (await poolStatus({ client, group: orphan })).serveReady, { timeout: 60_000 })
+        .toBe(true);
+      await client.workflow.getHandle(poolWorkflowId(orphan)).terminate('an operator ended it by hand');
+      expect(await platform.replicas(orphan)).toBe(2); // nothing in the workflow can stop it now
 
-  it('takes back the capacity of a pool whose workflow was terminated, within one reconcile interval', { timeout: 120_000 }, async () => {
-    const orphan = `orphan-${randomUUID().slice(0, 8)}`;
-    await launchPool({ client, taskQueue, config: poolConfig(orphan) }, 2);
-    await expect.poll(async () => (await poolStatus({ client, group: orphan })).serveReady, { timeout: 60_000 }).toBe(true);
-    await client.workflow.getHandle(poolWorkflowId(orphan)).terminate('an operator ended it by hand');
-    expect(await platform.replicas(orphan)).toBe(2); // nothing in the workflow can stop it now
-
-    const scheduleId = `reconciler-${randomUUID()}`;
-    await ensureReconcilerSchedule(client, { groups: [orphan], everyMs: 2_000, taskQueue, scheduleId });
-    try {
-      await expect.poll(() => platform.replicas(orphan), { timeout: 30_000 }).toBe(0);
-      await expect.poll(() => platform.runningPods(orphan), { timeout: 30_000 }).toBe(0);
-    } finally {
-      await client.schedule.getHandle(scheduleId).delete();
-    }
-  });
+      const scheduleId = `reconciler-${randomUUID()}`;
+      await ensureReconcilerSchedule(client, { groups: [orphan], everyMs: 2_000, taskQueue, scheduleId });
+      try {
+        await expect.poll(() => platform.replicas(orphan), { timeout: 30_000 }).toBe(0);
+        await expect.poll(() => platform.runningPods(orphan), { timeout: 30_000 }).toBe(0);
+      } finally {
+        await client.schedule.getHandle(scheduleId).delete();
+      }
+    },
+  );
 });
 
 describe('a heavy pool launched before any data exists', () => {
@@ -286,25 +402,33 @@ describe('a heavy pool launched before any data exists', () => {
     cluster = await startCluster({ vcpus: [2] });
     platform = new LocalPlatform({
       startBackend: (g, i) =>
-        startServiceProcess(`${g}-${i}`, QUERY_NODE, {
-          BERTH_TOKEN: TOKEN,
-          BERTH_META_URL: cluster.metaUrl,
-          BERTH_NODE_GROUP: g,
-          BERTH_NODE_VCPUS: '1',
-          BERTH_NODE_CACHE_DIR: `${cluster.dir}/${g}-${i}`,
-          BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
-          BERTH_S3_ENDPOINT: cluster.s3.endpoint,
-          BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
-          BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
-          BERTH_S3_BUCKET: cluster.bucket,
-          BERTH_LOG_LEVEL: 'warn',
-        }, `${cluster.dir}/${g}-${i}.log`),
+        startServiceProcess(
+          `${g}-${i}`,
+          QUERY_NODE,
+          {
+            BERTH_TOKEN: TOKEN,
+            BERTH_META_URL: cluster.metaUrl,
+            BERTH_NODE_GROUP: g,
+            BERTH_NODE_VCPUS: '1',
+            BERTH_NODE_CACHE_DIR: `${cluster.dir}/${g}-${i}`,
+            BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
+            BERTH_S3_ENDPOINT: cluster.s3.endpoint,
+            BERTH_S3_ACCESS_KEY_ID: cluster.s3.credentials.accessKeyId,
+            BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
+            BERTH_S3_BUCKET: cluster.bucket,
+            BERTH_LOG_LEVEL: 'warn',
+          },
+          `${cluster.dir}/${g}-${i}.log`,
+        ),
     });
     client = await temporalClient();
     worker = await startWorker(cluster, taskQueue, { heavyPool: { platform } });
   });
   afterAll(async () => {
-    await client?.workflow.getHandle(poolWorkflowId(group)).terminate('test over').catch(() => {});
+    await client?.workflow
+      .getHandle(poolWorkflowId(group))
+      .terminate('test over')
+      .catch(() => {});
     await worker?.stop();
     await platform?.close();
     await client?.connection.close();
@@ -313,7 +437,10 @@ describe('a heavy pool launched before any data exists', () => {
 
   it('becomes serve-ready on Berth’s own canary object', { timeout: 120_000 }, async () => {
     expect(await cluster.meta.listTables()).toEqual([]);
-    await launchPool({ client, taskQueue, config: { group, increment: 1, maxReplicas: 1, readinessConfirmMs: 100 } }, 1);
+    await launchPool(
+      { client, taskQueue, config: { group, increment: 1, maxReplicas: 1, readinessConfirmMs: 100 } },
+      1,
+    );
     await expect.poll(async () => (await poolStatus({ client, group })).serveReady, { timeout: 60_000 }).toBe(true);
     expect((await poolStatus({ client, group })).layersPassed).toEqual(['pods', 'backends', 'canary']);
   });

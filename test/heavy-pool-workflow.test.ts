@@ -11,7 +11,13 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
-import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../workflows/pool-client.js';
+import {
+  launchPool,
+  poolStatus,
+  readAdmission,
+  reportDemand,
+  type PoolClientOptions,
+} from '../workflows/pool-client.js';
 import { registerSearchAttributes } from '../workers/search-attributes.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
 import { workerTracingOptions } from '../workers/tracing.js';
@@ -23,7 +29,12 @@ import { payloadsOver, runsOf } from './helpers/history.js';
  * groups named `stuck-…` (pods run, no backend ever registers) and `broken-…` (the canary is refused).
  */
 function fakeActivities() {
-  const state = { replicas: new Map<string, number>(), patches: [] as [string, number][], releasedLeases: 0, releaseGate: Promise.resolve() };
+  const state = {
+    replicas: new Map<string, number>(),
+    patches: [] as [string, number][],
+    releasedLeases: 0,
+    releaseGate: Promise.resolve(),
+  };
   const activities: HeavyPoolActivities = {
     async setReplicas({ group, replicas }) {
       const previous = state.replicas.get(group) ?? 0;
@@ -38,10 +49,15 @@ function fakeActivities() {
         await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, 200)));
         return { pods: n, backends: [], confirmed: false };
       }
-      return { pods: n, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: true };
+      return {
+        pods: n,
+        backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })),
+        confirmed: true,
+      };
     },
     async canaryScan({ backends }) {
-      if (backends.some((b) => b.id.startsWith('broken-'))) throw ApplicationFailure.nonRetryable('storage refused the canary object: access denied', 'AccessDenied');
+      if (backends.some((b) => b.id.startsWith('broken-')))
+        throw ApplicationFailure.nonRetryable('storage refused the canary object: access denied', 'AccessDenied');
       return backends.map((b) => ({ id: b.id, ok: true }));
     },
     async releaseGroupLeases() {
@@ -66,7 +82,17 @@ describe('the heavy pool workflow', () => {
   const pool = (group: string, config: Partial<PoolConfig> = {}): PoolClientOptions => ({
     client,
     taskQueue,
-    config: { group, increment: 1, maxReplicas: 3, readinessConfirmMs: 20, monitorSustainMs: 500, idleTimeoutMs: 600_000, maxConcurrency: 2, maxQueueSize: 100, ...config },
+    config: {
+      group,
+      increment: 1,
+      maxReplicas: 3,
+      readinessConfirmMs: 20,
+      monitorSustainMs: 500,
+      idleTimeoutMs: 600_000,
+      maxConcurrency: 2,
+      maxQueueSize: 100,
+      ...config,
+    },
   });
   const status = (group: string) => poolStatus({ client, group });
   const terminate = (group: string) => client.workflow.getHandle(poolWorkflowId(group)).terminate('test over');
@@ -75,7 +101,13 @@ describe('the heavy pool workflow', () => {
     client = await temporalClient();
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     await registerSearchAttributes(connection, 'default'); // as every Berth worker does before it polls
-    worker = await Worker.create({ connection, taskQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: fake.activities });
+    worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      ...workerTracingOptions(),
+      activities: fake.activities,
+    });
     running = worker.run();
   });
   afterAll(async () => {
@@ -144,9 +176,15 @@ describe('the heavy pool workflow', () => {
     await expect.poll(async () => (await status(group)).phase, { timeout: 30_000 }).toBe('parked');
     const parked = await status(group);
     expect(parked).toMatchObject({ target: 0, replicasPatched: 0, serveReady: false });
-    expect(parked.lastFailure?.message).toMatch(/did not become serve-ready within 3 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/);
+    expect(parked.lastFailure?.message).toMatch(
+      /did not become serve-ready within 3 s: 2 of 2 pods running, but 0 of 2 new backends alive in meta/,
+    );
     // The coordinator learns it from its next read: its waiting queries are answered with this message.
-    expect(await readAdmission(options, 'c1')).toMatchObject({ epoch: 1, serveReady: false, lastFailure: { epoch: 1 } });
+    expect(await readAdmission(options, 'c1')).toMatchObject({
+      epoch: 1,
+      serveReady: false,
+      lastFailure: { epoch: 1 },
+    });
     // Its stale demand (from before the failure) launches nothing; demand that knows of it does.
     await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 2, epoch: 0 });
     expect((await status(group)).target).toBe(0);
@@ -158,7 +196,9 @@ describe('the heavy pool workflow', () => {
   it('parks, with replicas at zero, when a step fails for good, and says why instead of failing the workflow', async () => {
     const group = `broken-${randomUUID().slice(0, 8)}`;
     await launchPool(pool(group), 1);
-    await expect.poll(async () => ((s) => s.lastFailure !== undefined && s.phase)(await status(group)), { timeout: 30_000 }).toBe('parked');
+    await expect
+      .poll(async () => ((s) => s.lastFailure !== undefined && s.phase)(await status(group)), { timeout: 30_000 })
+      .toBe('parked');
     const parked = await status(group);
     expect(parked).toMatchObject({ replicasPatched: 0, serveReady: false });
     expect(parked.lastFailure?.message).toMatch(/storage refused the canary object: access denied/);
@@ -176,7 +216,8 @@ describe('the heavy pool workflow', () => {
     await reportDemand(options, { coordinator: 'steady', running: 2, waiting: 5, epoch: 0 });
     // Another coordinator's traffic grows the history (the test server suggests continue-as-new at 60 events).
     const runs = async () => (await runsOf(client, poolWorkflowId(group))).length;
-    for (let i = 0; (await runs()) < 4 && i < 200; i++) await reportDemand(options, { coordinator: 'chatty', running: 0, waiting: i % 2, epoch: 0 });
+    for (let i = 0; (await runs()) < 4 && i < 200; i++)
+      await reportDemand(options, { coordinator: 'chatty', running: 0, waiting: i % 2, epoch: 0 });
     expect(await runs()).toBeGreaterThanOrEqual(4);
     expect(await readAdmission(options, 'steady')).toMatchObject({ grant: 2, queued: 5, serveReady: true });
     expect(await status(group)).toMatchObject({ phase: 'ready', running: 2, replicasPatched: 1, patches: 1 });

@@ -33,7 +33,8 @@ import {
 /** Every message along an error's cause chain. */
 const causes = (error: unknown): string => {
   const messages: string[] = [];
-  for (let e = error as { message?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) messages.push(e.message ?? '');
+  for (let e = error as { message?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e)
+    messages.push(e.message ?? '');
   return messages.join(' <- ');
 };
 
@@ -56,7 +57,11 @@ describe('the heavy pool on Kubernetes', () => {
   const pools: Pool[] = [];
 
   const platformFor = (pool: Pick<Pool, 'group' | 'namespace' | 'token'>, target?: KubernetesTarget) =>
-    new KubernetesPlatform({ kubeConfig: kubeConfigFor(kube.server, pool.token), namespace: pool.namespace, target: target ?? { kind: 'workload', workloads: { [pool.group]: { kind: 'statefulset', name: 'berth-heavy' } } } });
+    new KubernetesPlatform({
+      kubeConfig: kubeConfigFor(kube.server, pool.token),
+      namespace: pool.namespace,
+      target: target ?? { kind: 'workload', workloads: { [pool.group]: { kind: 'statefulset', name: 'berth-heavy' } } },
+    });
 
   async function newPool(name: string, options: { startWorker?: boolean } = {}): Promise<Pool> {
     const group = `${name}-${randomUUID().slice(0, 8)}`;
@@ -69,10 +74,16 @@ describe('the heavy pool on Kubernetes', () => {
       namespace,
       token,
       taskQueue,
-      options: { client, taskQueue, config: { group, increment: 2, maxReplicas: 4, readinessConfirmMs: 100, idleTimeoutMs: 600_000 } },
-      patches: async () => (await auditedPatches(kube, namespace, 'berth-heavy')).filter((e) => e.responseStatus.code === 200).length,
+      options: {
+        client,
+        taskQueue,
+        config: { group, increment: 2, maxReplicas: 4, readinessConfirmMs: 100, idleTimeoutMs: 600_000 },
+      },
+      patches: async () =>
+        (await auditedPatches(kube, namespace, 'berth-heavy')).filter((e) => e.responseStatus.code === 200).length,
     };
-    if (options.startWorker !== false) pool.worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformFor(pool)} });
+    if (options.startWorker !== false)
+      pool.worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformFor(pool) } });
     pools.push(pool);
     return pool;
   }
@@ -80,9 +91,14 @@ describe('the heavy pool on Kubernetes', () => {
   /** Plays a kubelet whose containers start but whose query nodes never register: the pods run, no backend is alive. */
   async function runPodsWithoutBackends(namespace: string, count: number) {
     const core = kube.admin.makeApiClient(CoreV1Api);
-    await expect.poll(async () => (await core.listNamespacedPod({ namespace })).items.length, { timeout: 30_000 }).toBe(count);
+    await expect
+      .poll(async () => (await core.listNamespacedPod({ namespace })).items.length, { timeout: 30_000 })
+      .toBe(count);
     for (const pod of (await core.listNamespacedPod({ namespace })).items) {
-      await core.patchNamespacedPodStatus({ namespace, name: pod.metadata!.name!, body: { status: { phase: 'Running' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      await core.patchNamespacedPodStatus(
+        { namespace, name: pod.metadata!.name!, body: { status: { phase: 'Running' } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
     }
   }
 
@@ -93,7 +109,10 @@ describe('the heavy pool on Kubernetes', () => {
   });
   afterAll(async () => {
     for (const pool of pools) {
-      await client?.workflow.getHandle(poolWorkflowId(pool.group)).terminate('test over').catch(() => {});
+      await client?.workflow
+        .getHandle(poolWorkflowId(pool.group))
+        .terminate('test over')
+        .catch(() => {});
       await pool.worker?.stop();
     }
     await client?.connection.close();
@@ -106,10 +125,15 @@ describe('the heavy pool on Kubernetes', () => {
     const answers = await Promise.all(targets.map((t) => launchPool(pool.options, t)));
     expect(new Set(answers.map((a) => a.workflowId))).toEqual(new Set([poolWorkflowId(pool.group)]));
     expect(answers.every((a) => a.accepted >= 2 && a.accepted <= 4 && a.accepted % 2 === 0)).toBe(true);
-    await expect.poll(async () => (await poolStatus({ client, group: pool.group })).replicasPatched, { timeout: 30_000 }).toBe(4);
+    await expect
+      .poll(async () => (await poolStatus({ client, group: pool.group })).replicasPatched, { timeout: 30_000 })
+      .toBe(4);
     // One pool: a single running execution (continue-as-new may have handed it over to new runs).
     const running: string[] = [];
-    for await (const run of client.workflow.list({ query: `WorkflowId = '${poolWorkflowId(pool.group)}' AND ExecutionStatus = 'Running'` })) running.push(run.runId);
+    for await (const run of client.workflow.list({
+      query: `WorkflowId = '${poolWorkflowId(pool.group)}' AND ExecutionStatus = 'Running'`,
+    }))
+      running.push(run.runId);
     expect(running).toHaveLength(1);
     // Distinct raises: 0 → 2 → 4 at most, or straight to 4. The workload's generation counts every spec change.
     const workload = await readStatefulSet(kube, pool.namespace, 'berth-heavy');
@@ -125,9 +149,16 @@ describe('the heavy pool on Kubernetes', () => {
     const pool = await newPool('no-backends');
     await launchPool(pool.options, 2);
     await runPodsWithoutBackends(pool.namespace, 2);
-    await expect.poll(async () => (await poolStatus({ client, group: pool.group })).layersPassed, { timeout: 30_000 }).toEqual(['pods']);
+    await expect
+      .poll(async () => (await poolStatus({ client, group: pool.group })).layersPassed, { timeout: 30_000 })
+      .toEqual(['pods']);
     const status = await poolStatus({ client, group: pool.group });
-    expect(status).toMatchObject({ phase: 'waiting-for-backends', serveReady: false, podsRunning: 2, aliveBackends: 0 });
+    expect(status).toMatchObject({
+      phase: 'waiting-for-backends',
+      serveReady: false,
+      podsRunning: 2,
+      aliveBackends: 0,
+    });
     expect(status.notReady).toMatch(/2 of 2 pods running, but 0 of 2 new backends alive in meta/);
   });
 
@@ -163,45 +194,63 @@ describe('the heavy pool on Kubernetes', () => {
   it('resumes a launch on a new worker after its worker went away, without patching twice', async () => {
     const pool = await newPool('resume');
     await launchPool(pool.options, 2);
-    await expect.poll(async () => (await poolStatus({ client, group: pool.group })).phase, { timeout: 30_000 }).toBe('waiting-for-backends');
+    await expect
+      .poll(async () => (await poolStatus({ client, group: pool.group })).phase, { timeout: 30_000 })
+      .toBe('waiting-for-backends');
     await pool.worker!.stop();
-    pool.worker = await startWorker(cluster, pool.taskQueue, { heavyPool: { platform: platformFor(pool)} });
+    pool.worker = await startWorker(cluster, pool.taskQueue, { heavyPool: { platform: platformFor(pool) } });
     // The resumed execution replays its history: the patch already made is not made again.
     await launchPool(pool.options, 2);
-    await expect.poll(async () => (await poolStatus({ client, group: pool.group })).notReady ?? '', { timeout: 30_000 }).toMatch(/of 2 pods running/);
-    expect(await poolStatus({ client, group: pool.group })).toMatchObject({ target: 2, replicasPatched: 2, patches: 1 });
+    await expect
+      .poll(async () => (await poolStatus({ client, group: pool.group })).notReady ?? '', { timeout: 30_000 })
+      .toMatch(/of 2 pods running/);
+    expect(await poolStatus({ client, group: pool.group })).toMatchObject({
+      target: 2,
+      replicasPatched: 2,
+      patches: 1,
+    });
     expect((await readStatefulSet(kube, pool.namespace, 'berth-heavy')).metadata!.generation).toBe(2);
     expect(await pool.patches()).toBe(1);
   });
 
-  it('carries a launch on after its worker process is killed mid-launch, with no duplicate patch', { timeout: 180_000 }, async () => {
-    const pool = await newPool('killed', { startWorker: false });
-    const kubeconfig = `${cluster.dir}/kubeconfig-${pool.group}.yaml`;
-    await writeFile(kubeconfig, kubeConfigYaml(kube.server, pool.token));
-    // The worker as deploy/k8s runs it: the Kubernetes platform from its environment, with the ServiceAccount's token.
-    const { child, exited } = spawnWorkerProcess(cluster, pool.taskQueue, {
-      KUBECONFIG: kubeconfig,
-      BERTH_PLATFORM: 'kubernetes',
-      BERTH_K8S_NAMESPACE: pool.namespace,
-      BERTH_K8S_WORKLOAD: 'statefulset/berth-heavy',
-      BERTH_HEAVY_GROUP: pool.group,
-    });
-    try {
-      await launchPool(pool.options, 2);
-      // Killed right after its patch landed, while it waits for backends.
-      await expect.poll(async () => (await readStatefulSet(kube, pool.namespace, 'berth-heavy')).spec!.replicas, { timeout: 90_000 }).toBe(2);
-    } finally {
-      child.kill('SIGKILL');
-      await exited;
-    }
+  it(
+    'carries a launch on after its worker process is killed mid-launch, with no duplicate patch',
+    { timeout: 180_000 },
+    async () => {
+      const pool = await newPool('killed', { startWorker: false });
+      const kubeconfig = `${cluster.dir}/kubeconfig-${pool.group}.yaml`;
+      await writeFile(kubeconfig, kubeConfigYaml(kube.server, pool.token));
+      // The worker as deploy/k8s runs it: the Kubernetes platform from its environment, with the ServiceAccount's token.
+      const { child, exited } = spawnWorkerProcess(cluster, pool.taskQueue, {
+        KUBECONFIG: kubeconfig,
+        BERTH_PLATFORM: 'kubernetes',
+        BERTH_K8S_NAMESPACE: pool.namespace,
+        BERTH_K8S_WORKLOAD: 'statefulset/berth-heavy',
+        BERTH_HEAVY_GROUP: pool.group,
+      });
+      try {
+        await launchPool(pool.options, 2);
+        // Killed right after its patch landed, while it waits for backends.
+        await expect
+          .poll(async () => (await readStatefulSet(kube, pool.namespace, 'berth-heavy')).spec!.replicas, {
+            timeout: 90_000,
+          })
+          .toBe(2);
+      } finally {
+        child.kill('SIGKILL');
+        await exited;
+      }
 
-    pool.worker = await startWorker(cluster, pool.taskQueue, { heavyPool: { platform: platformFor(pool)} });
-    await runPodsWithoutBackends(pool.namespace, 2);
-    await expect.poll(async () => (await poolStatus({ client, group: pool.group })).layersPassed, { timeout: 60_000 }).toEqual(['pods']);
-    expect(await poolStatus({ client, group: pool.group })).toMatchObject({ target: 2, replicasPatched: 2 });
-    expect((await readStatefulSet(kube, pool.namespace, 'berth-heavy')).metadata!.generation).toBe(2);
-    await expect.poll(() => pool.patches(), { timeout: 10_000 }).toBe(1);
-  });
+      pool.worker = await startWorker(cluster, pool.taskQueue, { heavyPool: { platform: platformFor(pool) } });
+      await runPodsWithoutBackends(pool.namespace, 2);
+      await expect
+        .poll(async () => (await poolStatus({ client, group: pool.group })).layersPassed, { timeout: 60_000 })
+        .toEqual(['pods']);
+      expect(await poolStatus({ client, group: pool.group })).toMatchObject({ target: 2, replicasPatched: 2 });
+      expect((await readStatefulSet(kube, pool.namespace, 'berth-heavy')).metadata!.generation).toBe(2);
+      await expect.poll(() => pool.patches(), { timeout: 10_000 }).toBe(1);
+    },
+  );
 
   describe('on an operator’s custom resource', () => {
     let namespace: string;
@@ -214,27 +263,44 @@ describe('the heavy pool on Kubernetes', () => {
 
     beforeAll(async () => {
       namespace = await createNamespace(kube, 'operator-pool');
-      await createComputeGroups(kube, namespace, [{ uniqueId: 'serving', replicas: 3 }, { uniqueId: group, replicas: 0 }]);
+      await createComputeGroups(kube, namespace, [
+        { uniqueId: 'serving', replicas: 3 },
+        { uniqueId: group, replicas: 0 },
+      ]);
       pool = { group, namespace, token: kube.adminToken };
-      worker = await startWorker(cluster, taskQueue, { heavyPool: { platform: platformFor(pool, COMPUTE_GROUPS_TARGET)} });
+      worker = await startWorker(cluster, taskQueue, {
+        heavyPool: { platform: platformFor(pool, COMPUTE_GROUPS_TARGET) },
+      });
     });
     afterAll(async () => {
-      for (const g of [group, missing]) await client?.workflow.getHandle(poolWorkflowId(g)).terminate('test over').catch(() => {});
+      for (const g of [group, missing])
+        await client?.workflow
+          .getHandle(poolWorkflowId(g))
+          .terminate('test over')
+          .catch(() => {});
       await worker?.stop();
     });
 
     it('patches the group’s own index in spec.computeGroups', async () => {
-      await launchPool({ client, taskQueue, config: { group, increment: 2, maxReplicas: 4, readinessConfirmMs: 100 } }, 2);
-      await expect.poll(async () => (await read()).spec.computeGroups.map((g) => [g.uniqueId, g.replicas]), { timeout: 30_000 }).toEqual([
-        ['serving', 3],
-        [group, 2],
-      ]);
+      await launchPool(
+        { client, taskQueue, config: { group, increment: 2, maxReplicas: 4, readinessConfirmMs: 100 } },
+        2,
+      );
+      await expect
+        .poll(async () => (await read()).spec.computeGroups.map((g) => [g.uniqueId, g.replicas]), { timeout: 30_000 })
+        .toEqual([
+          ['serving', 3],
+          [group, 2],
+        ]);
       expect(await poolStatus({ client, group })).toMatchObject({ target: 2, replicasPatched: 2, patches: 1 });
     });
 
     it('parks without retrying when the group is missing from the resource, and names it in its status', async () => {
       const before = await read();
-      await launchPool({ client, taskQueue, config: { group: missing, increment: 2, maxReplicas: 4, readinessConfirmMs: 100 } }, 2);
+      await launchPool(
+        { client, taskQueue, config: { group: missing, increment: 2, maxReplicas: 4, readinessConfirmMs: 100 } },
+        2,
+      );
       const parked = async () => {
         const s = await poolStatus({ client, group: missing });
         return s.lastFailure !== undefined && s.phase;
@@ -242,7 +308,9 @@ describe('the heavy pool on Kubernetes', () => {
       await expect.poll(parked, { timeout: 30_000 }).toBe('parked');
       const status = await poolStatus({ client, group: missing });
       expect(status).toMatchObject({ target: 0, serveReady: false });
-      expect(status.lastFailure?.message).toMatch(new RegExp(`compute group "${missing}" is not in dorisdisaggregatedclusters/analytics`));
+      expect(status.lastFailure?.message).toMatch(
+        new RegExp(`compute group "${missing}" is not in dorisdisaggregatedclusters/analytics`),
+      );
       expect((await read()).metadata.generation).toBe(before.metadata.generation);
       await client.workflow.getHandle(poolWorkflowId(missing)).terminate('test over');
     });

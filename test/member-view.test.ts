@@ -27,7 +27,12 @@ describe('the member view', () => {
     app = buildMetaApp({ store, token: TOKEN, logger: false });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     view = new MemberView({ meta: new MetaClient(url, TOKEN), group: 'serving' });
-    for (const [id, vcpus] of [['n1', 4], ['n2', 4], ['n3', 2]] as const) await register(id, vcpus);
+    for (const [id, vcpus] of [
+      ['n1', 4],
+      ['n2', 4],
+      ['n3', 2],
+    ] as const)
+      await register(id, vcpus);
   });
   afterEach(async () => {
     await app.close();
@@ -45,7 +50,11 @@ describe('the member view', () => {
     await store.heartbeat('n3', 8);
     await view.refresh();
     expect(view.placement).not.toBe(placement);
-    const fresh = new Placement([{ id: 'n1', weight: 4 }, { id: 'n2', weight: 4 }, { id: 'n3', weight: 8 }]);
+    const fresh = new Placement([
+      { id: 'n1', weight: 4 },
+      { id: 'n2', weight: 4 },
+      { id: 'n3', weight: 8 },
+    ]);
     expect(segments.map((id) => view.placement!.owner(id)!.id)).toEqual(segments.map((id) => fresh.owner(id)!.id));
     expect(segments.map((id) => view.placement!.owner(id)!.id)).not.toEqual(owners);
   });
@@ -65,7 +74,10 @@ describe('the member view', () => {
     const part = view.subset(only);
     expect(part.members?.map((m) => m.id).sort()).toEqual(['n1', 'n3']);
     expect(part.member('n2')).toBeUndefined();
-    const reference = new Placement([{ id: 'n1', weight: 4 }, { id: 'n3', weight: 2 }]);
+    const reference = new Placement([
+      { id: 'n1', weight: 4 },
+      { id: 'n3', weight: 2 },
+    ]);
     expect(segments.map((id) => part.placement!.owner(id)!.id)).toEqual(segments.map((id) => reference.owner(id)!.id));
     await view.refresh();
     expect(view.subset(only).placement).toBe(part.placement);

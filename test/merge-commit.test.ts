@@ -18,7 +18,15 @@ import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/api.js'
 
 const TOKEN = 'merge-commit-test-token-0123456789';
 const DAY = Date.UTC(2026, 10, 30);
-const segment = (id: string, rows = 10, level = 0): Segment => ({ id, table: 'events', minTs: DAY, maxTs: DAY + 1_000, rows, bytes: rows * 100, level });
+const segment = (id: string, rows = 10, level = 0): Segment => ({
+  id,
+  table: 'events',
+  minTs: DAY,
+  maxTs: DAY + 1_000,
+  rows,
+  bytes: rows * 100,
+  level,
+});
 
 describe('committing a merge', () => {
   let dir: string;
@@ -34,7 +42,14 @@ describe('committing a merge', () => {
     app.addHook('onClose', async () => store.close());
     meta = new MetaClient(await app.listen({ host: '127.0.0.1', port: 0 }), TOKEN);
     duckdb = await DuckDBInstance.create(':memory:');
-    activities = createMergeActivities({ s3: createS3Client({}), bucket: 'unused', meta, token: TOKEN, duckdb, workDir: dir });
+    activities = createMergeActivities({
+      s3: createS3Client({}),
+      bucket: 'unused',
+      meta,
+      token: TOKEN,
+      duckdb,
+      workDir: dir,
+    });
     await meta.ensureTable({ name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] });
     for (const id of ['a', 'b', 'c', 'd']) await meta.commitSegment(segment(id));
   });
@@ -55,7 +70,11 @@ describe('committing a merge', () => {
     await activities.commitMerge({ inputs: ['a', 'b'], merged: segment('events-l1-first', 20, 1) });
     const failure = await failureOf(['a', 'b'], segment('events-l1-second', 20, 1));
     expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect(failure).toMatchObject({ type: LOST_MERGE_RACE, nonRetryable: true, message: expect.stringContaining('already retired') });
+    expect(failure).toMatchObject({
+      type: LOST_MERGE_RACE,
+      nonRetryable: true,
+      message: expect.stringContaining('already retired'),
+    });
   });
 
   it('fails loudly, never retried, when the merged id is already committed with other contents: the merge is not deterministic', async () => {
@@ -66,12 +85,20 @@ describe('committing a merge', () => {
     expect(failure).toMatchObject({ type: MERGE_REFUSED, nonRetryable: true });
     expect(failure.message).toMatch(/events-l1-cd is already committed with different contents.*not deterministic/);
     // Nothing was swapped: the inputs are still active.
-    expect((await meta.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'd', 'events-l1-cd', 'events-l1-first']);
+    expect((await meta.listSegments('events')).map((s) => s.id).sort()).toEqual([
+      'c',
+      'd',
+      'events-l1-cd',
+      'events-l1-first',
+    ]);
   });
 
   it('reports a fenced-off swap as a lost lease, and commits a swap it already made once more without complaint', async () => {
     const { lease } = await meta.acquireLease('merge:events', 'holder-a', 60_000);
-    const failure = await failureOf(['c', 'd'], segment('events-l1-cd2', 20, 1), { lease: 'merge:events', token: lease.token + 1 });
+    const failure = await failureOf(['c', 'd'], segment('events-l1-cd2', 20, 1), {
+      lease: 'merge:events',
+      token: lease.token + 1,
+    });
     expect(failure).toMatchObject({ type: LEASE_LOST, nonRetryable: true });
     await activities.commitMerge({ inputs: ['a', 'b'], merged: segment('events-l1-first', 20, 1) });
   });

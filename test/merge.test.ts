@@ -10,7 +10,12 @@ import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
-import { createMergeActivities, mergedSegmentId, type MergeActivities, type MergeActivityDeps } from '../activities/merge.js';
+import {
+  createMergeActivities,
+  mergedSegmentId,
+  type MergeActivities,
+  type MergeActivityDeps,
+} from '../activities/merge.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { createS3Client } from '../services/common/s3-client.js';
@@ -33,7 +38,8 @@ async function query(cluster: TestCluster, sql: string): Promise<QueryResult> {
   return body;
 }
 
-const checksum = (cluster: TestCluster, table: string) => query(cluster, `SELECT count(*) AS n, sum(hash(${table})) AS h FROM ${table}`).then((r) => r.rows);
+const checksum = (cluster: TestCluster, table: string) =>
+  query(cluster, `SELECT count(*) AS n, sum(hash(${table})) AS h FROM ${table}`).then((r) => r.rows);
 
 describe('merge-then-push', () => {
   let cluster: TestCluster;
@@ -41,8 +47,16 @@ describe('merge-then-push', () => {
   let worker: RunningWorker;
   const workerQueue = `merge-${randomUUID()}`;
   const taskQueue = mergeTaskQueueFor(workerQueue); // merges and the janitor run on the merge queue
-  const merge = (table: string, extra: Record<string, unknown> = {}, workflowId = `${mergeWorkflowId(table, PARTITION)}-${randomUUID()}`) =>
-    client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId, args: [{ table, partition: PARTITION, ...extra }] });
+  const merge = (
+    table: string,
+    extra: Record<string, unknown> = {},
+    workflowId = `${mergeWorkflowId(table, PARTITION)}-${randomUUID()}`,
+  ) =>
+    client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue,
+      workflowId,
+      args: [{ table, partition: PARTITION, ...extra }],
+    });
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2, 2], expiryMs: 2_000 });
@@ -62,7 +76,12 @@ describe('merge-then-push', () => {
     const answers = await Promise.all(QUERY_CORPUS.map((q) => query(cluster, q.sql)));
 
     const result = await merge('events', {}, mergeWorkflowId('events', PARTITION));
-    expect(result).toMatchObject({ outcome: 'merged', table: 'events', partition: PARTITION, push: { accepted: true } });
+    expect(result).toMatchObject({
+      outcome: 'merged',
+      table: 'events',
+      partition: PARTITION,
+      push: { accepted: true },
+    });
     expect(result.inputs).toHaveLength(50);
     const segments = await cluster.meta.listSegments('events');
     expect(segments).toHaveLength(1);
@@ -89,7 +108,11 @@ describe('merge-then-push', () => {
     await cluster.ingestEvents('spread', 24, (days * 2_880) / 24);
     for (let day = 1; day <= days; day++) {
       const partition = `202611${String(day).padStart(2, '0')}`;
-      const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `${mergeWorkflowId('spread', partition)}-${randomUUID()}`, args: [{ table: 'spread', partition }] });
+      const result = await client.workflow.execute(segmentMergeWorkflow, {
+        taskQueue,
+        workflowId: `${mergeWorkflowId('spread', partition)}-${randomUUID()}`,
+        args: [{ table: 'spread', partition }],
+      });
       expect(result).toMatchObject({ outcome: 'merged', push: { accepted: true } });
     }
     const segments = await cluster.meta.listSegments('spread');
@@ -111,7 +134,10 @@ describe('merge-then-push', () => {
     await expect
       .poll(async () => {
         const ids: string[] = [];
-        for await (const run of client.workflow.list({ query: `BerthTable = 'events' AND BerthPartition = '${PARTITION}'` })) ids.push(run.workflowId);
+        for await (const run of client.workflow.list({
+          query: `BerthTable = 'events' AND BerthPartition = '${PARTITION}'`,
+        }))
+          ids.push(run.workflowId);
         return ids;
       })
       .toContain(mergeWorkflowId('events', PARTITION));
@@ -129,7 +155,10 @@ describe('merge-then-push', () => {
     await cluster.addNode({ vcpus: 2 });
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
     expect((await query(cluster, 'SELECT count(*) FROM declined')).stats).toMatchObject({ cacheMisses: 1, s3Gets: 1 });
-    expect((await query(cluster, 'SELECT count(*) FROM declined')).stats).toMatchObject({ cacheMisses: 0, cacheHits: 1 });
+    expect((await query(cluster, 'SELECT count(*) FROM declined')).stats).toMatchObject({
+      cacheMisses: 0,
+      cacheHits: 1,
+    });
   });
 
   it('lets exactly one of two racing merges commit', async () => {
@@ -153,12 +182,18 @@ describe('merge-then-push', () => {
 
   it('runs a table’s merges from its Temporal Schedule', async () => {
     await ingest(cluster, 'scheduled', 5);
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('created');
-    expect(await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 })).toBe('unchanged');
+    expect(
+      await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 }),
+    ).toBe('created');
+    expect(
+      await ensureMergeSchedule(client, 'scheduled', { taskQueue, mergeMinInputs: 2, mergeEveryMs: 3_600_000 }),
+    ).toBe('unchanged');
     const schedule = client.schedule.getHandle(mergeScheduleId('scheduled'));
     try {
       await schedule.trigger();
-      await expect.poll(async () => (await cluster.meta.listSegments('scheduled')).map((s) => s.level), { timeout: 30_000 }).toEqual([1]);
+      await expect
+        .poll(async () => (await cluster.meta.listSegments('scheduled')).map((s) => s.level), { timeout: 30_000 })
+        .toEqual([1]);
     } finally {
       await schedule.delete();
     }
@@ -205,7 +240,13 @@ describe('a worker killed between upload and commit', () => {
     });
     await new Promise<void>((resolve) => slowOwner!.listen(0, '127.0.0.1', resolve));
     const ownerUrl = `http://127.0.0.1:${(slowOwner.address() as AddressInfo).port}`;
-    await cluster.meta.registerNode({ id: 'slow-owner', group: 'serving', url: ownerUrl, vcpus: 2, startedAt: Date.now() });
+    await cluster.meta.registerNode({
+      id: 'slow-owner',
+      group: 'serving',
+      url: ownerUrl,
+      vcpus: 2,
+      startedAt: Date.now(),
+    });
 
     const { child, exited } = spawnWorkerProcess(cluster, workerQueue);
     const handle = await client.workflow.start(segmentMergeWorkflow, {
@@ -216,9 +257,18 @@ describe('a worker killed between upload and commit', () => {
     await arrived;
     // Uploaded (beside the push, which the owner holds), not committed: the merged object is in
     // the bucket, the manifest still lists the inputs.
-    const mergedId = mergedSegmentId('events', PARTITION, 1, before.map((s) => s.id));
+    const mergedId = mergedSegmentId(
+      'events',
+      PARTITION,
+      1,
+      before.map((s) => s.id),
+    );
     const s3 = createS3Client(cluster.s3);
-    const uploaded = () => s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) })).then(() => true, () => false);
+    const uploaded = () =>
+      s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', mergedId) })).then(
+        () => true,
+        () => false,
+      );
     await expect.poll(uploaded, { timeout: 30_000 }).toBe(true);
     expect((await cluster.meta.listSegments('events')).map((s) => s.id).sort()).toEqual(before.map((s) => s.id).sort());
     child.kill('SIGKILL');
@@ -237,7 +287,11 @@ describe('a worker killed between upload and commit', () => {
     expect(after[0]!.rows).toBe(before.reduce((sum, s) => sum + s.rows, 0));
     await s3.send(new HeadObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', after[0]!.id) }));
     s3.destroy();
-    const again = await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `kill-again-${randomUUID()}`, args: [{ table: 'events', partition: PARTITION }] });
+    const again = await client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue,
+      workflowId: `kill-again-${randomUUID()}`,
+      args: [{ table: 'events', partition: PARTITION }],
+    });
     expect(again.outcome).toBe('nothing-to-merge');
   });
 });
@@ -249,7 +303,14 @@ describe('a retried one-step merge', () => {
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2] });
     const workDir = `${cluster.dir}/worker-${randomUUID()}`;
-    deps = { s3: createS3Client(cluster.s3), bucket: cluster.bucket, meta: cluster.meta, token: TOKEN, duckdb: await openSandboxedDuckDB({ allowedDirectories: [workDir], tempDirectory: `${workDir}/spill` }), workDir };
+    deps = {
+      s3: createS3Client(cluster.s3),
+      bucket: cluster.bucket,
+      meta: cluster.meta,
+      token: TOKEN,
+      duckdb: await openSandboxedDuckDB({ allowedDirectories: [workDir], tempDirectory: `${workDir}/spill` }),
+      workDir,
+    };
   });
   afterAll(async () => {
     deps?.duckdb.closeSync();
@@ -264,28 +325,42 @@ describe('a retried one-step merge', () => {
 
     // The first attempt merges, uploads and pushes, then its swap fails (meta unreachable, say).
     const unreachable = new Proxy(cluster.meta, {
-      get: (meta, key) => (key === 'swapSegments' ? () => Promise.reject(new Error('meta unreachable')) : Reflect.get(meta, key, meta) as unknown),
+      get: (meta, key) =>
+        key === 'swapSegments'
+          ? () => Promise.reject(new Error('meta unreachable'))
+          : (Reflect.get(meta, key, meta) as unknown),
     });
     const first = new MockActivityEnvironment({ attempt: 1 });
     let details: unknown;
     first.on('heartbeat', (d: unknown) => (details = d));
-    await expect(first.run(createMergeActivities({ ...deps, meta: unreachable }).mergePushAndCommit, input)).rejects.toThrow('meta unreachable');
+    await expect(
+      first.run(createMergeActivities({ ...deps, meta: unreachable }).mergePushAndCommit, input),
+    ).rejects.toThrow('meta unreachable');
     expect(details).toMatchObject({ step: 'commit', merged: { rows: 4 * 40 }, push: { accepted: true } });
     expect(await cluster.meta.listSegments('resumed')).toHaveLength(4);
 
     // The retry finds the upload done: with the inputs gone from storage, it can only succeed by not merging again.
-    for (const id of inputs) await deps.s3.send(new DeleteObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('resumed', id) }));
+    for (const id of inputs)
+      await deps.s3.send(new DeleteObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('resumed', id) }));
     const retry = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: details });
     retry.on('heartbeat', (d: unknown) => (details = d));
-    const done: Awaited<ReturnType<MergeActivities['mergePushAndCommit']>> = await retry.run(createMergeActivities(deps).mergePushAndCommit, input);
-    expect(done).toMatchObject({ merged: { id: mergedSegmentId('resumed', PARTITION, 1, inputs), rows: 4 * 40 }, push: { accepted: true } });
+    const done: Awaited<ReturnType<MergeActivities['mergePushAndCommit']>> = await retry.run(
+      createMergeActivities(deps).mergePushAndCommit,
+      input,
+    );
+    expect(done).toMatchObject({
+      merged: { id: mergedSegmentId('resumed', PARTITION, 1, inputs), rows: 4 * 40 },
+      push: { accepted: true },
+    });
     expect((await cluster.meta.listSegments('resumed')).map((s) => s.id)).toEqual([done.merged.id]);
     expect((await query(cluster, 'SELECT count(*) AS n FROM resumed')).rows).toEqual([[160]]);
 
     // Retried once more after the swap, it answers from what it did, touching neither meta nor storage.
     const untouchable = new Proxy({} as MetaClient, { get: () => () => Promise.reject(new Error('meta called')) });
     const again = new MockActivityEnvironment({ attempt: 3, heartbeatDetails: details });
-    expect(await again.run(createMergeActivities({ ...deps, meta: untouchable }).mergePushAndCommit, input)).toEqual(done);
+    expect(await again.run(createMergeActivities({ ...deps, meta: untouchable }).mergePushAndCommit, input)).toEqual(
+      done,
+    );
     expect((await cluster.meta.listSegments('resumed')).map((s) => s.id)).toEqual([done.merged.id]);
   });
 });
@@ -311,7 +386,11 @@ describe('the janitor', () => {
   it('deletes retired objects only after the grace period, and uploads never committed', async () => {
     await ingest(cluster, 'events', 3);
     const inputs = await cluster.meta.listSegments('events');
-    await client.workflow.execute(segmentMergeWorkflow, { taskQueue, workflowId: `jm-${randomUUID()}`, args: [{ table: 'events', partition: PARTITION }] });
+    await client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue,
+      workflowId: `jm-${randomUUID()}`,
+      args: [{ table: 'events', partition: PARTITION }],
+    });
     const [merged] = await cluster.meta.listSegments('events');
     const s3 = createS3Client(cluster.s3);
     const exists = (table: string, id: string) =>
@@ -319,8 +398,19 @@ describe('the janitor', () => {
         () => true,
         () => false,
       );
-    await s3.send(new PutObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('events', 'events-l0-never-committed'), Body: 'PAR1' }));
-    const janitor = (graceMs: number) => client.workflow.execute(janitorWorkflow, { taskQueue, workflowId: `janitor-${randomUUID()}`, args: [{ graceMs }] });
+    await s3.send(
+      new PutObjectCommand({
+        Bucket: cluster.bucket,
+        Key: segmentObjectKey('events', 'events-l0-never-committed'),
+        Body: 'PAR1',
+      }),
+    );
+    const janitor = (graceMs: number) =>
+      client.workflow.execute(janitorWorkflow, {
+        taskQueue,
+        workflowId: `janitor-${randomUUID()}`,
+        args: [{ graceMs }],
+      });
 
     expect(await janitor(3_600_000)).toEqual({ retiredDeleted: [], orphansDeleted: [] });
     for (const s of inputs) expect(await exists('events', s.id)).toBe(true);

@@ -42,7 +42,9 @@ describe('MetaClient with several meta URLs', () => {
     deadUrl = `http://127.0.0.1:${await freePort()}`;
     // A replica that is up but has lost its database: it answers 503 to everything.
     const failing = Fastify();
-    failing.all('/*', async (_request, reply) => reply.code(503).send({ error: 'unavailable', message: 'no database' }));
+    failing.all('/*', async (_request, reply) =>
+      reply.code(503).send({ error: 'unavailable', message: 'no database' }),
+    );
     failingUrl = await failing.listen({ host: '127.0.0.1', port: 0 });
     apps.push(failing);
     // A replica dying under every request: the connection drops, after 300 ms for a group named "slow".
@@ -63,7 +65,10 @@ describe('MetaClient with several meta URLs', () => {
   });
 
   it('reads the comma-separated list BERTH_META_URL allows', () => {
-    expect(parseMetaUrls('http://meta-1:7400/, http://meta-2:7400')).toEqual(['http://meta-1:7400', 'http://meta-2:7400']);
+    expect(parseMetaUrls('http://meta-1:7400/, http://meta-2:7400')).toEqual([
+      'http://meta-1:7400',
+      'http://meta-2:7400',
+    ]);
     expect(() => parseMetaUrls(' , ')).toThrow(/no meta URL/);
   });
 

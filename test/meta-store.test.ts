@@ -16,8 +16,23 @@ import type { MetaStore, MetaStoreOptions, Segment } from '../services/meta/stor
 import { createTestDatabase } from './helpers/postgres.js';
 
 const table = { name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
-const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({ id, table: 'events', minTs: 0, maxTs: 1000, rows: 10, bytes: 100, level: 0, ...extra });
-const node = (id: string, group = 'serving', vcpus = 4) => ({ id, group, url: `http://127.0.0.1:1/${id}`, vcpus, startedAt: 1 });
+const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({
+  id,
+  table: 'events',
+  minTs: 0,
+  maxTs: 1000,
+  rows: 10,
+  bytes: 100,
+  level: 0,
+  ...extra,
+});
+const node = (id: string, group = 'serving', vcpus = 4) => ({
+  id,
+  group,
+  url: `http://127.0.0.1:1/${id}`,
+  vcpus,
+  startedAt: 1,
+});
 
 /** Runs SQL on a store's database behind its back (to look at or damage what the store keeps). */
 type RawSql = (sql: string) => Promise<unknown[]>;
@@ -128,7 +143,11 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       clock += 60_000;
       await store.registerNode({ ...node('n1', 'serving', 3), url: 'http://127.0.0.1:2', startedAt: clock });
       expect(await store.members('serving')).toEqual([{ id: 'n1', url: 'http://127.0.0.1:2', weight: 3 }]);
-      expect((await store.backends())[0]).toMatchObject({ lastStartTime: new Date(clock).toISOString(), alive: true, heartbeatFailures: 0 });
+      expect((await store.backends())[0]).toMatchObject({
+        lastStartTime: new Date(clock).toISOString(),
+        alive: true,
+        heartbeatFailures: 0,
+      });
     });
 
     it('keeps time by the database’s clock when none is injected', async () => {
@@ -143,10 +162,26 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
   describe('tables and segments', () => {
     it('creates a table once and refuses another timestamp column for it', async () => {
       expect(await store.ensureTable({ ...table, columns: [{ name: 'other', type: 'INT' }] })).toEqual(table);
-      await expect(store.ensureTable({ ...table, timestampColumn: 'time' })).rejects.toThrow(/keeps its timestamps in "ts"/);
-      await store.ensureTable({ name: 'logs', timestampColumn: 'at', columns: [{ name: 'at', type: 'TIMESTAMP' }, { name: 'msg', type: 'VARCHAR' }] });
+      await expect(store.ensureTable({ ...table, timestampColumn: 'time' })).rejects.toThrow(
+        /keeps its timestamps in "ts"/,
+      );
+      await store.ensureTable({
+        name: 'logs',
+        timestampColumn: 'at',
+        columns: [
+          { name: 'at', type: 'TIMESTAMP' },
+          { name: 'msg', type: 'VARCHAR' },
+        ],
+      });
       expect((await store.listTables()).map((t) => t.name)).toEqual(['events', 'logs']);
-      expect(await store.getTable('logs')).toEqual({ name: 'logs', timestampColumn: 'at', columns: [{ name: 'at', type: 'TIMESTAMP' }, { name: 'msg', type: 'VARCHAR' }] });
+      expect(await store.getTable('logs')).toEqual({
+        name: 'logs',
+        timestampColumn: 'at',
+        columns: [
+          { name: 'at', type: 'TIMESTAMP' },
+          { name: 'msg', type: 'VARCHAR' },
+        ],
+      });
       expect(await store.getTable('nope')).toBeUndefined();
     });
 
@@ -167,8 +202,13 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       clock += 1;
       expect(await store.commitSegment(segment('s1'))).toEqual(first);
       expect(await store.listSegments('events')).toHaveLength(1);
-      await expect(store.commitSegment(segment('s1', { rows: 11 }))).rejects.toThrow(/already committed with different contents/);
-      await expect(store.commitSegment(segment('s2', { table: 'nope' }))).rejects.toMatchObject({ kind: 'not_found', code: 'table_not_found' });
+      await expect(store.commitSegment(segment('s1', { rows: 11 }))).rejects.toThrow(
+        /already committed with different contents/,
+      );
+      await expect(store.commitSegment(segment('s2', { table: 'nope' }))).rejects.toMatchObject({
+        kind: 'not_found',
+        code: 'table_not_found',
+      });
     });
 
     it('swaps inputs for a merged segment atomically, once, and lets only one of two racing swaps win', async () => {
@@ -180,10 +220,14 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await store.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
       expect((await store.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'm1']);
       // A second merge over an input already merged loses, and leaves nothing behind.
-      await expect(store.swapSegments(['b', 'c'], segment('m2', { level: 1 }))).rejects.toThrow(/already retired by "m1"/);
+      await expect(store.swapSegments(['b', 'c'], segment('m2', { level: 1 }))).rejects.toThrow(
+        /already retired by "m1"/,
+      );
       expect(await store.getSegment('m2')).toBeUndefined();
       expect((await store.getSegment('c'))?.state).toBe('active');
-      await expect(store.swapSegments(['c', 'ghost'], segment('m3'))).rejects.toMatchObject({ code: 'segment_not_found' });
+      await expect(store.swapSegments(['c', 'ghost'], segment('m3'))).rejects.toMatchObject({
+        code: 'segment_not_found',
+      });
       expect((await store.getSegment('c'))?.state).toBe('active');
     });
 
@@ -233,7 +277,10 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
   describe('leases', () => {
     it('grants a lease to one holder at a time until it expires or is released', async () => {
       expect((await store.acquireLease('merge:events:p1', 'w1', 10_000)).granted).toBe(true);
-      expect(await store.acquireLease('merge:events:p1', 'w2', 10_000)).toMatchObject({ granted: false, lease: { holder: 'w1', expiresAt: clock + 10_000 } });
+      expect(await store.acquireLease('merge:events:p1', 'w2', 10_000)).toMatchObject({
+        granted: false,
+        lease: { holder: 'w1', expiresAt: clock + 10_000 },
+      });
       expect((await store.acquireLease('merge:events:p1', 'w1', 10_000)).granted).toBe(true);
       clock += 10_001;
       expect((await store.acquireLease('merge:events:p1', 'w2', 10_000)).granted).toBe(true);
@@ -279,7 +326,9 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await store.releaseLease('merge:events', 'w2');
       await store.swapSegments(['a', 'b'], segment('m-w2'), { lease: 'merge:events', token: current });
       // A fenced swap without its lease commits nothing.
-      await expect(store.swapSegments(['c', 'd'], segment('m3'), { lease: 'merge:events', token: current })).rejects.toThrow(/is not held/);
+      await expect(
+        store.swapSegments(['c', 'd'], segment('m3'), { lease: 'merge:events', token: current }),
+      ).rejects.toThrow(/is not held/);
       expect((await store.getSegment('c'))?.state).toBe('active');
     });
   });
@@ -328,7 +377,9 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
 
     it('grants a contended lease to exactly one of many holders asking two replicas at once', async () => {
       const other = await open();
-      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? store : other).acquireLease('contended', `w${i}`, 60_000)));
+      const answers = await Promise.all(
+        Array.from({ length: 24 }, (_, i) => (i % 2 ? store : other).acquireLease('contended', `w${i}`, 60_000)),
+      );
       const granted = answers.filter((a) => a.granted);
       expect(granted).toHaveLength(1);
       const winner = granted[0]!.lease;
@@ -341,11 +392,16 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
     it('records every schema version once, even when two replicas start on an empty database at once', async () => {
       const fresh = await impl.fresh();
       try {
-        const both = await Promise.all([openMetaStore({ database: fresh.database }), openMetaStore({ database: fresh.database })]);
+        const both = await Promise.all([
+          openMetaStore({ database: fresh.database }),
+          openMetaStore({ database: fresh.database }),
+        ]);
         await both[0].ensureTable(table);
         expect(await both[1].getTable('events')).toEqual(table);
         await Promise.all(both.map((s) => s.close()));
-        const versions = (await fresh.raw('SELECT version FROM schema_migrations ORDER BY version')) as { version: number }[];
+        const versions = (await fresh.raw('SELECT version FROM schema_migrations ORDER BY version')) as {
+          version: number;
+        }[];
         expect(versions.map((v) => v.version)).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1));
       } finally {
         await fresh.cleanup();
@@ -353,8 +409,12 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
     });
 
     it('refuses a database that a newer Berth has migrated, and says so', async () => {
-      await raw(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${SCHEMA_VERSION + 1}, 'from the future', 0)`);
-      await expect(open()).rejects.toThrow(new RegExp(`schema version ${SCHEMA_VERSION + 1}, newer than this Berth knows`));
+      await raw(
+        `INSERT INTO schema_migrations (version, name, applied_at) VALUES (${SCHEMA_VERSION + 1}, 'from the future', 0)`,
+      );
+      await expect(open()).rejects.toThrow(
+        new RegExp(`schema version ${SCHEMA_VERSION + 1}, newer than this Berth knows`),
+      );
     });
   });
 });
@@ -379,7 +439,12 @@ describe('SQLite store migrations', () => {
       const store = await openMetaStore({ database: file });
       try {
         expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['s1']);
-        expect(await store.getLease('merge:events')).toEqual({ name: 'merge:events', holder: 'w1', expiresAt: 9_000_000_000_000, token: 0 });
+        expect(await store.getLease('merge:events')).toEqual({
+          name: 'merge:events',
+          holder: 'w1',
+          expiresAt: 9_000_000_000_000,
+          token: 0,
+        });
         expect((await store.acquireLease('fresh', 'w2', 1_000)).lease.token).toBeGreaterThan(0);
       } finally {
         await store.close();

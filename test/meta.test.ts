@@ -10,7 +10,16 @@ import { createTestDatabase } from './helpers/postgres.js';
 const TOKEN = 'test-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
 const table = { name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
-const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({ id, table: 'events', minTs: 0, maxTs: 1000, rows: 10, bytes: 100, level: 0, ...extra });
+const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({
+  id,
+  table: 'events',
+  minTs: 0,
+  maxTs: 1000,
+  rows: 10,
+  bytes: 100,
+  level: 0,
+  ...extra,
+});
 
 describe('meta HTTP API', () => {
   let store: MetaStore;
@@ -25,80 +34,218 @@ describe('meta HTTP API', () => {
   });
 
   it('registers, heartbeats and lists members over HTTP', async () => {
-    const register = await app.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id: 'n1', group: 'serving', url: 'http://127.0.0.1:9', vcpus: 4, startedAt: 1 } });
+    const register = await app.inject({
+      method: 'POST',
+      url: '/v1/nodes',
+      headers: auth,
+      payload: { id: 'n1', group: 'serving', url: 'http://127.0.0.1:9', vcpus: 4, startedAt: 1 },
+    });
     expect(register.statusCode).toBe(200);
-    expect((await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 3 } })).statusCode).toBe(200);
-    expect((await app.inject('/v1/groups/serving/members')).json()).toEqual({ group: 'serving', members: [{ id: 'n1', url: 'http://127.0.0.1:9', weight: 3 }] });
-    const unknown = await app.inject({ method: 'POST', url: '/v1/nodes/ghost/heartbeat', headers: auth, payload: { vcpus: 3 } });
+    expect(
+      (await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 3 } }))
+        .statusCode,
+    ).toBe(200);
+    expect((await app.inject('/v1/groups/serving/members')).json()).toEqual({
+      group: 'serving',
+      members: [{ id: 'n1', url: 'http://127.0.0.1:9', weight: 3 }],
+    });
+    const unknown = await app.inject({
+      method: 'POST',
+      url: '/v1/nodes/ghost/heartbeat',
+      headers: auth,
+      payload: { vcpus: 3 },
+    });
     expect(unknown.statusCode).toBe(404);
     expect(unknown.json().message).toMatch(/not registered/);
   });
 
   it('refuses unauthenticated changes with 401 and changes nothing', async () => {
-    const response = await app.inject({ method: 'POST', url: '/v1/nodes', payload: { id: 'n1', group: 'serving', url: 'http://x', vcpus: 4, startedAt: 1 } });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/nodes',
+      payload: { id: 'n1', group: 'serving', url: 'http://x', vcpus: 4, startedAt: 1 },
+    });
     expect(response.statusCode).toBe(401);
-    const wrong = await app.inject({ method: 'PUT', url: '/v1/tables/events', headers: { authorization: 'Bearer nope' }, payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] } });
+    const wrong = await app.inject({
+      method: 'PUT',
+      url: '/v1/tables/events',
+      headers: { authorization: 'Bearer nope' },
+      payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] },
+    });
     expect(wrong.statusCode).toBe(401);
     expect(await store.backends()).toEqual([]);
     expect(await store.listTables()).toEqual([]);
   });
 
   it('rejects traversal ids, bad table names and bad weights with 400 and a message', async () => {
-    await app.inject({ method: 'PUT', url: '/v1/tables/events', headers: auth, payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] } });
-    const traversal = await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment('../../etc/passwd') });
+    await app.inject({
+      method: 'PUT',
+      url: '/v1/tables/events',
+      headers: auth,
+      payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] },
+    });
+    const traversal = await app.inject({
+      method: 'POST',
+      url: '/v1/segments',
+      headers: auth,
+      payload: segment('../../etc/passwd'),
+    });
     expect(traversal.statusCode).toBe(400);
     expect(traversal.json().message).toMatch(/id/);
-    expect((await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment('..hidden') })).statusCode).toBe(400);
-    expect((await app.inject({ method: 'PUT', url: '/v1/tables/x;drop', headers: auth, payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'T' }] } })).statusCode).toBe(400);
-    const weight = await app.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id: 'n1', group: 'serving', url: 'http://x', vcpus: 0, startedAt: 1 } });
+    expect(
+      (await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment('..hidden') }))
+        .statusCode,
+    ).toBe(400);
+    expect(
+      (
+        await app.inject({
+          method: 'PUT',
+          url: '/v1/tables/x;drop',
+          headers: auth,
+          payload: { timestampColumn: 'ts', columns: [{ name: 'ts', type: 'T' }] },
+        })
+      ).statusCode,
+    ).toBe(400);
+    const weight = await app.inject({
+      method: 'POST',
+      url: '/v1/nodes',
+      headers: auth,
+      payload: { id: 'n1', group: 'serving', url: 'http://x', vcpus: 0, startedAt: 1 },
+    });
     expect(weight.statusCode).toBe(400);
     expect(await store.listSegments('events')).toEqual([]);
   });
 
   it('caps a node’s declared vCPUs (1,024 by default): an absurd weight would take every segment', async () => {
-    const register = (vcpus: number, id = 'n1') => app.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id, group: 'serving', url: 'http://x', vcpus, startedAt: 1 } });
+    const register = (vcpus: number, id = 'n1') =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/nodes',
+        headers: auth,
+        payload: { id, group: 'serving', url: 'http://x', vcpus, startedAt: 1 },
+      });
     const greedy = await register(100_000);
     expect(greedy.statusCode).toBe(400);
     expect(greedy.json().message).toMatch(/vcpus.*1024/);
     expect(await store.backends()).toEqual([]);
     expect((await register(1_024)).statusCode).toBe(200);
-    expect((await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 1_025 } })).statusCode).toBe(400);
+    expect(
+      (await app.inject({ method: 'POST', url: '/v1/nodes/n1/heartbeat', headers: auth, payload: { vcpus: 1_025 } }))
+        .statusCode,
+    ).toBe(400);
     expect(await store.members('serving')).toEqual([{ id: 'n1', url: 'http://x', weight: 1_024 }]);
     const strict = buildMetaApp({ store, token: TOKEN, logger: false, maxVcpus: 64 });
-    expect((await strict.inject({ method: 'POST', url: '/v1/nodes', headers: auth, payload: { id: 'n2', group: 'serving', url: 'http://y', vcpus: 65, startedAt: 1 } })).statusCode).toBe(400);
+    expect(
+      (
+        await strict.inject({
+          method: 'POST',
+          url: '/v1/nodes',
+          headers: auth,
+          payload: { id: 'n2', group: 'serving', url: 'http://y', vcpus: 65, startedAt: 1 },
+        })
+      ).statusCode,
+    ).toBe(400);
     await strict.close();
   });
 
   it('answers 413 to an oversize body and keeps serving', async () => {
-    const huge = await app.inject({ method: 'POST', url: '/v1/segments/retire', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify({ ids: Array(200_000).fill('segment-id-xx') }) });
+    const huge = await app.inject({
+      method: 'POST',
+      url: '/v1/segments/retire',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: JSON.stringify({ ids: Array(200_000).fill('segment-id-xx') }),
+    });
     expect(huge.statusCode).toBe(413);
     expect((await app.inject('/healthz')).statusCode).toBe(200);
   });
 
   it('answers 409 to a racing swap naming the winner, and says who holds a lease', async () => {
-    await app.inject({ method: 'PUT', url: '/v1/tables/events', headers: auth, payload: { timestampColumn: table.timestampColumn, columns: table.columns } });
-    for (const id of ['a', 'b']) await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment(id) });
-    expect((await app.inject({ method: 'POST', url: '/v1/segments/swap', headers: auth, payload: { retire: ['a', 'b'], add: segment('m1') } })).statusCode).toBe(200);
-    const lost = await app.inject({ method: 'POST', url: '/v1/segments/swap', headers: auth, payload: { retire: ['a'], add: segment('m2') } });
+    await app.inject({
+      method: 'PUT',
+      url: '/v1/tables/events',
+      headers: auth,
+      payload: { timestampColumn: table.timestampColumn, columns: table.columns },
+    });
+    for (const id of ['a', 'b'])
+      await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment(id) });
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/v1/segments/swap',
+          headers: auth,
+          payload: { retire: ['a', 'b'], add: segment('m1') },
+        })
+      ).statusCode,
+    ).toBe(200);
+    const lost = await app.inject({
+      method: 'POST',
+      url: '/v1/segments/swap',
+      headers: auth,
+      payload: { retire: ['a'], add: segment('m2') },
+    });
     expect(lost.statusCode).toBe(409);
     expect(lost.json().message).toMatch(/retired by "m1"/);
-    await app.inject({ method: 'POST', url: '/v1/leases/merge:events/acquire', headers: auth, payload: { holder: 'w1', ttlMs: 1000 } });
-    const held = await app.inject({ method: 'POST', url: '/v1/leases/merge:events/acquire', headers: auth, payload: { holder: 'w2', ttlMs: 1000 } });
+    await app.inject({
+      method: 'POST',
+      url: '/v1/leases/merge:events/acquire',
+      headers: auth,
+      payload: { holder: 'w1', ttlMs: 1000 },
+    });
+    const held = await app.inject({
+      method: 'POST',
+      url: '/v1/leases/merge:events/acquire',
+      headers: auth,
+      payload: { holder: 'w2', ttlMs: 1000 },
+    });
     expect(held.statusCode).toBe(200);
     expect(held.json()).toMatchObject({ granted: false, lease: { holder: 'w1' } });
   });
 
   it('answers 409 lease_lost to a swap fenced with a token its lease no longer carries, and 400 to a malformed fence', async () => {
-    await app.inject({ method: 'PUT', url: '/v1/tables/events', headers: auth, payload: { timestampColumn: table.timestampColumn, columns: table.columns } });
-    for (const id of ['a', 'b']) await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment(id) });
-    const grant = (await app.inject({ method: 'POST', url: '/v1/leases/merge:events/acquire', headers: auth, payload: { holder: 'w1', ttlMs: 60_000 } })).json();
-    await app.inject({ method: 'POST', url: '/v1/leases/merge:events/release', headers: auth, payload: { holder: 'w1' } });
-    await app.inject({ method: 'POST', url: '/v1/leases/merge:events/acquire', headers: auth, payload: { holder: 'w2', ttlMs: 60_000 } });
-    const fenced = await app.inject({ method: 'POST', url: '/v1/segments/swap', headers: auth, payload: { retire: ['a', 'b'], add: segment('m1'), fence: { lease: 'merge:events', token: grant.lease.token } } });
+    await app.inject({
+      method: 'PUT',
+      url: '/v1/tables/events',
+      headers: auth,
+      payload: { timestampColumn: table.timestampColumn, columns: table.columns },
+    });
+    for (const id of ['a', 'b'])
+      await app.inject({ method: 'POST', url: '/v1/segments', headers: auth, payload: segment(id) });
+    const grant = (
+      await app.inject({
+        method: 'POST',
+        url: '/v1/leases/merge:events/acquire',
+        headers: auth,
+        payload: { holder: 'w1', ttlMs: 60_000 },
+      })
+    ).json();
+    await app.inject({
+      method: 'POST',
+      url: '/v1/leases/merge:events/release',
+      headers: auth,
+      payload: { holder: 'w1' },
+    });
+    await app.inject({
+      method: 'POST',
+      url: '/v1/leases/merge:events/acquire',
+      headers: auth,
+      payload: { holder: 'w2', ttlMs: 60_000 },
+    });
+    const fenced = await app.inject({
+      method: 'POST',
+      url: '/v1/segments/swap',
+      headers: auth,
+      payload: { retire: ['a', 'b'], add: segment('m1'), fence: { lease: 'merge:events', token: grant.lease.token } },
+    });
     expect(fenced.statusCode).toBe(409);
     expect(fenced.json()).toMatchObject({ error: 'lease_lost' });
     expect(fenced.json().message).toMatch(/held by "w2"/);
-    const malformed = await app.inject({ method: 'POST', url: '/v1/segments/swap', headers: auth, payload: { retire: ['a', 'b'], add: segment('m1'), fence: { lease: 'merge:events' } } });
+    const malformed = await app.inject({
+      method: 'POST',
+      url: '/v1/segments/swap',
+      headers: auth,
+      payload: { retire: ['a', 'b'], add: segment('m1'), fence: { lease: 'merge:events' } },
+    });
     expect(malformed.statusCode).toBe(400);
     expect((await store.getSegment('a'))?.state).toBe('active');
   });

@@ -28,9 +28,15 @@ describe('the ownership hash contract', () => {
   });
 
   it('mixes a segment and a node into a fixed 64-bit value and uniform draw', () => {
-    const pair = (s: string, n: string) => ({ hash: hex(pairHash(idHash(s), idHash(n))), u: pairUniform(idHash(s), idHash(n)) });
+    const pair = (s: string, n: string) => ({
+      hash: hex(pairHash(idHash(s), idHash(n))),
+      u: pairUniform(idHash(s), idHash(n)),
+    });
     expect(pair('seg-0001', 'node-a')).toEqual({ hash: '592ce9c6dbc7ea31', u: 0.34834157090133966 });
-    expect(pair('events/2026-11-30/l0-000042', 'query-node-7')).toEqual({ hash: '9626aab9bd6d8d5c', u: 0.5865275100199395 });
+    expect(pair('events/2026-11-30/l0-000042', 'query-node-7')).toEqual({
+      hash: '9626aab9bd6d8d5c',
+      u: 0.5865275100199395,
+    });
     expect(pair('x', 'y')).toEqual({ hash: 'c17c465a749a2ca4', u: 0.7558025332296913 });
   });
 

@@ -13,7 +13,10 @@ const totalWeight = (list: readonly WeightedNode[]) => list.reduce((sum, n) => s
 /** |observed - n p| within 4 standard deviations of the binomial(n, p) expectation. */
 function expectBinomial(observed: number, n: number, p: number): void {
   const sigma = Math.sqrt(n * p * (1 - p));
-  expect(Math.abs(observed - n * p), `observed ${observed}, expected ${(n * p).toFixed(1)} ± ${(4 * sigma).toFixed(1)}`).toBeLessThanOrEqual(4 * sigma);
+  expect(
+    Math.abs(observed - n * p),
+    `observed ${observed}, expected ${(n * p).toFixed(1)} ± ${(4 * sigma).toFixed(1)}`,
+  ).toBeLessThanOrEqual(4 * sigma);
 }
 
 /** Member lists of 1 to 12 distinct nodes with weights from 0.5 to 64, fractions included. */
@@ -34,19 +37,31 @@ describe('weighted ownership', () => {
   });
 
   it('gives a 2:1 pair a 2:1 split, not the 3:1 of a naive weight-times-hash score', () => {
-    const result = simulatePlacement({ before: nodes('big:64,small:32'), after: nodes('big:64,small:32'), segments: 90_000 });
+    const result = simulatePlacement({
+      before: nodes('big:64,small:32'),
+      after: nodes('big:64,small:32'),
+      segments: 90_000,
+    });
     expectBinomial(result.before.big!.segments, 90_000, 2 / 3);
   });
 
   it('moves exactly the new node’s share when a node is added, all of it to the new node', () => {
-    const result = simulatePlacement({ before: nodes('A:16,B:16,C:8'), after: nodes('A:16,B:16,C:8,D:16'), segments: 100_000 });
+    const result = simulatePlacement({
+      before: nodes('A:16,B:16,C:8'),
+      after: nodes('A:16,B:16,C:8,D:16'),
+      segments: 100_000,
+    });
     expect(Object.keys(result.moved.byPair).sort()).toEqual(['A->D', 'B->D', 'C->D']);
     expect(result.moved.segments).toBe(result.after.D!.segments);
     expectBinomial(result.moved.segments, 100_000, 16 / 56); // the seed's 28.6 %
   });
 
   it('moves only the removed node’s segments, spread over the survivors by weight', () => {
-    const result = simulatePlacement({ before: nodes('A:16,B:16,C:8,D:16'), after: nodes('A:16,B:16,D:16'), segments: 100_000 });
+    const result = simulatePlacement({
+      before: nodes('A:16,B:16,C:8,D:16'),
+      after: nodes('A:16,B:16,D:16'),
+      segments: 100_000,
+    });
     expect(Object.keys(result.moved.byPair).sort()).toEqual(['C->A', 'C->B', 'C->D']);
     expect(result.moved.segments).toBe(result.before.C!.segments);
     expectBinomial(result.moved.segments, 100_000, 8 / 56); // the seed's 14.3 %
@@ -56,10 +71,18 @@ describe('weighted ownership', () => {
   });
 
   it('moves segments only to a node whose weight rises, and only from one whose weight falls', () => {
-    const raised = simulatePlacement({ before: nodes('A:16,B:16,C:8'), after: nodes('A:16,B:16,C:24'), segments: 50_000 });
+    const raised = simulatePlacement({
+      before: nodes('A:16,B:16,C:8'),
+      after: nodes('A:16,B:16,C:24'),
+      segments: 50_000,
+    });
     expect(Object.keys(raised.moved.byPair).sort()).toEqual(['A->C', 'B->C']);
     expectBinomial(raised.after.C!.segments, 50_000, 24 / 56);
-    const lowered = simulatePlacement({ before: nodes('A:16,B:16,C:24'), after: nodes('A:16,B:16,C:8'), segments: 50_000 });
+    const lowered = simulatePlacement({
+      before: nodes('A:16,B:16,C:24'),
+      after: nodes('A:16,B:16,C:8'),
+      segments: 50_000,
+    });
     expect(Object.keys(lowered.moved.byPair).sort()).toEqual(['C->A', 'C->B']);
   });
 
@@ -85,16 +108,19 @@ describe('weighted ownership', () => {
 
   it('ranks every node exactly once, owner first, whatever the order of the member list (property)', () => {
     fc.assert(
-      fc.property(memberList.chain((m) => fc.tuple(fc.constant(m), fc.shuffledSubarray(m, { minLength: m.length }))), ([members, shuffled]) => {
-        const a = new Placement(members);
-        const b = new Placement(shuffled);
-        for (const id of segmentIds.slice(0, 50)) {
-          const ranked = a.rank(id).map((n) => n.id);
-          expect(ranked.slice().sort()).toEqual(members.map((n) => n.id).sort());
-          expect(b.rank(id).map((n) => n.id)).toEqual(ranked);
-          expect(a.owner(id)!.id).toBe(ranked[0]);
-        }
-      }),
+      fc.property(
+        memberList.chain((m) => fc.tuple(fc.constant(m), fc.shuffledSubarray(m, { minLength: m.length }))),
+        ([members, shuffled]) => {
+          const a = new Placement(members);
+          const b = new Placement(shuffled);
+          for (const id of segmentIds.slice(0, 50)) {
+            const ranked = a.rank(id).map((n) => n.id);
+            expect(ranked.slice().sort()).toEqual(members.map((n) => n.id).sort());
+            expect(b.rank(id).map((n) => n.id)).toEqual(ranked);
+            expect(a.owner(id)!.id).toBe(ranked[0]);
+          }
+        },
+      ),
       PROPERTY_RUNS,
     );
   });
@@ -108,23 +134,33 @@ describe('weighted ownership', () => {
     const weight = fc.double({ min: 1e-3, max: 1e4, noNaN: true });
     const draw = fc.double({ min: 2 ** -53, max: 1 - 2 ** -53, noNaN: true });
     fc.assert(
-      fc.property(weight, weight, draw, fc.nat(64), fc.integer({ min: 0, max: 0xffff_ffff }), (w, bestWeight, bestU, below, low) => {
-        // A best score as the loop meets one: some node's w / -ln(u).
-        const best = bestWeight / -Math.log(bestU);
-        const floor = ruledOutBelow(w, best);
-        if (floor === 0) return; // nothing is ruled out
-        // The largest u a ruled-out high word can give (every low bit set), right at the floor and below it.
-        const high = Math.max(0, floor - 1 - below);
-        expect(w / -Math.log(uniform(high, 0xffff_ffff))).toBeLessThan(best);
-        expect(w / -Math.log(uniform(high, low))).toBeLessThan(best);
-      }),
+      fc.property(
+        weight,
+        weight,
+        draw,
+        fc.nat(64),
+        fc.integer({ min: 0, max: 0xffff_ffff }),
+        (w, bestWeight, bestU, below, low) => {
+          // A best score as the loop meets one: some node's w / -ln(u).
+          const best = bestWeight / -Math.log(bestU);
+          const floor = ruledOutBelow(w, best);
+          if (floor === 0) return; // nothing is ruled out
+          // The largest u a ruled-out high word can give (every low bit set), right at the floor and below it.
+          const high = Math.max(0, floor - 1 - below);
+          expect(w / -Math.log(uniform(high, 0xffff_ffff))).toBeLessThan(best);
+          expect(w / -Math.log(uniform(high, low))).toBeLessThan(best);
+        },
+      ),
       { seed: 1302, numRuns: 50_000 },
     );
   });
 
   it('finds the same owner as the full ranking, for many nodes and widely spread weights (property)', () => {
     const wide = fc.uniqueArray(
-      fc.record({ id: fc.string({ minLength: 1, maxLength: 8 }), weight: fc.oneof(fc.double({ min: 1e-3, max: 1e3, noNaN: true }), fc.constantFrom(1, 2, 4, 8, 16)) }),
+      fc.record({
+        id: fc.string({ minLength: 1, maxLength: 8 }),
+        weight: fc.oneof(fc.double({ min: 1e-3, max: 1e3, noNaN: true }), fc.constantFrom(1, 2, 4, 8, 16)),
+      }),
       { minLength: 1, maxLength: 160, selector: (n) => n.id },
     );
     fc.assert(
@@ -142,7 +178,8 @@ describe('weighted ownership', () => {
         const plain = new Placement(members);
         const remembering = new Placement(members, { memoEntries });
         // Twice over more ids than the memo holds: hits, misses and the older half being dropped.
-        for (const id of [...segmentIds.slice(0, 100), ...segmentIds.slice(0, 100)]) expect(remembering.owner(id)).toBe(plain.owner(id));
+        for (const id of [...segmentIds.slice(0, 100), ...segmentIds.slice(0, 100)])
+          expect(remembering.owner(id)).toBe(plain.owner(id));
       }),
       PROPERTY_RUNS,
     );
@@ -162,7 +199,12 @@ describe('weighted ownership', () => {
     const members = nodes('A:4,B:4,C:2,D:8');
     for (const id of segmentIds.slice(0, 100)) {
       const [first, second] = rank(id, members);
-      expect(owner(id, members.filter((n) => n.id !== first!.id))).toEqual(second);
+      expect(
+        owner(
+          id,
+          members.filter((n) => n.id !== first!.id),
+        ),
+      ).toEqual(second);
     }
   });
 
@@ -178,7 +220,13 @@ describe('weighted ownership', () => {
   });
 
   it.each([
-    [[{ id: 'A', weight: 1 }, { id: 'A', weight: 2 }], /duplicate node id "A" at index 1/],
+    [
+      [
+        { id: 'A', weight: 1 },
+        { id: 'A', weight: 2 },
+      ],
+      /duplicate node id "A" at index 1/,
+    ],
     [[{ id: '', weight: 1 }], /node at index 0 has an empty id/],
     [[{ id: 'A', weight: 0 }], /node "A" has weight 0/],
     [[{ id: 'B', weight: -4 }], /node "B" has weight -4/],

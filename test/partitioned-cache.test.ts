@@ -23,15 +23,17 @@ interface Stats {
 
 describe('the partitioned cache', () => {
   let cluster: TestCluster;
-  const scanAll = async (): Promise<Stats> => (await cluster.query('SELECT service, sum(bytes) FROM events GROUP BY service')).body.stats;
+  const scanAll = async (): Promise<Stats> =>
+    (await cluster.query('SELECT service, sum(bytes) FROM events GROUP BY service')).body.stats;
 
   beforeAll(async () => {
-        cluster = await startCluster({ vcpus: [] });
+    cluster = await startCluster({ vcpus: [] });
     // No nodes yet: segments are written to S3 only, and the first queries read them cold.
     await cluster.ingestEvents('events', SEGMENTS, 250);
     const segments = await cluster.meta.listSegments('events');
     const workingSet = segments.reduce((sum, s) => sum + s.bytes, 0);
-    for (let i = 0; i < NODES; i++) await cluster.addNode({ vcpus: 2, cacheBytes: Math.ceil((HEADROOM * workingSet) / NODES) });
+    for (let i = 0; i < NODES; i++)
+      await cluster.addNode({ vcpus: 2, cacheBytes: Math.ceil((HEADROOM * workingSet) / NODES) });
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
   });
   afterAll(() => cluster?.close());
@@ -41,7 +43,8 @@ describe('the partitioned cache', () => {
     for (let i = 0; i < 10; i++) runs.push(await scanAll());
     expect(runs[0]!.cacheMisses).toBe(SEGMENTS); // cold: every segment read once from S3
     const warm = runs.slice(1);
-    const warmHitRate = warm.reduce((s, r) => s + r.cacheHits, 0) / warm.reduce((s, r) => s + r.cacheHits + r.cacheMisses, 0);
+    const warmHitRate =
+      warm.reduce((s, r) => s + r.cacheHits, 0) / warm.reduce((s, r) => s + r.cacheHits + r.cacheMisses, 0);
     expect(warmHitRate).toBeGreaterThanOrEqual(0.95);
     for (const node of cluster.nodes) expect(node.cache.usedBytes).toBeLessThanOrEqual(node.cache.budgetBytes);
   });
@@ -51,7 +54,9 @@ describe('the partitioned cache', () => {
     const added = await cluster.addNode({ vcpus: 2, cacheBytes: Math.ceil((HEADROOM * workingSet) / (NODES + 1)) });
     await cluster.awaitMembers(cluster.nodes.map((n) => n.id));
     const placement = cluster.coordinator.view.placement!;
-    const moved = (await cluster.meta.listSegments('events')).filter((s) => placement.owner(s.id)!.id === added.id).length;
+    const moved = (await cluster.meta.listSegments('events')).filter(
+      (s) => placement.owner(s.id)!.id === added.id,
+    ).length;
     expect(moved).toBeGreaterThan(0);
 
     const dip = await scanAll();
@@ -59,6 +64,8 @@ describe('the partitioned cache', () => {
     expect(dip.nodes[added.id]).toBe(moved);
     const recovered = await scanAll();
     expect(recovered.cacheMisses).toBe(0);
-    console.log(`[partitioned cache] dip after adding a node: ${dip.cacheMisses}/${SEGMENTS} misses (${((100 * moved) / SEGMENTS).toFixed(1)} % moved, ideal 25 %)`);
+    console.log(
+      `[partitioned cache] dip after adding a node: ${dip.cacheMisses}/${SEGMENTS} misses (${((100 * moved) / SEGMENTS).toFixed(1)} % moved, ideal 25 %)`,
+    );
   });
 });

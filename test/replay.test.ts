@@ -18,7 +18,9 @@ describe('recorded workflow histories', () => {
   it('cover every workflow type', async () => {
     const types = new Set<string>();
     for (const file of files) {
-      const history = JSON.parse(await readFile(`${FIXTURES}${file}`, 'utf8')) as { events: { workflowExecutionStartedEventAttributes?: { workflowType: { name: string } } }[] };
+      const history = JSON.parse(await readFile(`${FIXTURES}${file}`, 'utf8')) as {
+        events: { workflowExecutionStartedEventAttributes?: { workflowType: { name: string } } }[];
+      };
       types.add(String(history.events[0]?.workflowExecutionStartedEventAttributes?.workflowType.name));
     }
     expect([...types].sort()).toEqual(Object.keys(workflows).sort());
@@ -27,6 +29,10 @@ describe('recorded workflow histories', () => {
   it.each(files)('%s replays against today’s workflow code', { timeout: 60_000 }, async (file) => {
     const history: unknown = JSON.parse(await readFile(`${FIXTURES}${file}`, 'utf8'));
     // As production replays: the bundle's tracing interceptors and the sink they export to.
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: workflowTracingSinks() }, history, file);
+    await Worker.runReplayHistory(
+      { workflowBundle: await workflowBundle(), sinks: workflowTracingSinks() },
+      history,
+      file,
+    );
   });
 });

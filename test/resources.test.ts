@@ -43,7 +43,10 @@ describe('deadlines, cancellation and caps', () => {
   const DEADLINE_MS = 4_000;
 
   beforeAll(async () => {
-    cluster = await startCluster({ vcpus: [2], coordinator: { queryDeadlineMs: DEADLINE_MS, scanTimeoutMs: 60_000, maxResultBytes: 64 * 1024 } });
+    cluster = await startCluster({
+      vcpus: [2],
+      coordinator: { queryDeadlineMs: DEADLINE_MS, scanTimeoutMs: 60_000, maxResultBytes: 64 * 1024 },
+    });
     await cluster.ingestEvents('events', 2, 1_000);
   });
   afterAll(async () => {
@@ -82,16 +85,24 @@ describe('deadlines, cancellation and caps', () => {
   });
 
   it('holds table-less SQL to the same deadline', async () => {
-    const endless = await cluster.query('WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r');
+    const endless = await cluster.query(
+      'WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r',
+    );
     expect(endless.status).toBe(504);
     expect(endless.body.error).toBe('deadline_exceeded');
   });
 
   it('refuses a result past the cap with a 413 that says how to shrink it, on every route', async () => {
-    for (const sql of ['SELECT * FROM events', 'SELECT DISTINCT * FROM events', 'SELECT service, ts, bytes FROM events ORDER BY ts LIMIT 1900']) {
+    for (const sql of [
+      'SELECT * FROM events',
+      'SELECT DISTINCT * FROM events',
+      'SELECT service, ts, bytes FROM events ORDER BY ts LIMIT 1900',
+    ]) {
       const { status, body } = await cluster.query(sql);
       expect(status, `${sql}: ${JSON.stringify(body)}`).toBe(413);
-      expect(body.message).toMatch(/larger than the limit of 65536 bytes \(BERTH_MAX_RESULT_BYTES\): aggregate, filter or add a LIMIT/);
+      expect(body.message).toMatch(
+        /larger than the limit of 65536 bytes \(BERTH_MAX_RESULT_BYTES\): aggregate, filter or add a LIMIT/,
+      );
     }
     expect((await cluster.query('SELECT * FROM events ORDER BY ts LIMIT 10')).status).toBe(200);
   });
@@ -115,7 +126,10 @@ describe('a hung node', () => {
   const NODE_TIMEOUT_MS = 1_500;
 
   beforeAll(async () => {
-    cluster = await startCluster({ vcpus: [1], coordinator: { scanTimeoutMs: NODE_TIMEOUT_MS, queryDeadlineMs: 60_000 } });
+    cluster = await startCluster({
+      vcpus: [1],
+      coordinator: { scanTimeoutMs: NODE_TIMEOUT_MS, queryDeadlineMs: 60_000 },
+    });
   });
   afterEach(async () => {
     await hung?.stop();
@@ -178,12 +192,18 @@ describe('meta down', () => {
     try {
       const query = await cluster.query('SELECT count(*) FROM events');
       expect(query.status).toBe(503);
-      expect(query.body).toMatchObject({ error: 'meta_unavailable', message: expect.stringMatching(/^the meta service is unavailable: .*fetch failed/) });
+      expect(query.body).toMatchObject({
+        error: 'meta_unavailable',
+        message: expect.stringMatching(/^the meta service is unavailable: .*fetch failed/),
+      });
       const ingest = await cluster.ingest('events', '{"ts": "2026-11-01 00:00:00", "bytes": 1}\n');
       expect(ingest.status).toBe(503);
       const ready = await fetch(`${cluster.coordinator.url}/readyz`);
       expect(ready.status).toBe(503);
-      expect(await ready.json()).toMatchObject({ ready: false, reason: expect.stringMatching(/meta service is unavailable/) });
+      expect(await ready.json()).toMatchObject({
+        ready: false,
+        reason: expect.stringMatching(/meta service is unavailable/),
+      });
     } finally {
       await cluster.startMeta();
     }

@@ -11,13 +11,22 @@ describe('the routing verdict', () => {
   });
 
   it('sends a query whose final stage takes rows over enough data to the heavy pool as memory-bound', () => {
-    expect(routingVerdict({ route: 'rows', scanBytes: 100 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
+    expect(routingVerdict({ route: 'rows', scanBytes: 100 }, thresholds)).toMatchObject({
+      class: 'heavy',
+      bottleneck: 'memory',
+    });
     // Past the scan threshold too, memory still bounds it: more backends would not help its final stage.
-    expect(routingVerdict({ route: 'rows', scanBytes: 5000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
+    expect(routingVerdict({ route: 'rows', scanBytes: 5000 }, thresholds)).toMatchObject({
+      class: 'heavy',
+      bottleneck: 'memory',
+    });
   });
 
   it('leaves a query light until it has many bytes to scan, then calls it scan-bound', () => {
     expect(routingVerdict({ route: 'partial', scanBytes: 999 }, thresholds)).toEqual({ class: 'light' });
-    expect(routingVerdict({ route: 'partial', scanBytes: 1000 }, thresholds)).toMatchObject({ class: 'heavy', bottleneck: 'scan' });
+    expect(routingVerdict({ route: 'partial', scanBytes: 1000 }, thresholds)).toMatchObject({
+      class: 'heavy',
+      bottleneck: 'scan',
+    });
   });
 });

@@ -46,7 +46,8 @@ describe('routing and membership', () => {
     }
     // The standbys read the stopped owner's segments through, without caching them: their caches stay their own.
     expect(after.stats.s3Gets).toBe(owned);
-    for (const node of cluster.nodes.filter((n) => n !== victim)) expect(node.cache.ids().filter((id) => victims.has(id))).toEqual([]);
+    for (const node of cluster.nodes.filter((n) => n !== victim))
+      expect(node.cache.ids().filter((id) => victims.has(id))).toEqual([]);
     expect((await query(cluster, 'SELECT count(*), sum(bytes) FROM events')).stats.s3Gets).toBe(owned);
   });
 
@@ -105,7 +106,12 @@ describe('routing and membership', () => {
     expect(warmed.length).toBeGreaterThan(0);
     expect(warmed.every((id) => owned.some((s) => s.id === id))).toBe(true);
     // Newest first: what it warmed is a prefix of its owned segments in newest-first order.
-    expect(owned.slice(0, warmed.length).map((s) => s.id).sort()).toEqual([...warmed].sort());
+    expect(
+      owned
+        .slice(0, warmed.length)
+        .map((s) => s.id)
+        .sort(),
+    ).toEqual([...warmed].sort());
     expect(node.cache.usedBytes).toBeLessThanOrEqual(node.cache.budgetBytes);
     const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`berth_s3_gets_total ${warmed.length}`));

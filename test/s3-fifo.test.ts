@@ -6,7 +6,11 @@ import { S3Fifo } from '../core/s3-fifo.js';
 /** A sequence of cache operations over a small key space, so that keys come back. */
 const operations = fc.array(
   fc.oneof(
-    fc.record({ op: fc.constant('set' as const), key: fc.integer({ min: 0, max: 40 }), size: fc.integer({ min: 1, max: 120 }) }),
+    fc.record({
+      op: fc.constant('set' as const),
+      key: fc.integer({ min: 0, max: 40 }),
+      size: fc.integer({ min: 1, max: 120 }),
+    }),
     fc.record({ op: fc.constant('hit' as const), key: fc.integer({ min: 0, max: 40 }) }),
     fc.record({ op: fc.constant('delete' as const), key: fc.integer({ min: 0, max: 40 }) }),
   ),

@@ -47,18 +47,26 @@ describe('the embedded S3 API on the run’s server', () => {
     expect((await fetch(`${endpoint}/${bucket}?list-type=2`)).status).toBe(403);
     const planted = `tables/probe/planted-${randomUUID()}.parquet`;
     expect((await fetch(`${endpoint}/${bucket}/${planted}`, { method: 'PUT', body: 'evil' })).status).toBe(403);
-    await expect(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: planted }))).rejects.toMatchObject({ name: 'NotFound' });
+    await expect(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: planted }))).rejects.toMatchObject({
+      name: 'NotFound',
+    });
   });
 
   it('refuses a key it does not know', async () => {
     const stranger = createS3Client({ endpoint, credentials: { accessKeyId: 'NOT-A-KEY', secretAccessKey: 'nope' } });
-    await expect(stranger.send(new GetObjectCommand({ Bucket: bucket, Key: key }))).rejects.toMatchObject({ name: 'InvalidAccessKeyId' });
+    await expect(stranger.send(new GetObjectCommand({ Bucket: bucket, Key: key }))).rejects.toMatchObject({
+      name: 'InvalidAccessKeyId',
+    });
     stranger.destroy();
   });
 
   it('answers the malformed multipart POST that crashed s3rver with an error, and keeps serving', async () => {
     expect(Buffer.byteLength(MALFORMED_MULTIPART)).toBeLessThan(160);
-    const response = await fetch(`${endpoint}/${bucket}`, { method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` }, body: MALFORMED_MULTIPART });
+    const response = await fetch(`${endpoint}/${bucket}`, {
+      method: 'POST',
+      headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+      body: MALFORMED_MULTIPART,
+    });
     expect(response.status).toBe(400);
     expect(await response.text()).toContain('<Code>MalformedPOSTRequest</Code>');
     const object = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
@@ -70,7 +78,13 @@ describe('an embedded S3 API of its own', () => {
   let dir: string;
   let server: S3Server | undefined;
   const identitiesFile = () => path.join(dir, 'identities.json');
-  const start = (ports = {}) => startS3Server({ directory: path.join(dir, 'data'), identitiesFile: identitiesFile(), buckets: ['own-bucket'], ports });
+  const start = (ports = {}) =>
+    startS3Server({
+      directory: path.join(dir, 'data'),
+      identitiesFile: identitiesFile(),
+      buckets: ['own-bucket'],
+      ports,
+    });
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'berth-s3-'));
@@ -91,7 +105,14 @@ describe('an embedded S3 API of its own', () => {
     await s3.send(new PutObjectCommand({ Bucket: 'own-bucket', Key: 'kept.txt', Body: 'kept' }));
     s3.destroy();
     expect((await fetch(`http://127.0.0.1:${server.ports.filer}/buckets/own-bucket/kept.txt`)).status).toBe(401);
-    expect((await fetch(`http://127.0.0.1:${server.ports.filer}/buckets/own-bucket/planted.txt`, { method: 'PUT', body: 'evil' })).status).toBe(401);
+    expect(
+      (
+        await fetch(`http://127.0.0.1:${server.ports.filer}/buckets/own-bucket/planted.txt`, {
+          method: 'PUT',
+          body: 'evil',
+        })
+      ).status,
+    ).toBe(401);
   });
 
   it('keeps its credentials 0600 and its objects across a restart', async () => {
@@ -115,13 +136,20 @@ describe('an embedded S3 API of its own', () => {
       const server = await startS3Server({ directory: ${JSON.stringify(path.join(dir, 'orphan'))}, identitiesFile: ${JSON.stringify(path.join(dir, 'orphan.json'))}, buckets: [] });
       console.log(JSON.stringify(server.ports));
       setInterval(() => {}, 60_000);`;
-    const parent = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const parent = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const ports = await new Promise<Record<string, number>>((resolve, reject) => {
       parent.stdout!.once('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as Record<string, number>));
       parent.once('exit', (code) => reject(new Error(`the parent exited with ${code} before its S3 server started`)));
     });
     expect(await accepts(ports.s3!)).toBe(true);
     parent.kill('SIGKILL');
-    await expect.poll(async () => (await Promise.all(Object.values(ports).map(accepts))).some(Boolean), { timeout: 30_000, interval: 250 }).toBe(false);
+    await expect
+      .poll(async () => (await Promise.all(Object.values(ports).map(accepts))).some(Boolean), {
+        timeout: 30_000,
+        interval: 250,
+      })
+      .toBe(false);
   });
 });

@@ -83,7 +83,10 @@ describe('a scan that fails while acquiring its segments', () => {
         method: 'POST',
         url: '/v1/scan',
         headers: bearer(TOKEN),
-        payload: { sql: 'SELECT count(*) FROM events', tables: [{ name: 'events', schema: [{ name: 'ts', type: 'TIMESTAMP' }], segments: [...CACHED, MISSING] }] },
+        payload: {
+          sql: 'SELECT count(*) FROM events',
+          tables: [{ name: 'events', schema: [{ name: 'ts', type: 'TIMESTAMP' }], segments: [...CACHED, MISSING] }],
+        },
       });
       expect(response.statusCode).toBeGreaterThanOrEqual(500);
       expect(acquired).toBe(CACHED.length);

@@ -53,7 +53,10 @@ describe("the query node's scanner", () => {
       opened.close(ended);
     }
   };
-  const direct = (sql: string) => withConnection(duckdb, async (c) => (await c.runAndReadAll(sql.replace('FROM events', `FROM read_parquet('${original}')`))).getRowsJson());
+  const direct = (sql: string) =>
+    withConnection(duckdb, async (c) =>
+      (await c.runAndReadAll(sql.replace('FROM events', `FROM read_parquet('${original}')`))).getRowsJson(),
+    );
 
   it('reads a file as it is now, though it was filled in place within the second after a read', async () => {
     const object = await readFile(original);
@@ -71,13 +74,23 @@ describe("the query node's scanner", () => {
     } finally {
       await handle.close();
     }
-    expect(await withConnection(duckdb, async (c) => (await c.runAndReadAll(sql)).getRowsJson())).toEqual(await direct(sql.replace(file, original)));
+    expect(await withConnection(duckdb, async (c) => (await c.runAndReadAll(sql)).getRowsJson())).toEqual(
+      await direct(sql.replace(file, original)),
+    );
   });
 
   it('reads the columns fetched after earlier scans, as the object holds them', async () => {
     const id = `cold-part-${Date.now()}`;
-    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('coldpart', id), Body: await readFile(original) }));
-    const cache = await SegmentCache.open({ dir: path.join(dir, 'segments'), budgetBytes: 64 * 1024 ** 2, s3, bucket, duckdb });
+    await s3.send(
+      new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('coldpart', id), Body: await readFile(original) }),
+    );
+    const cache = await SegmentCache.open({
+      dir: path.join(dir, 'segments'),
+      budgetBytes: 64 * 1024 ** 2,
+      s3,
+      bucket,
+      duckdb,
+    });
     const scanner = new Scanner(duckdb);
     const held = await cache.acquire('coldpart', id, { partial: true });
     expect(held.complete).toBe(false);
@@ -87,9 +100,18 @@ describe("the query node's scanner", () => {
       // file fills in place between scans. The first one's filter on ts holds for the whole file,
       // by its statistics: DuckDB's plan leaves it out, yet still reads ts.
       for (const [sql, columns] of [
-        [`SELECT service, count(*) AS n, sum(bytes) AS bytes FROM events WHERE ts >= TIMESTAMP '2026-11-01' AND ts < TIMESTAMP '2026-12-01' GROUP BY service ORDER BY service`, ['ts', 'service', 'bytes']],
-        ['SELECT service, max(latency_ms) AS slowest FROM events WHERE status >= 500 GROUP BY service ORDER BY service', ['service', 'latency_ms', 'status']],
-        ["SELECT region, count(DISTINCT user_id) AS users, min(ts) AS first FROM events WHERE level = 'error' GROUP BY region ORDER BY region", ['region', 'user_id', 'ts', 'level']],
+        [
+          `SELECT service, count(*) AS n, sum(bytes) AS bytes FROM events WHERE ts >= TIMESTAMP '2026-11-01' AND ts < TIMESTAMP '2026-12-01' GROUP BY service ORDER BY service`,
+          ['ts', 'service', 'bytes'],
+        ],
+        [
+          'SELECT service, max(latency_ms) AS slowest FROM events WHERE status >= 500 GROUP BY service ORDER BY service',
+          ['service', 'latency_ms', 'status'],
+        ],
+        [
+          "SELECT region, count(DISTINCT user_id) AS users, min(ts) AS first FROM events WHERE level = 'error' GROUP BY region ORDER BY region",
+          ['region', 'user_id', 'ts', 'level'],
+        ],
       ] as const) {
         expect(await scan(scanner, held, sql, [...columns])).toEqual(await direct(sql));
       }

@@ -43,7 +43,13 @@ describe('schedules that follow configuration', () => {
     for (const id of [mergeScheduleId(kept), mergeScheduleId(dropped), JANITOR_SCHEDULE_ID]) {
       const handle = client.schedule.getHandle(id);
       // The janitor's schedule is shared by the namespace: remove it only if this test's worker owns it.
-      if (await handle.describe().then((d) => d.action.taskQueue === mergeTaskQueueFor(taskQueue), () => false)) await handle.delete();
+      if (
+        await handle.describe().then(
+          (d) => d.action.taskQueue === mergeTaskQueueFor(taskQueue),
+          () => false,
+        )
+      )
+        await handle.delete();
     }
     await client?.connection.close();
     await withBoth?.close();
@@ -53,17 +59,29 @@ describe('schedules that follow configuration', () => {
   it('creates a merge schedule per table, with a catch-up window of one interval', async () => {
     runWorker(withBoth, { BERTH_MERGE_EVERY_MS: String(HOUR) });
     // One sync creates them one after the other (in meta's order, dropped_ first): wait for both.
-    const exists = (table: string) => describeSchedule(table).then(() => true, () => false);
-    await expect.poll(async () => [await exists(dropped), await exists(kept)], { timeout: 60_000 }).toEqual([true, true]);
+    const exists = (table: string) =>
+      describeSchedule(table).then(
+        () => true,
+        () => false,
+      );
+    await expect
+      .poll(async () => [await exists(dropped), await exists(kept)], { timeout: 60_000 })
+      .toEqual([true, true]);
     const schedule = await describeSchedule(kept);
     expect(schedule.spec.intervals?.map((i) => i.every)).toEqual([HOUR]);
     expect(schedule.policies).toMatchObject({ overlap: 'SKIP', catchupWindow: HOUR });
-    expect(schedule.action).toMatchObject({ taskQueue: mergeTaskQueueFor(taskQueue), workflowType: 'tableMergeWorkflow', args: [{ table: kept, minInputs: 10, maxInputs: 100 }] });
+    expect(schedule.action).toMatchObject({
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowType: 'tableMergeWorkflow',
+      args: [{ table: kept, minInputs: 10, maxInputs: 100 }],
+    });
   });
 
   it('updates the schedule when BERTH_MERGE_EVERY_MS and BERTH_MERGE_MIN_INPUTS change', async () => {
     runWorker(withBoth, { BERTH_MERGE_EVERY_MS: String(2 * HOUR), BERTH_MERGE_MIN_INPUTS: '4' });
-    await expect.poll(async () => (await describeSchedule(kept)).spec.intervals?.map((i) => i.every), { timeout: 60_000 }).toEqual([2 * HOUR]);
+    await expect
+      .poll(async () => (await describeSchedule(kept)).spec.intervals?.map((i) => i.every), { timeout: 60_000 })
+      .toEqual([2 * HOUR]);
     const schedule = await describeSchedule(kept);
     expect(schedule.policies.catchupWindow).toBe(2 * HOUR);
     expect(schedule.action).toMatchObject({ args: [{ table: kept, minInputs: 4, maxInputs: 100 }] });
@@ -72,7 +90,14 @@ describe('schedules that follow configuration', () => {
   it('deletes the schedule of a table meta no longer lists, and keeps the others', async () => {
     runWorker(withKeptOnly, { BERTH_MERGE_EVERY_MS: String(2 * HOUR), BERTH_MERGE_MIN_INPUTS: '4' });
     await expect
-      .poll(() => describeSchedule(dropped).then(() => 'still there', (error) => (error instanceof ScheduleNotFoundError ? 'deleted' : String(error))), { timeout: 60_000 })
+      .poll(
+        () =>
+          describeSchedule(dropped).then(
+            () => 'still there',
+            (error) => (error instanceof ScheduleNotFoundError ? 'deleted' : String(error)),
+          ),
+        { timeout: 60_000 },
+      )
       .toBe('deleted');
     expect((await describeSchedule(kept)).spec.intervals?.map((i) => i.every)).toEqual([2 * HOUR]);
   });

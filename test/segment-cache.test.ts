@@ -23,7 +23,13 @@ describe('the segment cache', () => {
   beforeAll(async () => {
     s3 = createS3Client({ endpoint: inject('s3Endpoint'), credentials: inject('s3Credentials') });
     for (const id of ['c-1', 'c-2', 'c-3', 'c-4', ...SCAN]) {
-      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('cachetest', id), Body: Buffer.alloc(SEGMENT_BYTES, id) }));
+      await s3.send(
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: segmentObjectKey('cachetest', id),
+          Body: Buffer.alloc(SEGMENT_BYTES, id),
+        }),
+      );
     }
   });
   afterAll(() => s3.destroy());
@@ -149,7 +155,13 @@ describe('a segment held in part', () => {
     object = await readFile(original);
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey('cachetest', ID), Body: object }));
     duckdb = await DuckDBInstance.create(':memory:');
-    for (const [column, bytes] of await rows(original!, 'SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(FILE) GROUP BY 1'.replace('FILE', `'${original}'`))) {
+    for (const [column, bytes] of await rows(
+      original!,
+      'SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata(FILE) GROUP BY 1'.replace(
+        'FILE',
+        `'${original}'`,
+      ),
+    )) {
       columnBytes.set(String(column), Number(bytes));
     }
   });

@@ -65,7 +65,11 @@ describe('serving admission', () => {
     const running = gate();
     const first = admission.run(signal(), running.work);
     const late = gate();
-    await expect(admission.run(signal(), late.work)).rejects.toMatchObject({ statusCode: 429, code: 'queue_timeout', headers: { 'retry-after': '1' } });
+    await expect(admission.run(signal(), late.work)).rejects.toMatchObject({
+      statusCode: 429,
+      code: 'queue_timeout',
+      headers: { 'retry-after': '1' },
+    });
     expect(admission.counts).toEqual({ running: 1, waiting: 0 });
     running.open();
     await first;

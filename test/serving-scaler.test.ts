@@ -24,18 +24,36 @@ describe('the serving scaler’s decisions', () => {
   it('adds one node after waiting above the threshold lasts the sustain window, never past the maximum', () => {
     const now = 100_000;
     expect(decideServingScale({ replicas: 1, running: 4, waiting: 2, now }, settings)).toEqual({});
-    expect(decideServingScale({ replicas: 1, running: 4, waiting: 3, now }, settings)).toEqual({ pressedSince: now, wakeAt: now + 1_000 });
-    expect(decideServingScale({ replicas: 1, running: 4, waiting: 3, pressedSince: now - 999, now }, settings)).toEqual({ pressedSince: now - 999, wakeAt: now + 1 });
-    expect(decideServingScale({ replicas: 1, running: 4, waiting: 3, pressedSince: now - 1_000, now }, settings)).toEqual({ step: { to: 2, reason: '3 queries waiting (above 2) for 1 s' } });
-    expect(decideServingScale({ replicas: 3, running: 4, waiting: 30, pressedSince: now - 60_000, now }, settings)).toEqual({ pressedSince: now - 60_000 });
+    expect(decideServingScale({ replicas: 1, running: 4, waiting: 3, now }, settings)).toEqual({
+      pressedSince: now,
+      wakeAt: now + 1_000,
+    });
+    expect(decideServingScale({ replicas: 1, running: 4, waiting: 3, pressedSince: now - 999, now }, settings)).toEqual(
+      { pressedSince: now - 999, wakeAt: now + 1 },
+    );
+    expect(
+      decideServingScale({ replicas: 1, running: 4, waiting: 3, pressedSince: now - 1_000, now }, settings),
+    ).toEqual({ step: { to: 2, reason: '3 queries waiting (above 2) for 1 s' } });
+    expect(
+      decideServingScale({ replicas: 3, running: 4, waiting: 30, pressedSince: now - 60_000, now }, settings),
+    ).toEqual({ pressedSince: now - 60_000 });
   });
 
   it('removes one node after an idle window, never below the floor; any query ends the idle window', () => {
     const now = 100_000;
-    expect(decideServingScale({ replicas: 2, running: 0, waiting: 0, idleSince: now - 5_000, now }, settings)).toEqual({ step: { to: 1, reason: 'idle for 5 s' } });
-    expect(decideServingScale({ replicas: 2, running: 0, waiting: 0, now }, settings)).toEqual({ idleSince: now, wakeAt: now + 5_000 });
-    expect(decideServingScale({ replicas: 2, running: 1, waiting: 0, idleSince: now - 60_000, now }, settings)).toEqual({});
-    expect(decideServingScale({ replicas: 1, running: 0, waiting: 0, idleSince: now - 60_000, now }, settings)).toEqual({ idleSince: now - 60_000 });
+    expect(decideServingScale({ replicas: 2, running: 0, waiting: 0, idleSince: now - 5_000, now }, settings)).toEqual({
+      step: { to: 1, reason: 'idle for 5 s' },
+    });
+    expect(decideServingScale({ replicas: 2, running: 0, waiting: 0, now }, settings)).toEqual({
+      idleSince: now,
+      wakeAt: now + 5_000,
+    });
+    expect(decideServingScale({ replicas: 2, running: 1, waiting: 0, idleSince: now - 60_000, now }, settings)).toEqual(
+      {},
+    );
+    expect(decideServingScale({ replicas: 1, running: 0, waiting: 0, idleSince: now - 60_000, now }, settings)).toEqual(
+      { idleSince: now - 60_000 },
+    );
   });
 
   it('plans a step by the weight it moves: a node of the median weight joining takes its share of the new total', () => {
@@ -49,7 +67,9 @@ describe('the serving scaler’s decisions', () => {
       movedBytes: 286,
       expectedHitRateDip: 4 / 14,
     });
-    expect(planServingChange({ weights: [2, 2, 2, 2], from: 4, to: 3, totalBytes: 1_000, reason: 'r', at: 1 })).toMatchObject({ movedShare: 0.25, movedBytes: 250 });
+    expect(
+      planServingChange({ weights: [2, 2, 2, 2], from: 4, to: 3, totalBytes: 1_000, reason: 'r', at: 1 }),
+    ).toMatchObject({ movedShare: 0.25, movedBytes: 250 });
   });
 });
 
@@ -76,7 +96,11 @@ describe('a coordinator’s serving load reports', () => {
     refuse = false;
     await reporter.tick();
     await reporter.tick();
-    expect(sent).toEqual([{ running: 16, waiting: 5 }, { running: 16, waiting: 5 }, { running: 0, waiting: 0 }]);
+    expect(sent).toEqual([
+      { running: 16, waiting: 5 },
+      { running: 16, waiting: 5 },
+      { running: 0, waiting: 0 },
+    ]);
   });
 });
 
@@ -95,7 +119,13 @@ describe('the serving group scaled by its waiting queries', () => {
     cluster = await startCluster({
       vcpus: [],
       // One query at a time on the coordinator, which serves the scaled group; room in its line for the whole burst.
-      coordinator: { group, maxConcurrency: 1, maxQueueSize: 64, queueTimeoutMs: 120_000, servingScaler: { temporalAddress: inject('temporalAddress'), taskQueue, config, reportEveryMs: 200 } },
+      coordinator: {
+        group,
+        maxConcurrency: 1,
+        maxQueueSize: 64,
+        queueTimeoutMs: 120_000,
+        servingScaler: { temporalAddress: inject('temporalAddress'), taskQueue, config, reportEveryMs: 200 },
+      },
     });
     // The group's nodes are the platform's: the local driver starts and stops them as replicas change.
     platform = new LocalPlatform({
@@ -119,11 +149,25 @@ describe('the serving group scaled by its waiting queries', () => {
     await cluster.ingestEvents('events', 3, 200);
     client = await temporalClient();
     worker = await startWorker(cluster, taskQueue, { servingScaler: { platform } });
-    controller = buildControllerApp({ client, pools: [], servingScaler: config, token: TOKEN, taskQueue, logger: false });
-    dataDir = await cliDataDir(cluster.dir, { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url }, TOKEN);
+    controller = buildControllerApp({
+      client,
+      pools: [],
+      servingScaler: config,
+      token: TOKEN,
+      taskQueue,
+      logger: false,
+    });
+    dataDir = await cliDataDir(
+      cluster.dir,
+      { controller: await controller.listen({ host: '127.0.0.1', port: 0 }), coordinator: cluster.coordinator.url },
+      TOKEN,
+    );
   });
   afterAll(async () => {
-    await client?.workflow.getHandle(servingScalerWorkflowId(group)).terminate('test over').catch(() => {});
+    await client?.workflow
+      .getHandle(servingScalerWorkflowId(group))
+      .terminate('test over')
+      .catch(() => {});
     await worker?.stop();
     await controller?.close();
     await platform?.close();
@@ -131,63 +175,76 @@ describe('the serving group scaled by its waiting queries', () => {
     await cluster?.close();
   });
 
-  it('adds one node for sustained waiting, saying what moves before it acts, and gives it back when idle, never below the floor', { timeout: 180_000 }, async () => {
-    const status = () => servingScalerStatus({ client, config });
-    // One query at a time: eight clients, each sending its next query as soon as one is answered,
-    // keep queries waiting on the coordinator until the scaler steps, however fast a query is
-    // (a fixed burst can drain before the workflow has even read the replicas).
-    let stepped = false;
-    const statuses: number[] = [];
-    const clients = Array.from({ length: 8 }, async () => {
-      while (!stepped) statuses.push((await cluster.query('SELECT service, count(*) FROM events GROUP BY service')).status);
-    });
-    try {
-      await expect.poll(async () => (await status()).steps.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(1);
-    } finally {
-      stepped = true;
-      await Promise.all(clients);
-    }
-    expect(statuses).toEqual(Array(statuses.length).fill(200));
-    const [up] = (await status()).steps;
-    expect(up).toMatchObject({ from: 1, to: 2, members: 1, movedShare: 0.5, expectedHitRateDip: 0.5 });
-    expect(up!.reason).toMatch(/^\d+ queries waiting \(above 0\) for \d+ s$/);
-    await expect.poll(async () => (await cluster.meta.members(group)).length, { timeout: 60_000 }).toBe(2);
-
-    // Said before it was done: every write comes right after its plan completed (in whichever run
-    // took the step: reports make the workflow continue as new often here).
-    let writes = 0;
-    for (const runId of await runsOf(client, servingScalerWorkflowId(group))) {
-      const { events } = await client.workflow.getHandle(servingScalerWorkflowId(group), runId).fetchHistory();
-      const names = new Map<string, string>();
-      const run: string[] = [];
-      for (const event of events ?? []) {
-        const scheduled = event.activityTaskScheduledEventAttributes;
-        if (scheduled) {
-          names.set(String(event.eventId), scheduled.activityType!.name!);
-          run.push(`scheduled ${scheduled.activityType!.name}`);
-        }
-        const done = event.activityTaskCompletedEventAttributes;
-        if (done) run.push(`completed ${names.get(String(done.scheduledEventId))}`);
-      }
-      run.forEach((step, i) => {
-        if (step !== 'scheduled scaleServing') return;
-        writes++;
-        expect(run[i - 1]).toBe('completed planServingStep');
+  it(
+    'adds one node for sustained waiting, saying what moves before it acts, and gives it back when idle, never below the floor',
+    { timeout: 180_000 },
+    async () => {
+      const status = () => servingScalerStatus({ client, config });
+      // One query at a time: eight clients, each sending its next query as soon as one is answered,
+      // keep queries waiting on the coordinator until the scaler steps, however fast a query is
+      // (a fixed burst can drain before the workflow has even read the replicas).
+      let stepped = false;
+      const statuses: number[] = [];
+      const clients = Array.from({ length: 8 }, async () => {
+        while (!stepped)
+          statuses.push((await cluster.query('SELECT service, count(*) FROM events GROUP BY service')).status);
       });
-    }
-    expect(writes).toBe(1); // so far: the step up
+      try {
+        await expect.poll(async () => (await status()).steps.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(1);
+      } finally {
+        stepped = true;
+        await Promise.all(clients);
+      }
+      expect(statuses).toEqual(Array(statuses.length).fill(200));
+      const [up] = (await status()).steps;
+      expect(up).toMatchObject({ from: 1, to: 2, members: 1, movedShare: 0.5, expectedHitRateDip: 0.5 });
+      expect(up!.reason).toMatch(/^\d+ queries waiting \(above 0\) for \d+ s$/);
+      await expect.poll(async () => (await cluster.meta.members(group)).length, { timeout: 60_000 }).toBe(2);
 
-    // Idle: back to the floor, and no further.
-    await expect.poll(async () => (await status()).replicas, { timeout: 60_000 }).toBe(1);
-    const down = (await status()).steps[1]!;
-    expect(down).toMatchObject({ from: 2, to: 1, members: 2, movedShare: 0.5, reason: expect.stringMatching(/^idle for \d+ s$/) });
-    await expect.poll(async () => (await cluster.meta.members(group)).length, { timeout: 60_000 }).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 2 * config.idleMs!)); // two more idle windows: nothing happens
-    expect(await status()).toMatchObject({ replicas: 1, steps: [up, down] });
-    expect(await platform.replicas(group)).toBe(1);
+      // Said before it was done: every write comes right after its plan completed (in whichever run
+      // took the step: reports make the workflow continue as new often here).
+      let writes = 0;
+      for (const runId of await runsOf(client, servingScalerWorkflowId(group))) {
+        const { events } = await client.workflow.getHandle(servingScalerWorkflowId(group), runId).fetchHistory();
+        const names = new Map<string, string>();
+        const run: string[] = [];
+        for (const event of events ?? []) {
+          const scheduled = event.activityTaskScheduledEventAttributes;
+          if (scheduled) {
+            names.set(String(event.eventId), scheduled.activityType!.name!);
+            run.push(`scheduled ${scheduled.activityType!.name}`);
+          }
+          const done = event.activityTaskCompletedEventAttributes;
+          if (done) run.push(`completed ${names.get(String(done.scheduledEventId))}`);
+        }
+        run.forEach((step, i) => {
+          if (step !== 'scheduled scaleServing') return;
+          writes++;
+          expect(run[i - 1]).toBe('completed planServingStep');
+        });
+      }
+      expect(writes).toBe(1); // so far: the step up
 
-    const cli = await berth('serving', 'status', group, '--data-dir', dataDir);
-    expect(cli.stdout).toContain(`${group} autoscaler: 1 replicas (floor 1, max 2)`);
-    expect(cli.stdout).toMatch(/1 → 2 \(\d+ queries waiting \(above 0\) for \d+ s\): about 50\.0% of segments \([\d.]+Ki\) change owner; expect the cache-hit rate 50\.0% lower until they are warm/);
-  });
+      // Idle: back to the floor, and no further.
+      await expect.poll(async () => (await status()).replicas, { timeout: 60_000 }).toBe(1);
+      const down = (await status()).steps[1]!;
+      expect(down).toMatchObject({
+        from: 2,
+        to: 1,
+        members: 2,
+        movedShare: 0.5,
+        reason: expect.stringMatching(/^idle for \d+ s$/),
+      });
+      await expect.poll(async () => (await cluster.meta.members(group)).length, { timeout: 60_000 }).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, 2 * config.idleMs!)); // two more idle windows: nothing happens
+      expect(await status()).toMatchObject({ replicas: 1, steps: [up, down] });
+      expect(await platform.replicas(group)).toBe(1);
+
+      const cli = await berth('serving', 'status', group, '--data-dir', dataDir);
+      expect(cli.stdout).toContain(`${group} autoscaler: 1 replicas (floor 1, max 2)`);
+      expect(cli.stdout).toMatch(
+        /1 → 2 \(\d+ queries waiting \(above 0\) for \d+ s\): about 50\.0% of segments \([\d.]+Ki\) change owner; expect the cache-hit rate 50\.0% lower until they are warm/,
+      );
+    },
+  );
 });

@@ -10,7 +10,10 @@ describe('a SQLite database that never makes garbage', () => {
     expect(db.prepare('INSERT INTO t (k, v) VALUES (?, ?)')).toBe(insert);
     db.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run('a', 1);
     db.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run('b', 2);
-    expect(db.prepare('SELECT k, v FROM t ORDER BY k').all()).toEqual([{ k: 'a', v: 1 }, { k: 'b', v: 2 }]);
+    expect(db.prepare('SELECT k, v FROM t ORDER BY k').all()).toEqual([
+      { k: 'a', v: 1 },
+      { k: 'b', v: 2 },
+    ]);
     db.transaction(() => db.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run('c', 3))();
     expect(db.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 3 });
     db.close();

@@ -18,7 +18,9 @@ import { startWorker, temporalClient, type RunningWorker } from './helpers/berth
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 import { recordingPlatform } from './fakes/recording-platform.js';
 
-const BERTH_ATTRIBUTES = Object.values(SEARCH_ATTRIBUTES).map((key) => key.name).sort();
+const BERTH_ATTRIBUTES = Object.values(SEARCH_ATTRIBUTES)
+  .map((key) => key.name)
+  .sort();
 
 describe('berth setup on a bare Temporal server', () => {
   let temporal: TemporalDevServer;
@@ -29,7 +31,9 @@ describe('berth setup on a bare Temporal server', () => {
   const { platform, replicas } = recordingPlatform();
   const registered = async () => {
     const { customAttributes } = await client.connection.operatorService.listSearchAttributes({ namespace: 'default' });
-    return Object.keys(customAttributes ?? {}).filter((name) => name.startsWith('Berth')).sort();
+    return Object.keys(customAttributes ?? {})
+      .filter((name) => name.startsWith('Berth'))
+      .sort();
   };
 
   beforeAll(async () => {
@@ -57,7 +61,15 @@ describe('berth setup on a bare Temporal server', () => {
   });
 
   it('refuses an unknown namespace with a message that names it', async () => {
-    const result = await berth('setup', '--temporal', temporal.address, '--namespace', 'no-such-namespace', '--wait-ms', '0');
+    const result = await berth(
+      'setup',
+      '--temporal',
+      temporal.address,
+      '--namespace',
+      'no-such-namespace',
+      '--wait-ms',
+      '0',
+    );
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('no-such-namespace');
   });
@@ -66,12 +78,19 @@ describe('berth setup on a bare Temporal server', () => {
     worker = await startWorker(cluster, taskQueue, { temporalAddress: temporal.address, heavyPool: { platform } });
     await cluster.ingestEvents('events', 3, 40);
     const workflowId = `setup-merge-${randomUUID()}`;
-    const result = await client.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId, args: [{ table: 'events', partition: '20261101' }] });
+    const result = await client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId,
+      args: [{ table: 'events', partition: '20261101' }],
+    });
     expect(result.outcome).toBe('merged');
     await expect
       .poll(async () => {
         const ids: string[] = [];
-        for await (const run of client.workflow.list({ query: `BerthTable = 'events' AND BerthPartition = '20261101'` })) ids.push(run.workflowId);
+        for await (const run of client.workflow.list({
+          query: `BerthTable = 'events' AND BerthPartition = '20261101'`,
+        }))
+          ids.push(run.workflowId);
         return ids;
       })
       .toContain(workflowId);
@@ -97,12 +116,14 @@ describe('berth setup on a bare Temporal server', () => {
 });
 
 describe('a worker on a namespace it may not change', () => {
-  const refusing = (code: number) => ({
-    operatorService: {
-      listSearchAttributes: () => Promise.reject(Object.assign(new Error(`refused with gRPC code ${code}`), { code })),
-      addSearchAttributes: () => Promise.reject(new Error('never called')),
-    },
-  }) as unknown as Parameters<typeof registerSearchAttributesOrWarn>[0];
+  const refusing = (code: number) =>
+    ({
+      operatorService: {
+        listSearchAttributes: () =>
+          Promise.reject(Object.assign(new Error(`refused with gRPC code ${code}`), { code })),
+        addSearchAttributes: () => Promise.reject(new Error('never called')),
+      },
+    }) as unknown as Parameters<typeof registerSearchAttributesOrWarn>[0];
 
   it('warns and starts when the server denies it, since an operator may have registered them', async () => {
     const warnings: string[] = [];

@@ -30,7 +30,10 @@ describe('a worker’s merges', () => {
   const { platform, replicas } = recordingPlatform();
   const pending = async (workflowId: string) => {
     const { raw } = await client.workflow.getHandle(workflowId).describe();
-    return (raw.pendingActivities ?? []).map((a) => ({ type: a.activityType?.name, details: a.heartbeatDetails?.payloads?.map((p) => defaultPayloadConverter.fromPayload(p)) }));
+    return (raw.pendingActivities ?? []).map((a) => ({
+      type: a.activityType?.name,
+      details: a.heartbeatDetails?.payloads?.map((p) => defaultPayloadConverter.fromPayload(p)),
+    }));
   };
 
   beforeAll(async () => {
@@ -55,7 +58,11 @@ describe('a worker’s merges', () => {
     worker = await startWorker(cluster, queue, { mergeConcurrency: 1, heavyPool: { platform } });
     await cluster.ingestEvents('lanes', 3, 20);
     const arrivedBefore = owner.held.length;
-    const merge = client.workflow.execute(segmentMergeWorkflow, { taskQueue: mergeTaskQueueFor(queue), workflowId: `lanes-${randomUUID()}`, args: [{ table: 'lanes', partition: PARTITION }] });
+    const merge = client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue: mergeTaskQueueFor(queue),
+      workflowId: `lanes-${randomUUID()}`,
+      args: [{ table: 'lanes', partition: PARTITION }],
+    });
     await expect.poll(() => owner.held.length, { timeout: 30_000 }).toBe(arrivedBefore + 1); // its push holds the only merge slot
     let settled = false;
     void merge.finally(() => (settled = true));
@@ -92,7 +99,10 @@ describe('a worker’s merges', () => {
     }
     await expect
       .poll(async () => (await pending(workflowId))[0], { timeout: 20_000 })
-      .toMatchObject({ type: 'mergePushAndCommit', details: [{ step: 'push', merged: { table: 'leased', rows: 60, bytes: expect.any(Number) } }] });
+      .toMatchObject({
+        type: 'mergePushAndCommit',
+        details: [{ step: 'push', merged: { table: 'leased', rows: 60, bytes: expect.any(Number) } }],
+      });
 
     owner.releaseAll();
     const result: MergeResult = await merge;
@@ -121,39 +131,47 @@ describe('a worker’s merges', () => {
     expect(await cluster.meta.listSegments('cancelled')).toHaveLength(3); // nothing committed
   });
 
-  it('stops gracefully on SIGTERM: the push in flight is aborted after the grace time, and another worker finishes the merge', { timeout: 180_000 }, async () => {
-    const queue = `graceful-${randomUUID()}`;
-    await cluster.ingestEvents('graceful', 3, 20);
-    const before = await cluster.meta.listSegments('graceful');
-    const { child, exited, stderr } = spawnWorkerProcess(cluster, queue, { BERTH_WORKER_SHUTDOWN_GRACE_MS: '1000' });
-    void exited.then(() => child.exitCode !== 0 && console.error(`the worker process exited with ${child.exitCode}: ${stderr()}`));
-    onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'))); // even when the test fails
-    const arrivals = owner.held.length;
-    const abandoned = owner.abandoned;
-    const handle = await client.workflow.start(segmentMergeWorkflow, {
-      taskQueue: mergeTaskQueueFor(queue),
-      workflowId: `graceful-${randomUUID()}`,
-      args: [{ table: 'graceful', partition: PARTITION, heartbeatTimeoutMs: 10_000 }],
-    });
-    await expect.poll(() => owner.held.length, { timeout: 120_000 }).toBe(arrivals + 1);
+  it(
+    'stops gracefully on SIGTERM: the push in flight is aborted after the grace time, and another worker finishes the merge',
+    { timeout: 180_000 },
+    async () => {
+      const queue = `graceful-${randomUUID()}`;
+      await cluster.ingestEvents('graceful', 3, 20);
+      const before = await cluster.meta.listSegments('graceful');
+      const { child, exited, stderr } = spawnWorkerProcess(cluster, queue, { BERTH_WORKER_SHUTDOWN_GRACE_MS: '1000' });
+      void exited.then(
+        () => child.exitCode !== 0 && console.error(`the worker process exited with ${child.exitCode}: ${stderr()}`),
+      );
+      onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'))); // even when the test fails
+      const arrivals = owner.held.length;
+      const abandoned = owner.abandoned;
+      const handle = await client.workflow.start(segmentMergeWorkflow, {
+        taskQueue: mergeTaskQueueFor(queue),
+        workflowId: `graceful-${randomUUID()}`,
+        args: [{ table: 'graceful', partition: PARTITION, heartbeatTimeoutMs: 10_000 }],
+      });
+      await expect.poll(() => owner.held.length, { timeout: 120_000 }).toBe(arrivals + 1);
 
-    const stopped = Date.now();
-    child.kill('SIGTERM');
-    await exited;
-    expect(child.exitCode).toBe(0);
-    expect(Date.now() - stopped).toBeLessThan(15_000); // grace 1 s, then the cancelled push stops
-    expect(owner.abandoned).toBe(abandoned + 1);
+      const stopped = Date.now();
+      child.kill('SIGTERM');
+      await exited;
+      expect(child.exitCode).toBe(0);
+      expect(Date.now() - stopped).toBeLessThan(15_000); // grace 1 s, then the cancelled push stops
+      expect(owner.abandoned).toBe(abandoned + 1);
 
-    worker = await startWorker(cluster, queue);
-    await expect.poll(() => owner.held.length, { timeout: 30_000 }).toBe(1);
-    owner.releaseAll();
-    const result: MergeResult = await handle.result();
-    expect(result.outcome).toBe('merged');
-    expect(result.inputs.sort()).toEqual(before.map((s) => s.id).sort());
-  });
+      worker = await startWorker(cluster, queue);
+      await expect.poll(() => owner.held.length, { timeout: 30_000 }).toBe(1);
+      owner.releaseAll();
+      const result: MergeResult = await handle.result();
+      expect(result.outcome).toBe('merged');
+      expect(result.inputs.sort()).toEqual(before.map((s) => s.id).sort());
+    },
+  );
 
   it('refuses to start without the workflow bundle `npm run build` writes, instead of bundling', async () => {
-    const { child, exited, stderr } = spawnWorkerProcess(cluster, `nobundle-${randomUUID()}`, { BERTH_WORKFLOW_BUNDLE: path.join(os.tmpdir(), `missing-${randomUUID()}.js`) });
+    const { child, exited, stderr } = spawnWorkerProcess(cluster, `nobundle-${randomUUID()}`, {
+      BERTH_WORKFLOW_BUNDLE: path.join(os.tmpdir(), `missing-${randomUUID()}.js`),
+    });
     await exited;
     expect(child.exitCode).not.toBe(0);
     expect(stderr()).toMatch(/the workflow bundle .*missing-.*\.js is missing: `npm run build` writes it/);
@@ -175,7 +193,11 @@ describe('a cancelled DuckDB query', () => {
       setTimeout(() => controller.abort(reason), 300);
       const started = Date.now();
       // Minutes of work for one thread.
-      const query = withConnection(duckdb, (c) => c.runAndReadAll('SELECT sum(hash(i)) FROM range(100000000000) t(i)'), controller.signal);
+      const query = withConnection(
+        duckdb,
+        (c) => c.runAndReadAll('SELECT sum(hash(i)) FROM range(100000000000) t(i)'),
+        controller.signal,
+      );
       await expect(query).rejects.toBe(reason);
       expect(Date.now() - started).toBeLessThan(10_000);
       // The instance still answers afterwards.

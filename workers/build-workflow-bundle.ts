@@ -16,4 +16,6 @@ const { code } = await bundleWorkflowCode({
   logger: quiet,
 });
 await writeFile(WORKFLOW_BUNDLE_FILE, code);
-console.log(`workflow bundle: ${WORKFLOW_BUNDLE_FILE} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms)`);
+console.log(
+  `workflow bundle: ${WORKFLOW_BUNDLE_FILE} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms)`,
+);

@@ -33,7 +33,12 @@ process.once('SIGTERM', () => stop());
 
 const config = loadConfig(WorkerConfig);
 installWorkerRuntime({ metricsAddress: config.BERTH_WORKER_METRICS_ADDRESS });
-const { BERTH_TEMPORAL_ADDRESS: temporalAddress, BERTH_TEMPORAL_NAMESPACE: namespace, BERTH_META_URL: metaUrl, BERTH_TASK_QUEUE: taskQueue } = config;
+const {
+  BERTH_TEMPORAL_ADDRESS: temporalAddress,
+  BERTH_TEMPORAL_NAMESPACE: namespace,
+  BERTH_META_URL: metaUrl,
+  BERTH_TASK_QUEUE: taskQueue,
+} = config;
 const { token } = startService(config);
 const schedules: ScheduleConfig = {
   mergeEveryMs: config.BERTH_MERGE_EVERY_MS,
@@ -69,9 +74,19 @@ const meta = new MetaClient(metaUrl, token);
 const heavyGroup = config.BERTH_HEAVY_GROUP;
 const sync = async () => {
   // The reconciler runs on the pool's queue, next to the pool it reconciles.
-  if (heavyGroup) await ensureReconcilerSchedule(client, { groups: [heavyGroup], everyMs: config.BERTH_HEAVY_RECONCILE_MS, taskQueue });
-  const { created, updated, deleted } = await syncSchedules(client, (await meta.listTables()).map((t) => t.name), schedules);
-  for (const [what, ids] of Object.entries({ created, updated, deleted })) if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
+  if (heavyGroup)
+    await ensureReconcilerSchedule(client, {
+      groups: [heavyGroup],
+      everyMs: config.BERTH_HEAVY_RECONCILE_MS,
+      taskQueue,
+    });
+  const { created, updated, deleted } = await syncSchedules(
+    client,
+    (await meta.listTables()).map((t) => t.name),
+    schedules,
+  );
+  for (const [what, ids] of Object.entries({ created, updated, deleted }))
+    if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
 };
 const syncEveryMs = config.BERTH_SCHEDULE_SYNC_MS; // 0 turns the schedules off
 const reportSyncFailure = (error: Error) => console.error(`schedule sync failed: ${error.message}`);

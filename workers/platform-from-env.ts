@@ -8,14 +8,20 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
-import { KubernetesPlatform, type KubernetesTarget, type WorkloadRef } from '../activities/platform/kubernetes-platform.js';
+import {
+  KubernetesPlatform,
+  type KubernetesTarget,
+  type WorkloadRef,
+} from '../activities/platform/kubernetes-platform.js';
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { localPreflight } from '../activities/platform/local-preflight.js';
 import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
 import { ConfigError, servingScalerConfigOf } from '../services/common/config.js';
 import type { WorkerConfig } from './config.js';
 
-export async function heavyPoolPlatform(config: WorkerConfig): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
+export async function heavyPoolPlatform(
+  config: WorkerConfig,
+): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
   const heavyGroup = config.BERTH_HEAVY_GROUP;
   const serving = servingScalerConfigOf(config);
   if (!heavyGroup && !serving) return undefined;
@@ -23,14 +29,27 @@ export async function heavyPoolPlatform(config: WorkerConfig): Promise<{ platfor
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
     const namespace = required(config, 'BERTH_K8S_NAMESPACE', 'BERTH_PLATFORM=kubernetes');
-    return { platform: new KubernetesPlatform({ kubeConfig, namespace, target: kubernetesTarget(config, heavyGroup, serving?.group) }), close: async () => {} };
+    return {
+      platform: new KubernetesPlatform({
+        kubeConfig,
+        namespace,
+        target: kubernetesTarget(config, heavyGroup, serving?.group),
+      }),
+      close: async () => {},
+    };
   }
   const dir = config.BERTH_HEAVY_DIR ?? path.join(config.BERTH_DATA_DIR, 'heavy');
   await mkdir(dir, { recursive: true });
   const vcpus = config.BERTH_HEAVY_VCPUS;
   const platform = new LocalPlatform({
     bootDelayMs: config.BERTH_HEAVY_BOOT_DELAY_MS,
-    preflight: () => localPreflight({ script: SERVICE_SCRIPTS['query-node'], dir, vcpus, maxReplicas: config.BERTH_HEAVY_MAX_REPLICAS }),
+    preflight: () =>
+      localPreflight({
+        script: SERVICE_SCRIPTS['query-node'],
+        dir,
+        vcpus,
+        maxReplicas: config.BERTH_HEAVY_MAX_REPLICAS,
+      }),
     // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be.
     startBackend: (group, index) =>
       startServiceProcess(
@@ -54,7 +73,11 @@ export async function heavyPoolPlatform(config: WorkerConfig): Promise<{ platfor
  * compute group inside an operator's resource, whose pods carry the labels BERTH_K8S_POD_SELECTOR
  * names ({group} stands for the group): it is required, because no selector can be read from the resource.
  */
-function kubernetesTarget(config: WorkerConfig, heavyGroup: string | undefined, servingGroup: string | undefined): KubernetesTarget {
+function kubernetesTarget(
+  config: WorkerConfig,
+  heavyGroup: string | undefined,
+  servingGroup: string | undefined,
+): KubernetesTarget {
   if (config.BERTH_K8S_TARGET === 'workload') {
     const workload = (variable: 'BERTH_K8S_WORKLOAD' | 'BERTH_K8S_SERVING_WORKLOAD', fallback: string): WorkloadRef => {
       const spec = config[variable] ?? fallback;
@@ -68,7 +91,9 @@ function kubernetesTarget(config: WorkerConfig, heavyGroup: string | undefined, 
       kind: 'workload',
       workloads: {
         ...(heavyGroup ? { [heavyGroup]: workload('BERTH_K8S_WORKLOAD', `statefulset/berth-${heavyGroup}`) } : {}),
-        ...(servingGroup ? { [servingGroup]: workload('BERTH_K8S_SERVING_WORKLOAD', config.BERTH_K8S_SERVING_WORKLOAD) } : {}),
+        ...(servingGroup
+          ? { [servingGroup]: workload('BERTH_K8S_SERVING_WORKLOAD', config.BERTH_K8S_SERVING_WORKLOAD) }
+          : {}),
       },
     };
   }
@@ -84,7 +109,11 @@ function kubernetesTarget(config: WorkerConfig, heavyGroup: string | undefined, 
 }
 
 /** A variable the schema leaves optional because only one platform or target needs it. */
-function required(config: WorkerConfig, variable: 'BERTH_K8S_NAMESPACE' | 'BERTH_K8S_NAME' | 'BERTH_K8S_POD_SELECTOR', when: string): string {
+function required(
+  config: WorkerConfig,
+  variable: 'BERTH_K8S_NAMESPACE' | 'BERTH_K8S_NAME' | 'BERTH_K8S_POD_SELECTOR',
+  when: string,
+): string {
   const value = config[variable];
   if (!value) throw new ConfigError(`${variable} must be set when ${when}`);
   return value;

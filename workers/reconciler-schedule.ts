@@ -35,6 +35,8 @@ export async function ensureReconcilerSchedule(client: Client, config: Reconcile
     });
   } catch (error) {
     if (!(error instanceof ScheduleAlreadyRunning)) throw error;
-    await client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec: { intervals: [{ every: everyMs }] }, action }));
+    await client.schedule
+      .getHandle(scheduleId)
+      .update((previous) => ({ ...previous, spec: { intervals: [{ every: everyMs }] }, action }));
   }
 }

@@ -12,8 +12,16 @@ import { loggerOptions } from '../services/common/logger.js';
 
 /** Temporal's Logger interface over a pino logger. */
 export function pinoTemporalLogger(log: pino.Logger): Logger {
-  const at = (level: LogLevel) => (message: string, meta?: LogMetadata) => log[level.toLowerCase() as pino.Level](meta ?? {}, message);
-  return { log: (level, message, meta) => at(level)(message, meta), trace: at('TRACE'), debug: at('DEBUG'), info: at('INFO'), warn: at('WARN'), error: at('ERROR') };
+  const at = (level: LogLevel) => (message: string, meta?: LogMetadata) =>
+    log[level.toLowerCase() as pino.Level](meta ?? {}, message);
+  return {
+    log: (level, message, meta) => at(level)(message, meta),
+    trace: at('TRACE'),
+    debug: at('DEBUG'),
+    info: at('INFO'),
+    warn: at('WARN'),
+    error: at('ERROR'),
+  };
 }
 
 export interface WorkerRuntimeOptions {
@@ -23,7 +31,9 @@ export interface WorkerRuntimeOptions {
 
 export function installWorkerRuntime(options: WorkerRuntimeOptions = {}): pino.Logger {
   const log = pino(loggerOptions('worker'));
-  const telemetryOptions: RuntimeOptions['telemetryOptions'] = options.metricsAddress ? { metrics: { prometheus: { bindAddress: options.metricsAddress } } } : undefined;
+  const telemetryOptions: RuntimeOptions['telemetryOptions'] = options.metricsAddress
+    ? { metrics: { prometheus: { bindAddress: options.metricsAddress } } }
+    : undefined;
   Runtime.install({ logger: pinoTemporalLogger(log), telemetryOptions });
   return log;
 }

@@ -39,7 +39,13 @@ export interface ScheduleConfig {
 }
 
 /** The defaults of the settings above; the worker's configuration (config.ts) takes them from here. */
-export const SCHEDULE_DEFAULTS = { mergeEveryMs: 300_000, mergeMinInputs: 10, mergeMaxInputs: 100, janitorEveryMs: 900_000, janitorGraceMs: 3_600_000 };
+export const SCHEDULE_DEFAULTS = {
+  mergeEveryMs: 300_000,
+  mergeMinInputs: 10,
+  mergeMaxInputs: 100,
+  janitorEveryMs: 900_000,
+  janitorGraceMs: 3_600_000,
+};
 
 export type ScheduleChange = 'created' | 'updated' | 'unchanged';
 
@@ -72,7 +78,13 @@ function mergeSchedule(table: string, config: ScheduleConfig): WantedSchedule {
       workflowType: 'tableMergeWorkflow' satisfies (typeof tableMergeWorkflow)['name'],
       workflowId: `merge-${table}-scheduled`,
       taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
-      args: [{ table, minInputs: config.mergeMinInputs ?? SCHEDULE_DEFAULTS.mergeMinInputs, maxInputs: config.mergeMaxInputs ?? SCHEDULE_DEFAULTS.mergeMaxInputs }],
+      args: [
+        {
+          table,
+          minInputs: config.mergeMinInputs ?? SCHEDULE_DEFAULTS.mergeMinInputs,
+          maxInputs: config.mergeMaxInputs ?? SCHEDULE_DEFAULTS.mergeMaxInputs,
+        },
+      ],
       typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.table, value: table }],
     },
     memo: { berthTable: table },
@@ -127,7 +139,13 @@ async function ensureSchedule(client: Client, wanted: WantedSchedule): Promise<S
     } catch (error) {
       if (!(error instanceof ScheduleNotFoundError)) throw error;
       try {
-        await client.schedule.create({ scheduleId: wanted.scheduleId, spec, policies, action: wanted.action, memo: wanted.memo });
+        await client.schedule.create({
+          scheduleId: wanted.scheduleId,
+          spec,
+          policies,
+          action: wanted.action,
+          memo: wanted.memo,
+        });
         return 'created';
       } catch (raced) {
         if (raced instanceof ScheduleAlreadyRunning) continue; // another worker created it: compare with that one
@@ -135,13 +153,22 @@ async function ensureSchedule(client: Client, wanted: WantedSchedule): Promise<S
       }
     }
     if (isDeepStrictEqual(configured(description), wantedShape(wanted))) return 'unchanged';
-    await handle.update((previous) => ({ ...previous, spec, policies: { ...previous.policies, ...policies }, action: wanted.action }));
+    await handle.update((previous) => ({
+      ...previous,
+      spec,
+      policies: { ...previous.policies, ...policies },
+      action: wanted.action,
+    }));
     return 'updated';
   }
 }
 
 /** Ensures the table's merge schedule follows the configuration. */
-export function ensureMergeSchedule(client: Client, table: string, config: ScheduleConfig = {}): Promise<ScheduleChange> {
+export function ensureMergeSchedule(
+  client: Client,
+  table: string,
+  config: ScheduleConfig = {},
+): Promise<ScheduleChange> {
   return ensureSchedule(client, mergeSchedule(table, config));
 }
 
@@ -155,7 +182,11 @@ export function ensureJanitorSchedule(client: Client, config: ScheduleConfig = {
  * one merge schedule per table, and none for a table that is gone. Only merge schedules whose
  * workflows run on this configuration's task queue are deleted: others belong to other deployments.
  */
-export async function syncSchedules(client: Client, tables: string[], config: ScheduleConfig = {}): Promise<ScheduleSyncResult> {
+export async function syncSchedules(
+  client: Client,
+  tables: string[],
+  config: ScheduleConfig = {},
+): Promise<ScheduleSyncResult> {
   const result: ScheduleSyncResult = { created: [], updated: [], deleted: [] };
   const record = (scheduleId: string, change: ScheduleChange) => {
     if (change !== 'unchanged') result[change].push(scheduleId);

@@ -28,7 +28,10 @@ export class SearchAttributeConflictError extends Error {
 }
 
 const wanted = () =>
-  Object.values(SEARCH_ATTRIBUTES).map((key) => ({ name: key.name, type: IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`] }));
+  Object.values(SEARCH_ATTRIBUTES).map((key) => ({
+    name: key.name,
+    type: IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`],
+  }));
 
 export async function registerSearchAttributes(
   connection: Pick<Connection | NativeConnection, 'operatorService'>,
@@ -48,11 +51,17 @@ export async function registerSearchAttributes(
   const missing = wanted().filter(({ name }) => !(name in existing));
   if (missing.length > 0) {
     try {
-      await operator.addSearchAttributes({ namespace, searchAttributes: Object.fromEntries(missing.map(({ name, type }) => [name, type])) });
+      await operator.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map(({ name, type }) => [name, type])),
+      });
     } catch (error) {
       // Another worker registered them first: fine, as long as they end up there (checked below).
       if ((error as { code?: number }).code !== GRPC_ALREADY_EXISTS) {
-        throw new Error(`could not register search attributes ${missing.map((m) => m.name).join(', ')} on namespace "${namespace}"`, { cause: error });
+        throw new Error(
+          `could not register search attributes ${missing.map((m) => m.name).join(', ')} on namespace "${namespace}"`,
+          { cause: error },
+        );
       }
     }
     // Servers apply them asynchronously on some visibility stores: wait until they are listed.
@@ -60,11 +69,19 @@ export async function registerSearchAttributes(
     for (;;) {
       const now = await current();
       if (missing.every(({ name }) => name in now)) break;
-      if (Date.now() > deadline) throw new Error(`search attributes ${missing.map((m) => m.name).join(', ')} were not listed on "${namespace}" within ${options.timeoutMs ?? 30_000} ms`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `search attributes ${missing.map((m) => m.name).join(', ')} were not listed on "${namespace}" within ${options.timeoutMs ?? 30_000} ms`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
-  return { added: missing.map((m) => m.name), present: wanted().filter(({ name }) => name in existing).map((m) => m.name) };
+  return {
+    added: missing.map((m) => m.name),
+    present: wanted()
+      .filter(({ name }) => name in existing)
+      .map((m) => m.name),
+  };
 }
 
 /**
@@ -80,8 +97,12 @@ export async function registerSearchAttributesOrWarn(
   try {
     await registerSearchAttributes(connection, namespace);
   } catch (error) {
-    const code = (error as { code?: number; cause?: { code?: number } }).code ?? (error as { cause?: { code?: number } }).cause?.code;
+    const code =
+      (error as { code?: number; cause?: { code?: number } }).code ??
+      (error as { cause?: { code?: number } }).cause?.code;
     if (code !== GRPC_PERMISSION_DENIED && code !== GRPC_UNIMPLEMENTED) throw error;
-    warn(`this worker may not register Berth's search attributes on "${namespace}" (${(error as Error).message}); they must be registered already (berth setup)`);
+    warn(
+      `this worker may not register Berth's search attributes on "${namespace}" (${(error as Error).message}); they must be registered already (berth setup)`,
+    );
   }
 }

@@ -8,11 +8,17 @@
  */
 import { createRequire } from 'node:module';
 import type { ReplayWorkerOptions, WorkerOptions } from '@temporalio/worker';
-import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/worker/index.js';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+} from '@temporalio/interceptors-opentelemetry/lib/worker/index.js';
 import { tracingSink } from '../services/common/telemetry.js';
 
 /** For bundleWorkflowCode's `workflowInterceptorModules`. */
-export const WORKFLOW_INTERCEPTOR_MODULES = [createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+export const WORKFLOW_INTERCEPTOR_MODULES = [
+  createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+];
 
 /** The sink the bundled workflow interceptors export their spans to (replay workers need it too). */
 export function workflowTracingSinks(): NonNullable<ReplayWorkerOptions['sinks']> {
@@ -23,7 +29,14 @@ export function workflowTracingSinks(): NonNullable<ReplayWorkerOptions['sinks']
 /** Interceptors and sinks for Worker.create: activities continue their workflow's trace, workflows' spans are exported. */
 export function workerTracingOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'> {
   return {
-    interceptors: { activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })] },
+    interceptors: {
+      activity: [
+        (ctx) => ({
+          inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+      ],
+    },
     sinks: workflowTracingSinks(),
   };
 }

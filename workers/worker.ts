@@ -9,7 +9,13 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createHeavyPoolActivities, createJanitorActivities, createMergeActivities, createPreflightActivities, createServingScalerActivities } from '../activities/index.js';
+import {
+  createHeavyPoolActivities,
+  createJanitorActivities,
+  createMergeActivities,
+  createPreflightActivities,
+  createServingScalerActivities,
+} from '../activities/index.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
@@ -63,7 +69,10 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   const taskQueue = config.taskQueue ?? TASK_QUEUE;
   const s3 = createS3Client(config.s3);
   const meta = new MetaClient(config.metaUrl, config.token);
-  const duckdb = await openSandboxedDuckDB({ allowedDirectories: [config.workDir], tempDirectory: path.join(config.workDir, 'spill') });
+  const duckdb = await openSandboxedDuckDB({
+    allowedDirectories: [config.workDir],
+    tempDirectory: path.join(config.workDir, 'spill'),
+  });
   const storage = { s3, bucket: config.bucket, duckdb, workDir: config.workDir };
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
   const closeAll = async () => {
@@ -73,7 +82,14 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   };
   const graceMs = config.shutdownGraceMs ?? WORKER_DEFAULTS.shutdownGraceMs;
   // Past the grace time, cancelled activities get a few seconds to stop; then the worker stops anyway.
-  const common = { connection, namespace, ...config.workflows, ...workerTracingOptions(), shutdownGraceTime: graceMs, shutdownForceTime: graceMs + 5_000 };
+  const common = {
+    connection,
+    namespace,
+    ...config.workflows,
+    ...workerTracingOptions(),
+    shutdownGraceTime: graceMs,
+    shutdownForceTime: graceMs + 5_000,
+  };
 
   let workers: BerthWorker['workers'];
   try {
@@ -84,7 +100,15 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
       taskQueue: mergeTaskQueueFor(taskQueue),
       maxConcurrentActivityTaskExecutions: config.mergeConcurrency ?? WORKER_DEFAULTS.mergeConcurrency,
       activities: {
-        ...createMergeActivities({ s3, bucket: config.bucket, meta, token: config.token, duckdb, workDir: config.workDir, group: config.servingGroup }),
+        ...createMergeActivities({
+          s3,
+          bucket: config.bucket,
+          meta,
+          token: config.token,
+          duckdb,
+          workDir: config.workDir,
+          group: config.servingGroup,
+        }),
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
       },
     });
@@ -97,11 +121,18 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
             activities: {
               ...(config.heavyPool
                 ? {
-                    ...createHeavyPoolActivities({ platform: config.heavyPool.platform, meta, token: config.token, storage }),
+                    ...createHeavyPoolActivities({
+                      platform: config.heavyPool.platform,
+                      meta,
+                      token: config.token,
+                      storage,
+                    }),
                     ...createPreflightActivities({ platform: config.heavyPool.platform, meta, storage }),
                   }
                 : {}),
-              ...(config.servingScaler ? createServingScalerActivities({ platform: config.servingScaler.platform, meta }) : {}),
+              ...(config.servingScaler
+                ? createServingScalerActivities({ platform: config.servingScaler.platform, meta })
+                : {}),
             },
           })
         : undefined;
@@ -120,7 +151,9 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     run: async () => {
       try {
         // One worker failing takes the other down with it: a worker process is all or nothing.
-        await Promise.all(all.map((worker) => worker.run().catch((error: unknown) => (shutdown(), Promise.reject(error)))));
+        await Promise.all(
+          all.map((worker) => worker.run().catch((error: unknown) => (shutdown(), Promise.reject(error)))),
+        );
       } finally {
         await closeAll();
       }

@@ -139,7 +139,11 @@ export const POOL_DEFAULTS: Omit<PoolSettings, 'group'> = {
   reportTtlMs: 90_000,
 };
 
-export const poolSettings = (config: PoolConfig): PoolSettings => ({ ...POOL_DEFAULTS, ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)), group: config.group });
+export const poolSettings = (config: PoolConfig): PoolSettings => ({
+  ...POOL_DEFAULTS,
+  ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
+  group: config.group,
+});
 
 export interface LaunchRequest {
   target: number;
@@ -267,7 +271,13 @@ export interface PoolMemory {
   launches: number;
   waitingSince?: number;
   /** The scale-up under way: when it began and was patched, the backends found so far, whether it looked yet. */
-  scaling?: { startedAt: number; patchedAt: number; previous: number; fresh: { id: string; url: string }[]; looked: boolean };
+  scaling?: {
+    startedAt: number;
+    patchedAt: number;
+    previous: number;
+    fresh: { id: string; url: string }[];
+    looked: boolean;
+  };
   /** The replicas the pool asked for over time, by UTC day (absent in runs from before the ledger). */
   usage?: NodeUsage;
 }

@@ -70,7 +70,13 @@ class HeavyPool {
 
   constructor(input: PoolWorkflowInput) {
     this.settings = poolSettings(input.config);
-    this.m = input.carried ?? { status: parkedStatus(input.config, Date.now()), admissions: {}, reportedAt: {}, epoch: 0, launches: 0 };
+    this.m = input.carried ?? {
+      status: parkedStatus(input.config, Date.now()),
+      admissions: {},
+      reportedAt: {},
+      epoch: 0,
+      launches: 0,
+    };
     // Settings may change across continue-as-new; the status shows the current ones.
     this.m.status.maxConcurrency = this.settings.maxConcurrency;
     this.m.status.maxQueueSize = this.settings.maxQueueSize;
@@ -104,7 +110,12 @@ class HeavyPool {
   report(report: DemandReport): AdmissionAnswer {
     const before = this.m.admissions[report.coordinator];
     const waitingSince = report.waiting > 0 ? (before?.waitingSince ?? Date.now()) : undefined;
-    this.m.admissions = applyReport(this.m.admissions, report.coordinator, { running: report.running, waiting: report.waiting, waitingSince }, this.limits);
+    this.m.admissions = applyReport(
+      this.m.admissions,
+      report.coordinator,
+      { running: report.running, waiting: report.waiting, waitingSince },
+      this.limits,
+    );
     this.m.reportedAt[report.coordinator] = Date.now();
     const demand = report.running + report.waiting;
     if (demand > 0 || (before && before.running + before.queued > 0)) this.s.lastActivity = Date.now();
@@ -171,7 +182,11 @@ class HeavyPool {
       const error = launchRequestError(request, this.settings);
       if (error) throw new Error(error);
     };
-    setHandler(launchUpdate, (request) => ({ workflowId: workflowInfo().workflowId, accepted: this.raise(request.target) }), { validator: validate });
+    setHandler(
+      launchUpdate,
+      (request) => ({ workflowId: workflowInfo().workflowId, accepted: this.raise(request.target) }),
+      { validator: validate },
+    );
     setHandler(launchSignal, (request) => {
       // A signal cannot be refused; an invalid one changes nothing.
       if (!launchRequestError(request, this.settings)) this.raise(request.target);
@@ -179,13 +194,21 @@ class HeavyPool {
     setHandler(reportDemandUpdate, (report) => this.report(report), {
       validator: (report) => {
         const counts = [report.running, report.waiting, report.epoch ?? 0];
-        if (typeof report.coordinator !== 'string' || report.coordinator.length === 0 || report.coordinator.length > 200) throw new Error('a report names its coordinator');
-        if (!counts.every((n) => Number.isInteger(n) && n >= 0)) throw new Error('running, waiting and epoch are whole numbers, at least 0');
+        if (
+          typeof report.coordinator !== 'string' ||
+          report.coordinator.length === 0 ||
+          report.coordinator.length > 200
+        )
+          throw new Error('a report names its coordinator');
+        if (!counts.every((n) => Number.isInteger(n) && n >= 0))
+          throw new Error('running, waiting and epoch are whole numbers, at least 0');
       },
     });
     setHandler(statusQuery, () => ({
       ...this.s,
-      idleDeadline: this.s.serveReady ? idleDeadline({ ...this.s, idleTimeoutMs: this.settings.idleTimeoutMs }) : undefined,
+      idleDeadline: this.s.serveReady
+        ? idleDeadline({ ...this.s, idleTimeoutMs: this.settings.idleTimeoutMs })
+        : undefined,
       usage: usageSince(this.m.usage!, monthStart(Date.now())),
     }));
     setHandler(usageQuery, () => this.m.usage!);
@@ -274,14 +297,25 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     const needed = target - scaling.previous;
     if (s.phase === 'waiting-for-backends') {
       const untilDeadline = Math.max(1, s.launchDeadline! - Date.now());
-      const saw = scaling.looked ? { pods: s.podsRunning, backends: scaling.fresh.length, why: s.platformSays } : undefined;
+      const saw = scaling.looked
+        ? { pods: s.podsRunning, backends: scaling.fresh.length, why: s.platformSays }
+        : undefined;
       const seen = await steps.observePool.executeWithOptions(
         {
           startToCloseTimeout: `${settings.readinessWaitMs + settings.readinessConfirmMs + 30_000} ms`,
           heartbeatTimeout: '10 seconds',
           summary: `observe ${group}: pods, and backends alive since the patch (twice, ${settings.readinessConfirmMs} ms apart)`,
         },
-        [{ group, startedAfter: scaling.patchedAt, wants: { pods: target, backends: needed }, saw, waitMs: Math.min(settings.readinessWaitMs, untilDeadline), confirmMs: settings.readinessConfirmMs }],
+        [
+          {
+            group,
+            startedAfter: scaling.patchedAt,
+            wants: { pods: target, backends: needed },
+            saw,
+            waitMs: Math.min(settings.readinessWaitMs, untilDeadline),
+            confirmMs: settings.readinessConfirmMs,
+          },
+        ],
       );
       const verdict = readReadiness({ pods: seen.pods, freshBackends: seen.backends.length }, target, scaling.previous);
       s.podsRunning = seen.pods;
@@ -305,7 +339,10 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     }
     // canary
     const results = await steps.canaryScan.executeWithOptions(
-      { startToCloseTimeout: '2 minutes', summary: `canary scan of Berth's canary object on ${scaling.fresh.length} new backends` },
+      {
+        startToCloseTimeout: '2 minutes',
+        summary: `canary scan of Berth's canary object on ${scaling.fresh.length} new backends`,
+      },
       [{ backends: scaling.fresh }],
     );
     const failed = results.filter((r) => !r.ok);
@@ -331,7 +368,10 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
   const reap = async () => {
     const launchesBefore = m.launches;
     pool.setPhase('draining');
-    await steps.releaseGroupLeases.executeWithOptions({ startToCloseTimeout: '30 seconds', summary: `release ${group}'s leases in meta` }, [{ group }]);
+    await steps.releaseGroupLeases.executeWithOptions(
+      { startToCloseTimeout: '30 seconds', summary: `release ${group}'s leases in meta` },
+      [{ group }],
+    );
     if (m.launches !== launchesBefore || s.running + s.waiting > 0) return pool.setPhase('ready');
     s.serveReady = false;
     pool.redistribute();
@@ -349,7 +389,9 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     if (s.target > s.replicasPatched) return await startScaling();
     if (m.scaling) {
       if (Date.now() < s.launchDeadline!) return await readinessStep();
-      return await failLaunch(`the heavy pool did not become serve-ready within ${Math.round(settings.launchDeadlineMs / 1000)} s: ${s.notReady ?? 'no readiness layer passed'}`);
+      return await failLaunch(
+        `the heavy pool did not become serve-ready within ${Math.round(settings.launchDeadlineMs / 1000)} s: ${s.notReady ?? 'no readiness layer passed'}`,
+      );
     }
     const nextExpiry = pool.expireReports();
     let wakeAt = nextExpiry ?? Infinity;
@@ -357,10 +399,22 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
       pool.setPhase('parked');
       m.waitingSince = undefined;
     } else {
-      const watch = monitor({ waiting: s.waiting, waitingSince: m.waitingSince, now: Date.now(), sustainMs: settings.monitorSustainMs, target: s.target, steps: settings });
+      const watch = monitor({
+        waiting: s.waiting,
+        waitingSince: m.waitingSince,
+        now: Date.now(),
+        sustainMs: settings.monitorSustainMs,
+        target: s.target,
+        steps: settings,
+      });
       m.waitingSince = watch.waitingSince;
       if (watch.raiseTo !== undefined && watch.raiseTo > s.target) return void pool.raise(watch.raiseTo);
-      const idleAt = idleDeadline({ running: s.running, waiting: s.waiting, lastActivity: s.lastActivity, idleTimeoutMs: settings.idleTimeoutMs });
+      const idleAt = idleDeadline({
+        running: s.running,
+        waiting: s.waiting,
+        lastActivity: s.lastActivity,
+        idleTimeoutMs: settings.idleTimeoutMs,
+      });
       if (idleAt !== undefined && Date.now() >= idleAt) return await reap();
       wakeAt = Math.min(wakeAt, watch.wakeAt ?? Infinity, idleAt ?? Infinity);
     }

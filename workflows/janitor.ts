@@ -4,11 +4,28 @@ import type { JanitorActivities } from '../activities/janitor.js';
 import type { JanitorInput, JanitorResult } from './api.js';
 
 // Both steps heartbeat: a worker lost mid-sweep is replaced within the heartbeat timeout.
-const { deleteRetiredSegments, deleteOrphanObjects } = proxyActivities<JanitorActivities>({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '30 seconds' });
+const { deleteRetiredSegments, deleteOrphanObjects } = proxyActivities<JanitorActivities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '30 seconds',
+});
 
 export async function janitorWorkflow(input: JanitorInput = {}): Promise<JanitorResult> {
   const graceMs = input.graceMs ?? 3_600_000;
-  const retiredDeleted = await deleteRetiredSegments.executeWithOptions({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '30 seconds', summary: `delete objects retired over ${graceMs} ms ago` }, [{ graceMs }]);
-  const orphansDeleted = await deleteOrphanObjects.executeWithOptions({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '30 seconds', summary: `delete uploads never committed, older than ${graceMs} ms` }, [{ graceMs }]);
+  const retiredDeleted = await deleteRetiredSegments.executeWithOptions(
+    {
+      startToCloseTimeout: '30 minutes',
+      heartbeatTimeout: '30 seconds',
+      summary: `delete objects retired over ${graceMs} ms ago`,
+    },
+    [{ graceMs }],
+  );
+  const orphansDeleted = await deleteOrphanObjects.executeWithOptions(
+    {
+      startToCloseTimeout: '30 minutes',
+      heartbeatTimeout: '30 seconds',
+      summary: `delete uploads never committed, older than ${graceMs} ms`,
+    },
+    [{ graceMs }],
+  );
   return { retiredDeleted, orphansDeleted };
 }

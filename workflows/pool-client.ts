@@ -60,15 +60,22 @@ export async function reportDemand(options: PoolClientOptions, report: DemandRep
 }
 
 /** What a coordinator may do now, read without writing history. */
-export async function readAdmission(options: Pick<PoolClientOptions, 'client' | 'config'>, coordinator: string): Promise<AdmissionAnswer> {
-  return await options.client.workflow.getHandle(poolWorkflowId(options.config.group)).query(admissionQuery, coordinator);
+export async function readAdmission(
+  options: Pick<PoolClientOptions, 'client' | 'config'>,
+  coordinator: string,
+): Promise<AdmissionAnswer> {
+  return await options.client.workflow
+    .getHandle(poolWorkflowId(options.config.group))
+    .query(admissionQuery, coordinator);
 }
 
 /**
  * The pool's status; a pool that never ran reads as parked at zero, not as a fault. Node-hours are
  * counted here, with this clock: a workflow's clock stands still between its tasks.
  */
-export async function poolStatus(options: Pick<PoolClientOptions, 'client'> & { group: string; config?: PoolConfig }): Promise<PoolStatus> {
+export async function poolStatus(
+  options: Pick<PoolClientOptions, 'client'> & { group: string; config?: PoolConfig },
+): Promise<PoolStatus> {
   try {
     const status = await options.client.workflow.getHandle(poolWorkflowId(options.group)).query(statusQuery);
     return status.usage ? { ...status, nodeHours: nodeHoursNow(status.usage, Date.now()) } : status;
@@ -89,7 +96,9 @@ export async function poolUsage(options: Pick<PoolClientOptions, 'client'> & { g
 }
 
 /** Runs a preflight of the group on a worker (which holds the platform's credentials); concurrent callers share one run. */
-export async function runPreflight(options: Pick<PoolClientOptions, 'client' | 'taskQueue'> & { group: string }): Promise<PreflightReport> {
+export async function runPreflight(
+  options: Pick<PoolClientOptions, 'client' | 'taskQueue'> & { group: string },
+): Promise<PreflightReport> {
   return await options.client.workflow.execute<typeof preflightWorkflow>('preflightWorkflow', {
     workflowId: preflightWorkflowId(options.group),
     taskQueue: options.taskQueue ?? TASK_QUEUE,

@@ -15,7 +15,11 @@ const { parkOrphanedGroups } = proxyActivities<HeavyPoolActivities>({
 
 export async function poolReconcilerWorkflow(input: ReconcileInput): Promise<ReconcileResult> {
   return await parkOrphanedGroups.executeWithOptions(
-    { startToCloseTimeout: '1 minute', retry: { maximumAttempts: 3 }, summary: `park any of ${input.groups.join(', ')} left with replicas and no pool workflow` },
+    {
+      startToCloseTimeout: '1 minute',
+      retry: { maximumAttempts: 3 },
+      summary: `park any of ${input.groups.join(', ')} left with replicas and no pool workflow`,
+    },
     [input],
   );
 }

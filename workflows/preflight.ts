@@ -14,7 +14,11 @@ const { preflight } = proxyActivities<PreflightActivities>({
 
 export async function preflightWorkflow(input: PreflightInput): Promise<PreflightReport> {
   return await preflight.executeWithOptions(
-    { startToCloseTimeout: '1 minute', retry: { maximumAttempts: 2 }, summary: `preflight of ${input.group}: requests against nodes, placement, rights, meta, storage` },
+    {
+      startToCloseTimeout: '1 minute',
+      retry: { maximumAttempts: 2 },
+      summary: `preflight of ${input.group}: requests against nodes, placement, rights, meta, storage`,
+    },
     [input],
   );
 }

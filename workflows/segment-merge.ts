@@ -9,10 +9,29 @@
  * the release. Runs from before it replay the six they had.
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, patched, proxyActivities, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  executeChild,
+  patched,
+  proxyActivities,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { MergeActivities } from '../activities/merge.js';
 import type { SegmentRow } from '../services/meta/client.js';
-import { LEASE_LOST, LOST_MERGE_RACE, mergeWorkflowId, SEARCH_ATTRIBUTES, type MergeInput, type MergeResult, type TableMergeInput, type TableMergeResult } from './api.js';
+import {
+  LEASE_LOST,
+  LOST_MERGE_RACE,
+  mergeWorkflowId,
+  SEARCH_ATTRIBUTES,
+  type MergeInput,
+  type MergeResult,
+  type TableMergeInput,
+  type TableMergeResult,
+} from './api.js';
 
 const STEPS_RENEW_LEASE = 'merge-steps-renew-lease';
 const MERGE_IN_ONE_STEP = 'merge-in-one-step';
@@ -27,12 +46,19 @@ const activities = (heartbeatTimeoutMs: number) =>
 export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResult> {
   const level = input.level ?? 0;
   const ttlMs = input.leaseTtlMs ?? 600_000;
-  const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge, mergePushAndCommit } = activities(input.heartbeatTimeoutMs ?? 30_000);
+  const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge, mergePushAndCommit } =
+    activities(input.heartbeatTimeoutMs ?? 30_000);
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.table, value: input.table },
     { key: SEARCH_ATTRIBUTES.partition, value: input.partition },
   ]);
-  const result = (outcome: MergeResult['outcome'], extra: Partial<MergeResult> = {}): MergeResult => ({ outcome, table: input.table, partition: input.partition, inputs: [], ...extra });
+  const result = (outcome: MergeResult['outcome'], extra: Partial<MergeResult> = {}): MergeResult => ({
+    outcome,
+    table: input.table,
+    partition: input.partition,
+    inputs: [],
+    ...extra,
+  });
 
   const lease = { name: `merge:${input.table}:${input.partition}:l${level}`, holder: workflowInfo().workflowId, ttlMs };
   const pick = { table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 };
@@ -41,7 +67,10 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
   let token: number | undefined; // the lease's fencing token: the swap commits only while the lease still carries it
   let picked: SegmentRow[] | undefined; // picked with the lease, in one step
   for (;;) {
-    const attempt = await acquireLease.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` }, [oneStep ? { ...lease, pick } : lease]);
+    const attempt = await acquireLease.executeWithOptions(
+      { startToCloseTimeout: '1 minute', summary: `take lease ${lease.name}` },
+      [oneStep ? { ...lease, pick } : lease],
+    );
     if (attempt.granted) {
       token = attempt.token;
       picked = attempt.inputs;
@@ -49,7 +78,9 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     }
     if (Date.now() >= giveUpAt) return result('lease-held');
     // Another holder, maybe a dead one: look again when it may have let go, and at the latest when its lease runs out.
-    await sleep(Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())));
+    await sleep(
+      Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())),
+    );
   }
 
   let inputs: string[] = [];
@@ -61,28 +92,49 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     const fence = token === undefined ? undefined : { lease: lease.name, token };
     if (oneStep) {
       const { merged, push } = await mergePushAndCommit.executeWithOptions(
-        { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes), push to the owner, swap in` },
+        {
+          startToCloseTimeout: '30 minutes',
+          heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+          summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes), push to the owner, swap in`,
+        },
         [{ table: input.table, partition: input.partition, level, inputs, lease, fence }],
       );
-      return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
+      return result('merged', {
+        inputs,
+        merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level },
+        push,
+      });
     }
     const merged = await mergeSegments.executeWithOptions(
-      { startToCloseTimeout: '30 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)` },
+      {
+        startToCloseTimeout: '30 minutes',
+        heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+        summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)`,
+      },
       [{ table: input.table, partition: input.partition, level, inputs, lease }],
     );
     // Runs started before the steps renewed the lease themselves renewed it here: replay them as they ran.
     if (!patched(STEPS_RENEW_LEASE)) await acquireLease(lease);
     const push = await pushToOwner.executeWithOptions(
-      { startToCloseTimeout: '5 minutes', heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000, summary: `push ${merged.id} (${merged.bytes} bytes) into its owner's cache` },
+      {
+        startToCloseTimeout: '5 minutes',
+        heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+        summary: `push ${merged.id} (${merged.bytes} bytes) into its owner's cache`,
+      },
       [{ table: input.table, segmentId: merged.id, lease }],
     );
     await commitMerge.executeWithOptions(
       { startToCloseTimeout: '1 minute', summary: `swap ${inputs.length} segments for ${merged.id} in the manifest` },
       [{ inputs, merged, fence }],
     );
-    return result('merged', { inputs, merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level }, push });
+    return result('merged', {
+      inputs,
+      merged: { id: merged.id, rows: merged.rows, bytes: merged.bytes, level: merged.level },
+      push,
+    });
   } catch (error) {
-    const type = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure ? error.cause.type : undefined;
+    const type =
+      error instanceof ActivityFailure && error.cause instanceof ApplicationFailure ? error.cause.type : undefined;
     if (type === LOST_MERGE_RACE) return result('lost-race', { inputs });
     if (type === LEASE_LOST) return result('lease-lost', { inputs });
     throw error;

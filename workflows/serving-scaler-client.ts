@@ -24,22 +24,38 @@ export interface ServingScalerClientOptions {
 }
 
 export async function reportServingLoad(options: ServingScalerClientOptions, report: ServingLoadReport): Promise<void> {
-  await options.client.workflow.signalWithStart<typeof servingScalerWorkflow, [ServingLoadReport]>('servingScalerWorkflow', {
-    workflowId: servingScalerWorkflowId(options.config.group),
-    taskQueue: options.taskQueue ?? TASK_QUEUE,
-    args: [{ config: options.config }],
-    signal: servingLoadSignal,
-    signalArgs: [report],
-  });
+  await options.client.workflow.signalWithStart<typeof servingScalerWorkflow, [ServingLoadReport]>(
+    'servingScalerWorkflow',
+    {
+      workflowId: servingScalerWorkflowId(options.config.group),
+      taskQueue: options.taskQueue ?? TASK_QUEUE,
+      args: [{ config: options.config }],
+      signal: servingLoadSignal,
+      signalArgs: [report],
+    },
+  );
 }
 
 /** The autoscaler's status; one that never ran reads as its floor and maximum with nothing done. */
-export async function servingScalerStatus(options: Pick<ServingScalerClientOptions, 'client' | 'config'>): Promise<ServingScalerStatus> {
+export async function servingScalerStatus(
+  options: Pick<ServingScalerClientOptions, 'client' | 'config'>,
+): Promise<ServingScalerStatus> {
   try {
-    return await options.client.workflow.getHandle(servingScalerWorkflowId(options.config.group)).query(servingScalerStatusQuery);
+    return await options.client.workflow
+      .getHandle(servingScalerWorkflowId(options.config.group))
+      .query(servingScalerStatusQuery);
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
     const settings = servingScalerSettings(options.config);
-    return { group: settings.group, replicas: 0, floor: settings.floor, max: settings.max, running: 0, waiting: 0, coordinators: 0, steps: [] };
+    return {
+      group: settings.group,
+      replicas: 0,
+      floor: settings.floor,
+      max: settings.max,
+      running: 0,
+      waiting: 0,
+      coordinators: 0,
+      steps: [],
+    };
   }
 }

@@ -8,10 +8,23 @@
  * status, then writes the replicas. It wakes only on a report or a deadline, and continues as new
  * when the server suggests it, carrying its memory.
  */
-import { allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { ServingScalerActivities } from '../activities/serving-scaler.js';
 import { decideServingScale } from '../core/serving-scale.js';
-import { servingLoadSignal, servingScalerSettings, servingScalerStatusQuery, type ServingScalerInput, type ServingScalerMemory } from './api.js';
+import {
+  servingLoadSignal,
+  servingScalerSettings,
+  servingScalerStatusQuery,
+  type ServingScalerInput,
+  type ServingScalerMemory,
+} from './api.js';
 
 const steps = proxyActivities<ServingScalerActivities>({
   startToCloseTimeout: '1 minute',
@@ -29,11 +42,19 @@ export async function servingScalerWorkflow(input: ServingScalerInput): Promise<
 
   const totals = () => {
     const loads = Object.values(m.loads);
-    return { running: loads.reduce((sum, l) => sum + l.running, 0), waiting: loads.reduce((sum, l) => sum + l.waiting, 0), coordinators: loads.length };
+    return {
+      running: loads.reduce((sum, l) => sum + l.running, 0),
+      waiting: loads.reduce((sum, l) => sum + l.waiting, 0),
+      coordinators: loads.length,
+    };
   };
   setHandler(servingLoadSignal, (report) => {
     // A signal cannot be refused: a malformed one changes nothing.
-    if (typeof report?.coordinator !== 'string' || ![report.running, report.waiting].every((n) => Number.isInteger(n) && n >= 0)) return;
+    if (
+      typeof report?.coordinator !== 'string' ||
+      ![report.running, report.waiting].every((n) => Number.isInteger(n) && n >= 0)
+    )
+      return;
     m.loads[report.coordinator] = { running: report.running, waiting: report.waiting, at: Date.now() };
     changes++;
   });
@@ -48,7 +69,10 @@ export async function servingScalerWorkflow(input: ServingScalerInput): Promise<
     steps: m.steps,
   }));
 
-  m.replicas ??= await steps.servingReplicas.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `read ${group}'s replicas` }, [{ group }]);
+  m.replicas ??= await steps.servingReplicas.executeWithOptions(
+    { startToCloseTimeout: '1 minute', summary: `read ${group}'s replicas` },
+    [{ group }],
+  );
 
   for (;;) {
     // Coordinators that stopped reporting died: their load goes with them.
@@ -59,16 +83,32 @@ export async function servingScalerWorkflow(input: ServingScalerInput): Promise<
       else nextExpiry = Math.min(nextExpiry, expiresAt);
     }
     const load = totals();
-    const decision = decideServingScale({ replicas: m.replicas, running: load.running, waiting: load.waiting, pressedSince: m.pressedSince, idleSince: m.idleSince, now: Date.now() }, settings);
+    const decision = decideServingScale(
+      {
+        replicas: m.replicas,
+        running: load.running,
+        waiting: load.waiting,
+        pressedSince: m.pressedSince,
+        idleSince: m.idleSince,
+        now: Date.now(),
+      },
+      settings,
+    );
     m.pressedSince = decision.pressedSince;
     m.idleSince = decision.idleSince;
     if (decision.step) {
       const from = m.replicas;
       const { to, reason } = decision.step;
-      const plan = await steps.planServingStep.executeWithOptions({ startToCloseTimeout: '1 minute', summary: `plan ${group} ${from} → ${to}: ${reason}` }, [{ group, from, to, reason }]);
+      const plan = await steps.planServingStep.executeWithOptions(
+        { startToCloseTimeout: '1 minute', summary: `plan ${group} ${from} → ${to}: ${reason}` },
+        [{ group, from, to, reason }],
+      );
       m.steps = [...m.steps, plan].slice(-KEPT_STEPS);
       await steps.scaleServing.executeWithOptions(
-        { startToCloseTimeout: '1 minute', summary: `patch ${group} replicas ${from} → ${to} (about ${(plan.movedShare * 100).toFixed(1)}% of segments move)` },
+        {
+          startToCloseTimeout: '1 minute',
+          summary: `patch ${group} replicas ${from} → ${to} (about ${(plan.movedShare * 100).toFixed(1)}% of segments move)`,
+        },
         [{ group, replicas: to }],
       );
       m.replicas = to;
@@ -76,7 +116,10 @@ export async function servingScalerWorkflow(input: ServingScalerInput): Promise<
     }
     const wakeAt = Math.min(nextExpiry, decision.wakeAt ?? Infinity);
     const seen = changes;
-    await condition(() => changes !== seen || workflowInfo().continueAsNewSuggested, Number.isFinite(wakeAt) ? Math.max(1, wakeAt - Date.now()) : undefined);
+    await condition(
+      () => changes !== seen || workflowInfo().continueAsNewSuggested,
+      Number.isFinite(wakeAt) ? Math.max(1, wakeAt - Date.now()) : undefined,
+    );
     if (workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
       await continueAsNew<typeof servingScalerWorkflow>({ config: input.config, carried: m });

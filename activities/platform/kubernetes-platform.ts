@@ -10,10 +10,25 @@
  *   counted by the label selector the configuration gives, as no selector can be read from it.
  * Nothing else is created, changed or deleted.
  */
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type CoreV1Event, type KubeConfig, type V1LabelSelector, type V1PodSpec } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type CoreV1Event,
+  type KubeConfig,
+  type V1LabelSelector,
+  type V1PodSpec,
+} from '@kubernetes/client-node';
 import { preflightReport, type PreflightCheck, type PreflightReport } from '../../core/preflight.js';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './compute-platform.js';
-import { accessChecks, DEFAULT_NODE_GROUP_LABELS, nodeChecks, whyPodsWait, type NeededAccess } from './kubernetes-preflight.js';
+import {
+  accessChecks,
+  DEFAULT_NODE_GROUP_LABELS,
+  nodeChecks,
+  whyPodsWait,
+  type NeededAccess,
+} from './kubernetes-preflight.js';
 
 export interface WorkloadRef {
   kind: 'statefulset' | 'deployment';
@@ -99,7 +114,8 @@ export class KubernetesPlatform implements ComputePlatform {
     this.core = config.kubeConfig.makeApiClient(CoreV1Api);
   }
 
-  private async read(object: ObjectRef): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  private async read(object: ObjectRef): Promise<Record<string, any>> {
     return (await this.objects.getNamespacedCustomObject(object)) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
   }
 
@@ -109,16 +125,37 @@ export class KubernetesPlatform implements ComputePlatform {
     if (target.kind === 'workload') {
       const workload = target.workloads[computeGroup];
       if (!workload) {
-        throw new ComputeGroupNotFoundError(`compute group "${computeGroup}" has no workload configured; this worker drives: ${Object.keys(target.workloads).join(', ') || 'none'}`);
+        throw new ComputeGroupNotFoundError(
+          `compute group "${computeGroup}" has no workload configured; this worker drives: ${Object.keys(target.workloads).join(', ') || 'none'}`,
+        );
       }
-      const object = { group: 'apps', version: 'v1', plural: WORKLOAD_PLURALS[workload.kind], namespace, name: workload.name };
+      const object = {
+        group: 'apps',
+        version: 'v1',
+        plural: WORKLOAD_PLURALS[workload.kind],
+        namespace,
+        name: workload.name,
+      };
       const { spec } = await this.read(object);
       const podSelector = labelSelectorString(spec?.selector);
       // An empty selector would count every pod in the namespace.
       if (!podSelector) throw new Error(`${workload.kind} ${namespace}/${workload.name} has no pod selector`);
-      return { object, path: '/spec/replicas', value: spec?.replicas, guards: [], podSelector, podSpec: spec?.template?.spec };
+      return {
+        object,
+        path: '/spec/replicas',
+        value: spec?.replicas,
+        guards: [],
+        podSelector,
+        podSpec: spec?.template?.spec,
+      };
     }
-    const object = { group: target.group ?? 'disaggregated.cluster.doris.com', version: target.version ?? 'v1', plural: target.plural ?? 'dorisdisaggregatedclusters', namespace, name: target.name };
+    const object = {
+      group: target.group ?? 'disaggregated.cluster.doris.com',
+      version: target.version ?? 'v1',
+      plural: target.plural ?? 'dorisdisaggregatedclusters',
+      namespace,
+      name: target.name,
+    };
     const groups = ((await this.read(object)).spec?.computeGroups ?? []) as { uniqueId?: string; replicas?: number }[];
     const index = groups.findIndex((g) => g.uniqueId === computeGroup);
     if (index < 0) {
@@ -154,7 +191,14 @@ export class KubernetesPlatform implements ComputePlatform {
       const guard = field.value === undefined ? [] : [{ op: 'test', path: field.path, value: field.value }];
       try {
         await this.objects.patchNamespacedCustomObject(
-          { ...field.object, body: [...field.guards, ...guard, { op: field.value === undefined ? 'add' : 'replace', path: field.path, value: replicas }] },
+          {
+            ...field.object,
+            body: [
+              ...field.guards,
+              ...guard,
+              { op: field.value === undefined ? 'add' : 'replace', path: field.path, value: replicas },
+            ],
+          },
           setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
         );
         return { changed: true, previous };
@@ -185,7 +229,10 @@ export class KubernetesPlatform implements ComputePlatform {
       if (pods.every((p) => p.status?.phase === 'Running')) return undefined;
       const events: CoreV1Event[] = await this.core
         .listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Pod' })
-        .then((list) => list.items, () => []);
+        .then(
+          (list) => list.items,
+          () => [],
+        );
       return whyPodsWait(pods, events);
     } catch {
       return undefined; // advisory: the readiness layers say what is missing anyway
@@ -210,16 +257,28 @@ export class KubernetesPlatform implements ComputePlatform {
         ok: false,
         summary: `the group's ${target.kind === 'workload' ? 'workload' : 'custom resource'} cannot be read: ${code === 404 ? 'it does not exist' : code === 403 ? 'the worker may not read it' : (error as Error).message}`,
         detail: [],
-        fix: target.kind === 'workload' ? `apply the heavy workload (deploy/k8s/berth.yaml) in namespace ${namespace}, or point BERTH_K8S_WORKLOAD at it` : `create the resource, or point BERTH_K8S_NAME at it`,
+        fix:
+          target.kind === 'workload'
+            ? `apply the heavy workload (deploy/k8s/berth.yaml) in namespace ${namespace}, or point BERTH_K8S_WORKLOAD at it`
+            : `create the resource, or point BERTH_K8S_NAME at it`,
       });
     }
     if (field) {
-      checks.push({ area: 'platform', ok: true, summary: `${field.object.plural}/${field.object.name} in namespace ${namespace}: replicas ${field.value ?? 0}, pods selected by ${field.podSelector}`, detail: [] });
+      checks.push({
+        area: 'platform',
+        ok: true,
+        summary: `${field.object.plural}/${field.object.name} in namespace ${namespace}: replicas ${field.value ?? 0}, pods selected by ${field.podSelector}`,
+        detail: [],
+      });
       let spec = field.podSpec;
       let from = `the pod template of ${field.object.plural}/${field.object.name}`;
       if (!spec) {
         // An operator's resource has no pod template Berth can read: a pod of the group shows it.
-        const pod = (await this.core.listNamespacedPod({ namespace, labelSelector: field.podSelector }).catch(() => ({ items: [] }))).items[0];
+        const pod = (
+          await this.core
+            .listNamespacedPod({ namespace, labelSelector: field.podSelector })
+            .catch(() => ({ items: [] }))
+        ).items[0];
         spec = pod?.spec;
         from = pod ? `pod ${pod.metadata!.name} of the group` : '';
       }
@@ -228,7 +287,13 @@ export class KubernetesPlatform implements ComputePlatform {
         for (const check of nodes) check.detail.unshift(`from ${from}`);
         checks.push(...nodes);
       } else {
-        checks.push({ area: 'requests', ok: true, summary: 'no pod of the group exists to read its requests and placement from (an operator owns its template): unchecked', detail: [] });
+        checks.push({
+          area: 'requests',
+          ok: true,
+          summary:
+            'no pod of the group exists to read its requests and placement from (an operator owns its template): unchecked',
+          detail: [],
+        });
       }
     }
     checks.push(...(await accessChecks(kubeConfig, this.neededAccess(computeGroup))));
@@ -240,8 +305,16 @@ export class KubernetesPlatform implements ComputePlatform {
     const { namespace, target } = this.config;
     const object =
       target.kind === 'workload'
-        ? { group: 'apps', resource: WORKLOAD_PLURALS[target.workloads[computeGroup]?.kind ?? 'statefulset'], name: target.workloads[computeGroup]?.name }
-        : { group: target.group ?? 'disaggregated.cluster.doris.com', resource: target.plural ?? 'dorisdisaggregatedclusters', name: target.name };
+        ? {
+            group: 'apps',
+            resource: WORKLOAD_PLURALS[target.workloads[computeGroup]?.kind ?? 'statefulset'],
+            name: target.workloads[computeGroup]?.name,
+          }
+        : {
+            group: target.group ?? 'disaggregated.cluster.doris.com',
+            resource: target.plural ?? 'dorisdisaggregatedclusters',
+            name: target.name,
+          };
     return [
       { verb: 'get', ...object, namespace, purpose: 'to read the replicas and the pod selector' },
       { verb: 'patch', ...object, namespace, purpose: 'the pool’s one write: replicas' },

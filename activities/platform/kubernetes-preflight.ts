@@ -5,10 +5,27 @@
  * (SelfSubjectAccessReview, one per verb it needs), and the platform's own words about pods that do
  * not run (the scheduler's and the autoscaler's events). The arithmetic is core/preflight.ts.
  */
-import { AuthorizationV1Api, CoreV1Api, type CoreV1Event, type KubeConfig, type V1Node, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
+import {
+  AuthorizationV1Api,
+  CoreV1Api,
+  type CoreV1Event,
+  type KubeConfig,
+  type V1Node,
+  type V1Pod,
+  type V1PodSpec,
+} from '@kubernetes/client-node';
 // The client's own quantity parser ("7.9", "7900m", "56Gi"); its package root does not export it.
 import { quantityToScalar } from '@kubernetes/client-node/dist/util.js';
-import { placementChecks, type NodeGroup, type NodeShape, type NodeTemplate, type PodNeeds, type PreflightCheck, type Resources, type Taint } from '../../core/preflight.js';
+import {
+  placementChecks,
+  type NodeGroup,
+  type NodeShape,
+  type NodeTemplate,
+  type PodNeeds,
+  type PreflightCheck,
+  type Resources,
+  type Taint,
+} from '../../core/preflight.js';
 
 /** Labels that name a node's group on the common platforms; a node with none is a group of its own. */
 export const DEFAULT_NODE_GROUP_LABELS = [
@@ -45,7 +62,10 @@ function number(quantity: string | undefined): number {
 }
 const cpuMilli = (quantity: string | undefined) => Math.round(number(quantity) * 1000);
 
-const resourcesOf = (list: Record<string, string> | undefined): Resources => ({ cpuMilli: cpuMilli(list?.cpu), memoryBytes: number(list?.memory) });
+const resourcesOf = (list: Record<string, string> | undefined): Resources => ({
+  cpuMilli: cpuMilli(list?.cpu),
+  memoryBytes: number(list?.memory),
+});
 
 /** A pod's effective requests as the scheduler counts them: app containers summed, the largest init container, overhead. */
 export function podNeeds(spec: V1PodSpec): PodNeeds {
@@ -54,7 +74,12 @@ export function podNeeds(spec: V1PodSpec): PodNeeds {
     const requests = { ...c.resources?.limits, ...c.resources?.requests };
     return resourcesOf(requests);
   };
-  const sum = spec.containers.map(request).reduce((a, b) => ({ cpuMilli: a.cpuMilli + b.cpuMilli, memoryBytes: a.memoryBytes + b.memoryBytes }), { cpuMilli: 0, memoryBytes: 0 });
+  const sum = spec.containers
+    .map(request)
+    .reduce((a, b) => ({ cpuMilli: a.cpuMilli + b.cpuMilli, memoryBytes: a.memoryBytes + b.memoryBytes }), {
+      cpuMilli: 0,
+      memoryBytes: 0,
+    });
   const init = (spec.initContainers ?? []).map(request);
   const overhead = resourcesOf(spec.overhead);
   const requests = {
@@ -65,13 +90,23 @@ export function podNeeds(spec: V1PodSpec): PodNeeds {
   return {
     requests,
     nodeSelector: spec.nodeSelector ?? {},
-    affinityTerms: terms.map((t) => (t.matchExpressions ?? []).map((e) => ({ key: e.key, operator: e.operator, values: e.values }))),
-    tolerations: (spec.tolerations ?? []).map((t) => ({ key: t.key, operator: t.operator, value: t.value, effect: t.effect })),
+    affinityTerms: terms.map((t) =>
+      (t.matchExpressions ?? []).map((e) => ({ key: e.key, operator: e.operator, values: e.values })),
+    ),
+    tolerations: (spec.tolerations ?? []).map((t) => ({
+      key: t.key,
+      operator: t.operator,
+      value: t.value,
+      effect: t.effect,
+    })),
   };
 }
 
 function parseList(text: string | undefined): string[] {
-  return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** The autoscaler's template of a node's group, from the node's annotations; undefined without them. */
@@ -79,7 +114,9 @@ export function nodeTemplate(annotations: Record<string, string> | undefined): N
   const keys = Object.keys(annotations ?? {}).filter((k) => k.startsWith(TEMPLATE));
   if (keys.length === 0) return undefined;
   const a = annotations!;
-  const labels = Object.fromEntries(parseList(a[`${TEMPLATE}labels`]).map((pair) => [pair.split('=')[0]!, pair.split('=').slice(1).join('=')]));
+  const labels = Object.fromEntries(
+    parseList(a[`${TEMPLATE}labels`]).map((pair) => [pair.split('=')[0]!, pair.split('=').slice(1).join('=')]),
+  );
   const taints = parseList(a[`${TEMPLATE}taints`]).map((text): Taint => {
     const [keyValue, effect = 'NoSchedule'] = text.split(':');
     const [key, value] = keyValue!.split('=');
@@ -95,7 +132,8 @@ export function nodeTemplate(annotations: Record<string, string> | undefined): N
  * Taints the control plane puts on and takes off a node as its conditions change (not ready yet,
  * unreachable, cordoned): they say how a node is now, not what its group accepts.
  */
-const conditionTaint = (key: string) => key.startsWith('node.kubernetes.io/') || key === 'node.cloudprovider.kubernetes.io/uninitialized';
+const conditionTaint = (key: string) =>
+  key.startsWith('node.kubernetes.io/') || key === 'node.cloudprovider.kubernetes.io/uninitialized';
 
 /** Nodes grouped by the first group label each carries; each group's autoscaler template, when its nodes are annotated with one. */
 export function nodeGroups(nodes: V1Node[], groupLabels: string[]): NodeGroup[] {
@@ -107,7 +145,9 @@ export function nodeGroups(nodes: V1Node[], groupLabels: string[]): NodeGroup[] 
     const shape: NodeShape = {
       name: node.metadata!.name!,
       labels,
-      taints: (node.spec?.taints ?? []).filter((t) => !conditionTaint(t.key)).map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect })),
+      taints: (node.spec?.taints ?? [])
+        .filter((t) => !conditionTaint(t.key))
+        .map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect })),
       capacity: resourcesOf(node.status?.capacity),
       allocatable: resourcesOf(node.status?.allocatable ?? node.status?.capacity),
       unschedulable: node.spec?.unschedulable ?? false,
@@ -120,7 +160,8 @@ export function nodeGroups(nodes: V1Node[], groupLabels: string[]): NodeGroup[] 
   return [...groups.values()];
 }
 
-const accessText = (a: NeededAccess) => `${a.verb} ${a.group ? `${a.group}/` : ''}${a.resource}${a.name ? `/${a.name}` : ''}${a.namespace ? ` in namespace ${a.namespace}` : ' (cluster-wide)'}`;
+const accessText = (a: NeededAccess) =>
+  `${a.verb} ${a.group ? `${a.group}/` : ''}${a.resource}${a.name ? `/${a.name}` : ''}${a.namespace ? ` in namespace ${a.namespace}` : ' (cluster-wide)'}`;
 
 /** One SelfSubjectAccessReview per right: the answer is the apiserver's own authorizer's. */
 export async function accessChecks(kubeConfig: KubeConfig, needed: NeededAccess[]): Promise<PreflightCheck[]> {
@@ -128,22 +169,42 @@ export async function accessChecks(kubeConfig: KubeConfig, needed: NeededAccess[
   return await Promise.all(
     needed.map(async (access): Promise<PreflightCheck> => {
       const review = await api.createSelfSubjectAccessReview({
-        body: { spec: { resourceAttributes: { verb: access.verb, group: access.group, resource: access.resource, name: access.name, namespace: access.namespace } } },
+        body: {
+          spec: {
+            resourceAttributes: {
+              verb: access.verb,
+              group: access.group,
+              resource: access.resource,
+              name: access.name,
+              namespace: access.namespace,
+            },
+          },
+        },
       });
       const allowed = review.status?.allowed ?? false;
       return {
         area: 'rbac',
         ok: allowed,
         summary: `the worker ${allowed ? 'may' : 'may not'} ${accessText(access)} (${access.purpose})`,
-        detail: [`SelfSubjectAccessReview: ${allowed ? 'allowed' : review.status?.denied ? 'denied' : 'not allowed'}${review.status?.reason ? ` (${review.status.reason})` : ''}`],
-        ...(allowed ? {} : { fix: `grant verb "${access.verb}" on ${access.group ? `${access.group}/` : ''}${access.resource}${access.name ? ` (resourceNames: ${access.name})` : ''} to the worker's ${access.namespace ? 'Role' : 'ClusterRole'} (deploy/k8s/rbac.yaml)` }),
+        detail: [
+          `SelfSubjectAccessReview: ${allowed ? 'allowed' : review.status?.denied ? 'denied' : 'not allowed'}${review.status?.reason ? ` (${review.status.reason})` : ''}`,
+        ],
+        ...(allowed
+          ? {}
+          : {
+              fix: `grant verb "${access.verb}" on ${access.group ? `${access.group}/` : ''}${access.resource}${access.name ? ` (resourceNames: ${access.name})` : ''} to the worker's ${access.namespace ? 'Role' : 'ClusterRole'} (deploy/k8s/rbac.yaml)`,
+            }),
       };
     }),
   );
 }
 
 /** Requests, labels and taints of the group's pods against the cluster's node groups. */
-export async function nodeChecks(kubeConfig: KubeConfig, spec: V1PodSpec, groupLabels: string[]): Promise<PreflightCheck[]> {
+export async function nodeChecks(
+  kubeConfig: KubeConfig,
+  spec: V1PodSpec,
+  groupLabels: string[],
+): Promise<PreflightCheck[]> {
   let nodes: V1Node[];
   try {
     nodes = (await kubeConfig.makeApiClient(CoreV1Api).listNode()).items;
@@ -169,7 +230,8 @@ const AUTOSCALER_REASONS = new Set(['NotTriggerScaleUp', 'TriggeredScaleUp', 'Fa
 /** The longest quote the pool's status carries. */
 const MAX_WHY = 800;
 
-const eventTime = (e: CoreV1Event) => new Date(e.series?.lastObservedTime ?? e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? 0).getTime();
+const eventTime = (e: CoreV1Event) =>
+  new Date(e.series?.lastObservedTime ?? e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? 0).getTime();
 
 /**
  * The platform's own words on pods that are not running: per pod, its latest warning and its
@@ -190,8 +252,11 @@ export function whyPodsWait(pods: V1Pod[], events: CoreV1Event[]): string | unde
   };
   for (const pod of waiting) {
     const own = events.filter((e) => e.involvedObject.uid && byUid.get(e.involvedObject.uid) === pod);
-    const latest = (pick: (e: CoreV1Event) => boolean) => own.filter(pick).sort((a, b) => eventTime(b) - eventTime(a))[0];
-    const chosen = [latest((e) => e.type === 'Warning'), latest((e) => AUTOSCALER_REASONS.has(e.reason ?? ''))].filter((e): e is CoreV1Event => e !== undefined);
+    const latest = (pick: (e: CoreV1Event) => boolean) =>
+      own.filter(pick).sort((a, b) => eventTime(b) - eventTime(a))[0];
+    const chosen = [latest((e) => e.type === 'Warning'), latest((e) => AUTOSCALER_REASONS.has(e.reason ?? ''))].filter(
+      (e): e is CoreV1Event => e !== undefined,
+    );
     for (const e of chosen) quote(pod, e.reason ?? 'Event', e.message ?? '', eventTime(e));
     if (chosen.length === 0) {
       const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
@@ -201,8 +266,10 @@ export function whyPodsWait(pods: V1Pod[], events: CoreV1Event[]): string | unde
   if (quotes.size === 0) return undefined;
   const text = [...quotes.entries()]
     .sort((a, b) => b[1].at - a[1].at)
-    .map(([key, { pods: names }]) => `${[...names].sort().join(', ')} ${waiting.some((p) => names.has(p.metadata!.name!) && p.status?.phase === 'Pending') ? 'Pending' : 'not running'}: ${key}`)
+    .map(
+      ([key, { pods: names }]) =>
+        `${[...names].sort().join(', ')} ${waiting.some((p) => names.has(p.metadata!.name!) && p.status?.phase === 'Pending') ? 'Pending' : 'not running'}: ${key}`,
+    )
     .join('; ');
   return text.length > MAX_WHY ? `${text.slice(0, MAX_WHY - 1)}…` : text;
 }
-

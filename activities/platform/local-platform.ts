@@ -71,7 +71,8 @@ export class LocalPlatform implements ComputePlatform {
     const alive = state.backends.filter((b) => b.alive).length;
     if (alive >= state.target) return undefined;
     if (state.trouble) return state.trouble;
-    if (state.bootingUntil !== undefined) return `provisioning ${state.target - alive} backend process${state.target - alive === 1 ? '' : 'es'} (boot delay ${this.options.bootDelayMs ?? 0} ms)`;
+    if (state.bootingUntil !== undefined)
+      return `provisioning ${state.target - alive} backend process${state.target - alive === 1 ? '' : 'es'} (boot delay ${this.options.bootDelayMs ?? 0} ms)`;
     return undefined;
   }
 
@@ -83,10 +84,12 @@ export class LocalPlatform implements ComputePlatform {
   async close(): Promise<void> {
     this.closed = true;
     for (const state of this.groups.values()) state.target = 0;
-    await Promise.all([...this.groups.values()].map(async (state) => {
-      await state.reconciling; // a start under way finishes, then sees the zero target and stops what it started
-      await Promise.all(state.backends.map((b) => b.backend.stop()));
-    }));
+    await Promise.all(
+      [...this.groups.values()].map(async (state) => {
+        await state.reconciling; // a start under way finishes, then sees the zero target and stops what it started
+        await Promise.all(state.backends.map((b) => b.backend.stop()));
+      }),
+    );
   }
 
   private reconcile(group: string): void {
@@ -116,7 +119,8 @@ export class LocalPlatform implements ComputePlatform {
               const entry = { backend, alive: true };
               void backend.exited.then((code) => {
                 entry.alive = false;
-                if (!this.closed && state.backends.includes(entry)) state.trouble = `backend ${group}-${index} exited on its own${typeof code === 'number' ? ` with code ${code}` : ''}`;
+                if (!this.closed && state.backends.includes(entry))
+                  state.trouble = `backend ${group}-${index} exited on its own${typeof code === 'number' ? ` with code ${code}` : ''}`;
               });
               state.backends.push(entry);
             }

@@ -54,8 +54,17 @@ interface Run {
 }
 
 /** Starts the script once and waits for its announcement. */
-async function run(name: string, script: string, env: Record<string, string>, logFile: string, startTimeoutMs: number): Promise<Run> {
-  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env, [SUPERVISED_ENV]: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+async function run(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  logFile: string,
+  startTimeoutMs: number,
+): Promise<Run> {
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, ...env, [SUPERVISED_ENV]: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const log = createWriteStream(logFile, { flags: 'a', mode: 0o600 });
   child.stderr!.pipe(log);
   const lines = createInterface({ input: child.stdout! });
@@ -66,7 +75,10 @@ async function run(name: string, script: string, env: Record<string, string>, lo
     }),
   );
   const announcement = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start within ${startTimeoutMs} ms; see ${logFile}`)), startTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not start within ${startTimeoutMs} ms; see ${logFile}`)),
+      startTimeoutMs,
+    );
     lines.on('line', (line) => {
       if (!log.writableEnded) log.write(`${line}\n`);
       try {
@@ -114,7 +126,9 @@ export async function startServiceProcess(
           supervision.giveUp(new Error(`${name} exited (${how}) ${failures} times in a row; see ${logFile}`));
           return;
         }
-        supervision.log(`${name} exited (${how}); restarting it in ${wait / 1000} s (${failures} of ${backoff.length})`);
+        supervision.log(
+          `${name} exited (${how}); restarting it in ${wait / 1000} s (${failures} of ${backoff.length})`,
+        );
         await new Promise((resolve) => setTimeout(resolve, wait));
         if (stopping) return;
         try {

@@ -26,32 +26,37 @@ export interface CostReport {
 function parseDays(text: string): number {
   const match = /^(\d+)d$/.exec(text);
   const days = match ? Number(match[1]) : NaN;
-  if (!Number.isInteger(days) || days < 1 || days > 400) throw new UsageError(`--since: "${text}" must be whole days, 1d to 400d (the ledger keeps 400)`);
+  if (!Number.isInteger(days) || days < 1 || days > 400)
+    throw new UsageError(`--since: "${text}" must be whole days, 1d to 400d (the ledger keeps 400)`);
   return days;
 }
 
 function parsePositive(text: string, flag: string, integer = false): number {
   const n = Number(text);
-  if (!Number.isFinite(n) || n < 0 || (integer && !Number.isInteger(n))) throw new UsageError(`${flag}: "${text}" must be a ${integer ? 'whole ' : ''}number, at least 0`);
+  if (!Number.isFinite(n) || n < 0 || (integer && !Number.isInteger(n)))
+    throw new UsageError(`${flag}: "${text}" must be a ${integer ? 'whole ' : ''}number, at least 0`);
   return n;
 }
 
-const dollars = (n: number, digits = 2) => `$${n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}`;
+const dollars = (n: number, digits = 2) =>
+  `$${n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}`;
 
 export function formatCost(report: CostReport): string {
   const { window: w, bill: b, concentration: c } = report;
   const lines = [
     `${report.group} pool, ${w.fromDay} 00:00 → ${new Date(w.to).toISOString().slice(0, 16).replace('T', ' ')} UTC (${w.days} day${w.days === 1 ? '' : 's'}, ${w.hours.toFixed(1)} h)`,
-    table(
+    table([
+      ['', 'amount', ''],
+      ['node-hours', w.nodeHours.toFixed(2), `peak ${w.peak} node${w.peak === 1 ? '' : 's'}`],
+      ['price per node-hour', dollars(b.pricePerNodeHour, 6), ''],
+      ['elastic pool', dollars(b.poolCost), `${w.nodeHours.toFixed(2)} h × ${dollars(b.pricePerNodeHour, 6)}`],
       [
-        ['', 'amount', ''],
-        ['node-hours', w.nodeHours.toFixed(2), `peak ${w.peak} node${w.peak === 1 ? '' : 's'}`],
-        ['price per node-hour', dollars(b.pricePerNodeHour, 6), ''],
-        ['elastic pool', dollars(b.poolCost), `${w.nodeHours.toFixed(2)} h × ${dollars(b.pricePerNodeHour, 6)}`],
-        [`resident ${b.residentNodes} node${b.residentNodes === 1 ? '' : 's'}`, dollars(b.residentCost), `${b.residentNodes} × ${w.hours.toFixed(1)} h × ${dollars(b.pricePerNodeHour, 6)}`],
-        ['saving', dollars(b.saving), percent(b.savingFraction)],
+        `resident ${b.residentNodes} node${b.residentNodes === 1 ? '' : 's'}`,
+        dollars(b.residentCost),
+        `${b.residentNodes} × ${w.hours.toFixed(1)} h × ${dollars(b.pricePerNodeHour, 6)}`,
       ],
-    ),
+      ['saving', dollars(b.saving), percent(b.savingFraction)],
+    ]),
     '',
     c.queries === 0
       ? 'compute concentration: the coordinator has logged no queries in the window'
@@ -61,7 +66,15 @@ export function formatCost(report: CostReport): string {
       : [
           table([
             ['top', 'queries', 'bytes', 'time', 'BERTH_HEAVY_SCAN_BYTES', 'sends', 'their time'],
-            ...c.tops.map((t) => [percent(t.top, 0), count(t.queries), percent(t.bytesShare), percent(t.timeShare), `${formatBytes(t.scanThreshold)} (${t.scanThreshold})`, count(t.sent), percent(t.sentTimeShare)]),
+            ...c.tops.map((t) => [
+              percent(t.top, 0),
+              count(t.queries),
+              percent(t.bytesShare),
+              percent(t.timeShare),
+              `${formatBytes(t.scanThreshold)} (${t.scanThreshold})`,
+              count(t.sent),
+              percent(t.sentTimeShare),
+            ]),
           ]),
         ]),
   ];
@@ -70,24 +83,50 @@ export function formatCost(report: CostReport): string {
 
 export function costCommand(): Command {
   return new Command('cost')
-    .description('the heavy pool’s node-hours and what they cost against a resident pool; compute concentration from the query log')
+    .description(
+      'the heavy pool’s node-hours and what they cost against a resident pool; compute concentration from the query log',
+    )
     .argument('[group]', 'the pool’s compute group', 'heavy')
     .option('--since <days>', 'whole UTC days up to now, today included, e.g. 30d', '30d')
-    .option('--price-per-node-hour <dollars>', `a node-hour's price (default: ${DEFAULT_PRICE_PER_NODE_HOUR}, the seed's on-demand node)`)
-    .option('--resident-nodes <n>', 'the resident pool to compare with (default: the peak the pool reached in the window)')
+    .option(
+      '--price-per-node-hour <dollars>',
+      `a node-hour's price (default: ${DEFAULT_PRICE_PER_NODE_HOUR}, the seed's on-demand node)`,
+    )
+    .option(
+      '--resident-nodes <n>',
+      'the resident pool to compare with (default: the peak the pool reached in the window)',
+    )
     .option('--json', 'print the report as JSON')
     .addOption(dataDirOption())
-    .action(async (group: string, options: { since: string; pricePerNodeHour?: string; residentNodes?: string; json?: boolean; dataDir: string }) => {
-      const days = parseDays(options.since);
-      const price = options.pricePerNodeHour === undefined ? DEFAULT_PRICE_PER_NODE_HOUR : parsePositive(options.pricePerNodeHour, '--price-per-node-hour');
-      const resident = options.residentNodes === undefined ? undefined : parsePositive(options.residentNodes, '--resident-nodes', true);
-      const cluster = await openCluster(options.dataDir);
-      const usage = await ask(cluster.controller, (c) => c.poolUsage(group));
-      const now = Date.now();
-      const fromDay = windowStart(now, days);
-      const window = usageWindow(usage, fromDay, now);
-      const concentration = await ask(cluster.coordinator, (c) => c.concentration(Date.parse(`${fromDay}T00:00:00Z`)));
-      const report: CostReport = { group, window: { ...window, days }, bill: bill(window, price, resident ?? window.peak), concentration };
-      console.log(options.json ? JSON.stringify(report) : formatCost(report));
-    });
+    .action(
+      async (
+        group: string,
+        options: { since: string; pricePerNodeHour?: string; residentNodes?: string; json?: boolean; dataDir: string },
+      ) => {
+        const days = parseDays(options.since);
+        const price =
+          options.pricePerNodeHour === undefined
+            ? DEFAULT_PRICE_PER_NODE_HOUR
+            : parsePositive(options.pricePerNodeHour, '--price-per-node-hour');
+        const resident =
+          options.residentNodes === undefined
+            ? undefined
+            : parsePositive(options.residentNodes, '--resident-nodes', true);
+        const cluster = await openCluster(options.dataDir);
+        const usage = await ask(cluster.controller, (c) => c.poolUsage(group));
+        const now = Date.now();
+        const fromDay = windowStart(now, days);
+        const window = usageWindow(usage, fromDay, now);
+        const concentration = await ask(cluster.coordinator, (c) =>
+          c.concentration(Date.parse(`${fromDay}T00:00:00Z`)),
+        );
+        const report: CostReport = {
+          group,
+          window: { ...window, days },
+          bill: bill(window, price, resident ?? window.peak),
+          concentration,
+        };
+        console.log(options.json ? JSON.stringify(report) : formatCost(report));
+      },
+    );
 }

@@ -17,40 +17,55 @@ export function ingestCommand(): Command {
     .addOption(new Option('--batch-rows <n>', 'rows per batch (each batch becomes one segment)').default('100000'))
     .option('--timestamp-column <name>', 'the timestamp column of a new table (default: ts)')
     .addOption(dataDirOption())
-    .action(async (file: string, options: { table: string; batchRows: string; timestampColumn?: string; dataDir: string }) => {
-      const batchRows = Number(options.batchRows);
-      if (!Number.isInteger(batchRows) || batchRows < 1) throw new UsageError(`--batch-rows: "${options.batchRows}" must be a positive whole number`);
-      const size = await stat(file).then((s) => s.size).catch(() => {
-        throw new UsageError(`cannot read ${file}`);
-      });
-      const cluster = await openCluster(options.dataDir);
-      const bar = process.stderr.isTTY ? new SingleBar({ format: 'ingest [{bar}] {percentage}% · {rows} rows · {segments} segments' }) : undefined;
-      bar?.start(size, 0, { rows: 0, segments: 0 });
-      let rows = 0;
-      let segments = 0;
-      let sent = 0;
-      let batch: string[] = [];
-      const flush = async () => {
-        if (batch.length === 0) return;
-        const body = `${batch.join('\n')}\n`;
-        await send(cluster, options.table, body, options.timestampColumn);
-        rows += batch.length;
-        segments++;
-        sent += Buffer.byteLength(body);
-        batch = [];
-        bar?.update(Math.min(sent, size), { rows: count(rows), segments });
-      };
-      for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
-        if (line.trim() === '') continue;
-        batch.push(line);
-        if (batch.length >= batchRows) await flush();
-      }
-      await flush();
-      bar?.stop();
-      console.log(`ingested ${count(rows)} rows into ${options.table} as ${segments} segment(s)`);
-    });
+    .action(
+      async (
+        file: string,
+        options: { table: string; batchRows: string; timestampColumn?: string; dataDir: string },
+      ) => {
+        const batchRows = Number(options.batchRows);
+        if (!Number.isInteger(batchRows) || batchRows < 1)
+          throw new UsageError(`--batch-rows: "${options.batchRows}" must be a positive whole number`);
+        const size = await stat(file)
+          .then((s) => s.size)
+          .catch(() => {
+            throw new UsageError(`cannot read ${file}`);
+          });
+        const cluster = await openCluster(options.dataDir);
+        const bar = process.stderr.isTTY
+          ? new SingleBar({ format: 'ingest [{bar}] {percentage}% · {rows} rows · {segments} segments' })
+          : undefined;
+        bar?.start(size, 0, { rows: 0, segments: 0 });
+        let rows = 0;
+        let segments = 0;
+        let sent = 0;
+        let batch: string[] = [];
+        const flush = async () => {
+          if (batch.length === 0) return;
+          const body = `${batch.join('\n')}\n`;
+          await send(cluster, options.table, body, options.timestampColumn);
+          rows += batch.length;
+          segments++;
+          sent += Buffer.byteLength(body);
+          batch = [];
+          bar?.update(Math.min(sent, size), { rows: count(rows), segments });
+        };
+        for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
+          if (line.trim() === '') continue;
+          batch.push(line);
+          if (batch.length >= batchRows) await flush();
+        }
+        await flush();
+        bar?.stop();
+        console.log(`ingested ${count(rows)} rows into ${options.table} as ${segments} segment(s)`);
+      },
+    );
 }
 
-async function send(cluster: ClusterHandle, table: string, body: string, timestampColumn?: string): Promise<IngestResult> {
+async function send(
+  cluster: ClusterHandle,
+  table: string,
+  body: string,
+  timestampColumn?: string,
+): Promise<IngestResult> {
   return await ask(cluster.coordinator, (c) => c.ingest(table, body, { timestampColumn }));
 }

@@ -15,20 +15,27 @@ export function mergeCommand(): Command {
     .addOption(dataDirOption())
     .action(async (options: { table: string; minInputs: string; json?: boolean; dataDir: string }) => {
       const minInputs = Number(options.minInputs);
-      if (!Number.isInteger(minInputs) || minInputs < 2) throw new UsageError(`--min-inputs: "${options.minInputs}" must be a whole number of at least 2`);
+      if (!Number.isInteger(minInputs) || minInputs < 2)
+        throw new UsageError(`--min-inputs: "${options.minInputs}" must be a whole number of at least 2`);
       const { endpoints } = await openCluster(options.dataDir);
       const connection = await Connection.connect({ address: endpoints.temporal });
       try {
         const client = new Client({ connection, namespace: endpoints.temporalNamespace });
         const workflowId = `merge-${options.table}-now-${Date.now()}`;
-        console.error(`merging ${options.table}: ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${workflowId}`);
-        const result: TableMergeResult = await client.workflow.execute<typeof tableMergeWorkflow>('tableMergeWorkflow', {
-          taskQueue: MERGE_TASK_QUEUE,
-          workflowId,
-          args: [{ table: options.table, minInputs }],
-        });
+        console.error(
+          `merging ${options.table}: ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${workflowId}`,
+        );
+        const result: TableMergeResult = await client.workflow.execute<typeof tableMergeWorkflow>(
+          'tableMergeWorkflow',
+          {
+            taskQueue: MERGE_TASK_QUEUE,
+            workflowId,
+            args: [{ table: options.table, minInputs }],
+          },
+        );
         if (options.json) console.log(JSON.stringify(result));
-        else if (result.partitions.length === 0) console.log(`${options.table}: no partition has ${minInputs} or more level-0 segments`);
+        else if (result.partitions.length === 0)
+          console.log(`${options.table}: no partition has ${minInputs} or more level-0 segments`);
         else for (const p of result.partitions) console.log(`${options.table}/${p.partition}: ${p.outcome}`);
       } finally {
         await connection.close();

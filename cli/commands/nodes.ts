@@ -31,7 +31,9 @@ export function nodesCommand(): Command {
               percent(n.share),
               n.alive ? 'yes' : 'NO',
               n.warmth?.owned ? `${percent(n.warmth.owned.fraction)} of ${formatBytes(n.warmth.owned.bytes)}` : '-',
-              n.warmth?.moved ? `${percent(n.warmth.moved.fraction)} of ${formatBytes(n.warmth.moved.bytes)} since ${n.warmth.moved.since.slice(11, 19)}` : '-',
+              n.warmth?.moved
+                ? `${percent(n.warmth.moved.fraction)} of ${formatBytes(n.warmth.moved.bytes)} since ${n.warmth.moved.since.slice(11, 19)}`
+                : '-',
               n.lastHeartbeat,
             ]),
           ],

@@ -17,14 +17,16 @@ export function placementCommand(): Command {
     .option('--set <list>', 'new weights for existing nodes, as ID:VCPUS,…')
     .addOption(new Option('--segments <n>', 'how many segment ids to place').default('100000'))
     .option('--json', 'print one JSON object instead of tables')
-    .action((options: { nodes: string; add?: string; remove?: string; set?: string; segments: string; json?: boolean }) => {
-      const before = parseNodeList(options.nodes, '--nodes');
-      placementOf(before, '--nodes');
-      const after = applyChange(before, options);
-      placementOf(after, 'after the change');
-      const result = simulatePlacement({ before, after, segments: parseSegments(options.segments) });
-      console.log(options.json ? JSON.stringify(result, null, 2) : describeSimulation(result, options));
-    });
+    .action(
+      (options: { nodes: string; add?: string; remove?: string; set?: string; segments: string; json?: boolean }) => {
+        const before = parseNodeList(options.nodes, '--nodes');
+        placementOf(before, '--nodes');
+        const after = applyChange(before, options);
+        placementOf(after, 'after the change');
+        const result = simulatePlacement({ before, after, segments: parseSegments(options.segments) });
+        console.log(options.json ? JSON.stringify(result, null, 2) : describeSimulation(result, options));
+      },
+    );
 
   placement
     .command('explain')
@@ -43,7 +45,13 @@ export function placementCommand(): Command {
       console.log(
         table([
           ['rank', 'node', 'weight', 'score', 'role'],
-          ...rows.map((r) => [String(r.rank), r.id, String(r.weight), r.score.toFixed(6), r.rank === 1 ? 'owner' : `standby ${r.rank - 1}`]),
+          ...rows.map((r) => [
+            String(r.rank),
+            r.id,
+            String(r.weight),
+            r.score.toFixed(6),
+            r.rank === 1 ? 'owner' : `standby ${r.rank - 1}`,
+          ]),
         ]),
       );
     });
@@ -66,7 +74,14 @@ function describeSimulation(result: SimulationResult, change: { add?: string; re
       ...Object.entries(shares).map(([id, s]) => {
         const weightShare = s.weight / Object.values(shares).reduce((sum, n) => sum + n.weight, 0);
         const delta = s.segments - (other?.[id]?.segments ?? 0);
-        return [id, String(s.weight), percent(weightShare), count(s.segments), percent(s.share), ...(other ? [(delta > 0 ? '+' : '') + count(delta)] : [])];
+        return [
+          id,
+          String(s.weight),
+          percent(weightShare),
+          count(s.segments),
+          percent(s.share),
+          ...(other ? [(delta > 0 ? '+' : '') + count(delta)] : []),
+        ];
       }),
     ]);
   const described = [

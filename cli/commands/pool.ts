@@ -15,7 +15,11 @@ export function poolCommand(): Command {
     .action(async (group: string, options: { target: string; json?: boolean; dataDir: string }) => {
       const target = Number(options.target);
       const accepted = await ask((await openCluster(options.dataDir)).controller, (c) => c.launch(group, target));
-      console.log(options.json ? JSON.stringify(accepted) : `${group}: target ${accepted.accepted} accepted (workflow ${accepted.workflowId})`);
+      console.log(
+        options.json
+          ? JSON.stringify(accepted)
+          : `${group}: target ${accepted.accepted} accepted (workflow ${accepted.workflowId})`,
+      );
     });
 
   pool
@@ -37,9 +41,15 @@ export function poolCommand(): Command {
           `  serve-ready: ${s.serveReady ? 'yes' : 'no'}${s.notReady ? ` (${s.notReady})` : ''}; readiness layers passed: ${s.layersPassed.join(' → ') || 'none'}`,
           `  queries running ${s.running} of ${s.maxConcurrency}, waiting ${s.waiting} of ${s.maxQueueSize}${s.idleDeadline ? `; parks at ${new Date(s.idleDeadline).toISOString()} if idle` : ''}`,
           ...(s.platformSays ? [`  the platform says: ${s.platformSays}`] : []),
-          ...(s.launchDeadline ? [`  the launch fails at ${new Date(s.launchDeadline).toISOString()} if not serve-ready by then`] : []),
-          ...(s.lastFailure ? [`  last failure (${new Date(s.lastFailure.at).toISOString()}): ${s.lastFailure.message}`] : []),
-          ...(s.nodeHours ? [`  node-hours: ${s.nodeHours.today.toFixed(2)} today, ${s.nodeHours.month.toFixed(2)} this month (UTC)`] : []),
+          ...(s.launchDeadline
+            ? [`  the launch fails at ${new Date(s.launchDeadline).toISOString()} if not serve-ready by then`]
+            : []),
+          ...(s.lastFailure
+            ? [`  last failure (${new Date(s.lastFailure.at).toISOString()}): ${s.lastFailure.message}`]
+            : []),
+          ...(s.nodeHours
+            ? [`  node-hours: ${s.nodeHours.today.toFixed(2)} today, ${s.nodeHours.month.toFixed(2)} this month (UTC)`]
+            : []),
           ...(s.links ? [`  preflight: berth preflight ${s.group} (GET ${s.links.preflight})`] : []),
         ].join('\n'),
       );

@@ -9,7 +9,9 @@ import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 
 export function formatPreflight(report: PreflightReport): string {
   const width = Math.max(...report.checks.map((c) => c.area.length));
-  const lines = [`preflight of ${report.group} on ${report.platform}: ${report.findings === 0 ? 'no findings' : `${report.findings} finding${report.findings === 1 ? '' : 's'}`}`];
+  const lines = [
+    `preflight of ${report.group} on ${report.platform}: ${report.findings === 0 ? 'no findings' : `${report.findings} finding${report.findings === 1 ? '' : 's'}`}`,
+  ];
   for (const check of report.checks) {
     lines.push(`${check.ok ? 'ok  ' : 'FAIL'} ${check.area.padEnd(width)}  ${check.summary}`);
     const indent = ' '.repeat(width + 7);
@@ -21,7 +23,9 @@ export function formatPreflight(report: PreflightReport): string {
 
 export function preflightCommand(): Command {
   return new Command('preflight')
-    .description('check that the heavy pool can ever run: requests against allocatable, labels and taints, rights; exits 1 on a finding')
+    .description(
+      'check that the heavy pool can ever run: requests against allocatable, labels and taints, rights; exits 1 on a finding',
+    )
     .argument('[group]', 'the pool’s compute group', 'heavy')
     .option('--json', 'print the report as JSON')
     .addOption(dataDirOption())

@@ -19,7 +19,10 @@ export function queryCommand(): Command {
       const cell = (v: unknown) => (v === null ? 'NULL' : typeof v === 'object' ? JSON.stringify(v) : String(v));
       console.log(table([result.columns, ...result.rows.map((row) => row.map(cell))], ''));
       const s = result.stats;
-      const nodes = Object.entries(s.nodes).map(([id, n]) => `${id}: ${n}`).join(', ') || 'none';
+      const nodes =
+        Object.entries(s.nodes)
+          .map(([id, n]) => `${id}: ${n}`)
+          .join(', ') || 'none';
       console.log(
         `\n${count(result.rows.length)} row(s) in ${s.elapsedMs} ms · route ${s.route}${s.reason ? ` (${s.reason})` : ''} · ` +
           `segments ${s.segments.scanned} of ${s.segments.total} (${s.segments.pruned} pruned) · nodes ${nodes} · ` +

@@ -19,7 +19,9 @@ export function formatServingScaler(s: ServingScalerStatus): string {
 }
 
 export function servingCommand(): Command {
-  const serving = new Command('serving').description('the serving group’s autoscaler (opt-in: BERTH_SERVING_AUTOSCALE=1)');
+  const serving = new Command('serving').description(
+    'the serving group’s autoscaler (opt-in: BERTH_SERVING_AUTOSCALE=1)',
+  );
   serving
     .command('status')
     .description('replicas, load, and the steps taken with what each was expected to move')

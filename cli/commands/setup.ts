@@ -18,8 +18,16 @@ interface SetupOptions {
 export function setupCommand(): Command {
   return new Command('setup')
     .description('prepare a Temporal namespace for Berth: register its search attributes (safe to run again)')
-    .addOption(new Option('--temporal <address>', 'the Temporal frontend, host:port').env('BERTH_TEMPORAL_ADDRESS').makeOptionMandatory())
-    .addOption(new Option('--namespace <name>', 'the Temporal namespace Berth uses').default('default').env('BERTH_TEMPORAL_NAMESPACE'))
+    .addOption(
+      new Option('--temporal <address>', 'the Temporal frontend, host:port')
+        .env('BERTH_TEMPORAL_ADDRESS')
+        .makeOptionMandatory(),
+    )
+    .addOption(
+      new Option('--namespace <name>', 'the Temporal namespace Berth uses')
+        .default('default')
+        .env('BERTH_TEMPORAL_NAMESPACE'),
+    )
     .addOption(new Option('--wait-ms <ms>', 'how long to wait for Temporal to answer').default('120000'))
     .action(async (options: SetupOptions) => {
       const connection = await connectWhenUp(options.temporal, parseCount(options.waitMs, '--wait-ms'));
@@ -39,7 +47,8 @@ async function connectWhenUp(address: string, waitMs: number): Promise<Connectio
     try {
       return await Connection.connect({ address, connectTimeout: 5_000 });
     } catch (error) {
-      if (Date.now() > deadline) throw new Error(`Temporal at ${address} did not answer within ${waitMs} ms`, { cause: error });
+      if (Date.now() > deadline)
+        throw new Error(`Temporal at ${address} did not answer within ${waitMs} ms`, { cause: error });
       await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
   }

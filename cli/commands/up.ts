@@ -47,23 +47,36 @@ export function upCommand(): Command {
     .addOption(new Option('--temporal-ui-port <port>', 'Temporal Web UI port (0: any free port)').default('8233'))
     .addOption(new Option('--s3-port <port>', 'S3 API port (0: any free port)').default('4568'))
     .addOption(
-      new Option('--seaweed-ports <list>', `the S3 server's other ports, NAME=PORT comma-separated (${SEAWEED_PORT_NAMES.filter((n) => n !== 's3').join(', ')}); unnamed or 0: any free port`).default(''),
+      new Option(
+        '--seaweed-ports <list>',
+        `the S3 server's other ports, NAME=PORT comma-separated (${SEAWEED_PORT_NAMES.filter((n) => n !== 's3').join(', ')}); unnamed or 0: any free port`,
+      ).default(''),
     )
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
     .option('--meta-database <url>', "meta's store: a postgres://… URL (default: SQLite in the data dir)")
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
     .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
-    .addOption(new Option('--heavy-idle-ms <ms>', 'idle time before the heavy pool parks at zero (the demo: 15000)').default(HEAVY_IDLE_DEFAULT))
-    .addOption(new Option('--heavy-boot-delay-ms <ms>', 'imitated node provisioning time of a heavy backend').default('2000'))
+    .addOption(
+      new Option('--heavy-idle-ms <ms>', 'idle time before the heavy pool parks at zero (the demo: 15000)').default(
+        HEAVY_IDLE_DEFAULT,
+      ),
+    )
+    .addOption(
+      new Option('--heavy-boot-delay-ms <ms>', 'imitated node provisioning time of a heavy backend').default('2000'),
+    )
     .addOption(new Option('--bucket <name>', 'bucket that holds the segments').default('berth'))
-    .option('--demo', 'also run the tour: ingest a month of events, merge, a light query, a heavy query that launches the pool from zero')
+    .option(
+      '--demo',
+      'also run the tour: ingest a month of events, merge, a light query, a heavy query that launches the pool from zero',
+    )
     .addOption(new Option('--demo-rows <n>', 'events the demo generates over 30 days').default('1200000'))
     .option('--exit', 'with --demo: stop everything once the demo is done and the pool is parked again')
     .option('--json', 'with --demo: print a machine-readable summary on stdout (progress goes to stderr)')
     .action(async (options: UpOptions) => {
       if ((options.exit || options.json) && !options.demo) throw new UsageError('--exit and --json go with --demo');
-      if (options.metaDatabase !== undefined && !isPostgresUrl(options.metaDatabase)) throw new UsageError(`--meta-database takes a postgres://… URL, not "${options.metaDatabase}"`);
+      if (options.metaDatabase !== undefined && !isPostgresUrl(options.metaDatabase))
+        throw new UsageError(`--meta-database takes a postgres://… URL, not "${options.metaDatabase}"`);
       const say = (line: string) => (options.json ? console.error : console.log)(`berth up: ${line}`);
       // State, logs and the token are for this user only: files 0600, directories 0700.
       process.umask(0o077);
@@ -76,7 +89,11 @@ export function upCommand(): Command {
         temporalPort: parsePort(options.temporalPort, '--temporal-port'),
         temporalUiPort: parsePort(options.temporalUiPort, '--temporal-ui-port'),
         s3Port: parsePort(options.s3Port, '--s3-port'),
-        seaweedPorts: parsePortMap(options.seaweedPorts, '--seaweed-ports', SEAWEED_PORT_NAMES.filter((n) => n !== 's3')),
+        seaweedPorts: parsePortMap(
+          options.seaweedPorts,
+          '--seaweed-ports',
+          SEAWEED_PORT_NAMES.filter((n) => n !== 's3'),
+        ),
         metaPort: parsePort(options.metaPort, '--meta-port'),
         metaDatabase: options.metaDatabase,
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
@@ -84,7 +101,10 @@ export function upCommand(): Command {
         heavy: {
           maxReplicas: parseCount(options.heavyMax, '--heavy-max'),
           // The demo parks the pool soon after its query, unless told otherwise.
-          idleTimeoutMs: options.demo && options.heavyIdleMs === HEAVY_IDLE_DEFAULT ? 15_000 : parseCount(options.heavyIdleMs, '--heavy-idle-ms'),
+          idleTimeoutMs:
+            options.demo && options.heavyIdleMs === HEAVY_IDLE_DEFAULT
+              ? 15_000
+              : parseCount(options.heavyIdleMs, '--heavy-idle-ms'),
           bootDelayMs: parseCount(options.heavyBootDelayMs, '--heavy-boot-delay-ms'),
         },
         // The demo's month of events is small: a window over all of it counts as heavy there.

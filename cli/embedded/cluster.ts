@@ -11,7 +11,11 @@ import path from 'node:path';
 import { MetaClient } from '../../services/meta/client.js';
 import { freePort } from './free-port.js';
 import { startS3Server, type SeaweedPorts } from './s3-server.js';
-import { SERVICE_SCRIPTS, startServiceProcess, type ServiceProcess } from '../../activities/platform/service-process.js';
+import {
+  SERVICE_SCRIPTS,
+  startServiceProcess,
+  type ServiceProcess,
+} from '../../activities/platform/service-process.js';
 import { resolveTemporalCli } from './temporal-cli.js';
 import { startTemporalDevServer } from './temporal-server.js';
 
@@ -50,7 +54,15 @@ export interface EmbeddedClusterOptions {
   /** Each node's cache budget in bytes. @default 1 GiB */
   cacheBytes?: number;
   /** The heavy pool on the local driver: its group, steps, cap, idle timeout and boot delay. */
-  heavy?: { group?: string; increment?: number; maxReplicas?: number; idleTimeoutMs?: number; bootDelayMs?: number; vcpus?: number; maxConcurrency?: number };
+  heavy?: {
+    group?: string;
+    increment?: number;
+    maxReplicas?: number;
+    idleTimeoutMs?: number;
+    bootDelayMs?: number;
+    vcpus?: number;
+    maxConcurrency?: number;
+  };
   /** The routing verdict's thresholds, in bytes. @default the coordinator's */
   verdict?: { scanBytes?: number; memoryBytes?: number };
   log?: (line: string) => void;
@@ -131,40 +143,66 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
       BERTH_S3_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
     };
-    const service = async (name: string, script: string, env: Record<string, string>, portVariable?: string): Promise<ServiceProcess> => {
-      const proc = await startServiceProcess(name, script, { ...common, ...env }, path.join(dataDir, 'logs', `${name}.log`), { portVariable, log, giveUp });
+    const service = async (
+      name: string,
+      script: string,
+      env: Record<string, string>,
+      portVariable?: string,
+    ): Promise<ServiceProcess> => {
+      const proc = await startServiceProcess(
+        name,
+        script,
+        { ...common, ...env },
+        path.join(dataDir, 'logs', `${name}.log`),
+        { portVariable, log, giveUp },
+      );
       started.push(proc);
       log(`${name} ${proc.url}`);
       return proc;
     };
 
-    const meta = await service('meta', SERVICE_SCRIPTS.meta, {
-      BERTH_META_DIR: path.join(dataDir, 'meta'),
-      BERTH_META_HOST: bind,
-      BERTH_META_PORT: String(options.metaPort),
-      // Set even when empty: a BERTH_META_DATABASE in the caller's environment must not move berth up off SQLite.
-      BERTH_META_DATABASE: options.metaDatabase ?? '',
-    }, 'BERTH_META_PORT');
+    const meta = await service(
+      'meta',
+      SERVICE_SCRIPTS.meta,
+      {
+        BERTH_META_DIR: path.join(dataDir, 'meta'),
+        BERTH_META_HOST: bind,
+        BERTH_META_PORT: String(options.metaPort),
+        // Set even when empty: a BERTH_META_DATABASE in the caller's environment must not move berth up off SQLite.
+        BERTH_META_DATABASE: options.metaDatabase ?? '',
+      },
+      'BERTH_META_PORT',
+    );
     const nodes = await Promise.all(
       options.vcpus.map((vcpus, i) =>
-        service(`query-node-${i}`, SERVICE_SCRIPTS['query-node'], {
-          BERTH_META_URL: meta.url,
-          BERTH_NODE_CACHE_DIR: path.join(dataDir, 'nodes', `node-${i}`),
-          BERTH_NODE_HOST: bind,
-          BERTH_NODE_VCPUS: String(vcpus),
-          BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
-        }, 'BERTH_NODE_PORT'),
+        service(
+          `query-node-${i}`,
+          SERVICE_SCRIPTS['query-node'],
+          {
+            BERTH_META_URL: meta.url,
+            BERTH_NODE_CACHE_DIR: path.join(dataDir, 'nodes', `node-${i}`),
+            BERTH_NODE_HOST: bind,
+            BERTH_NODE_VCPUS: String(vcpus),
+            BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
+          },
+          'BERTH_NODE_PORT',
+        ),
       ),
     );
-    const coordinator = await service('coordinator', SERVICE_SCRIPTS.coordinator, {
-      BERTH_META_URL: meta.url,
-      BERTH_COORDINATOR_DIR: path.join(dataDir, 'coordinator'),
-      BERTH_COORDINATOR_HOST: bind,
-      BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
-      BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
-      ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
-      ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
-    }, 'BERTH_COORDINATOR_PORT');
+    const coordinator = await service(
+      'coordinator',
+      SERVICE_SCRIPTS.coordinator,
+      {
+        BERTH_META_URL: meta.url,
+        BERTH_COORDINATOR_DIR: path.join(dataDir, 'coordinator'),
+        BERTH_COORDINATOR_HOST: bind,
+        BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
+        BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
+        ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
+        ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
+      },
+      'BERTH_COORDINATOR_PORT',
+    );
     const workerMetrics = `${bind}:${await freePort(bind)}`;
     await service('worker', SERVICE_SCRIPTS.worker, {
       BERTH_META_URL: meta.url,
@@ -176,11 +214,19 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       BERTH_HEAVY_VCPUS: String(heavy.vcpus ?? 2),
       BERTH_NODE_CACHE_BYTES: String(options.cacheBytes ?? 1024 ** 3),
     });
-    const controller = await service('controller', SERVICE_SCRIPTS.controller, {
-      BERTH_CONTROLLER_HOST: bind,
-      BERTH_CONTROLLER_PORT: String(options.controllerPort),
-    }, 'BERTH_CONTROLLER_PORT');
-    await awaitMembers(new MetaClient(meta.url, token), nodes.map((n) => String(n.announced.id)));
+    const controller = await service(
+      'controller',
+      SERVICE_SCRIPTS.controller,
+      {
+        BERTH_CONTROLLER_HOST: bind,
+        BERTH_CONTROLLER_PORT: String(options.controllerPort),
+      },
+      'BERTH_CONTROLLER_PORT',
+    );
+    await awaitMembers(
+      new MetaClient(meta.url, token),
+      nodes.map((n) => String(n.announced.id)),
+    );
 
     const endpoints: Endpoints = {
       coordinator: coordinator.url,
@@ -208,7 +254,10 @@ async function awaitMembers(meta: MetaClient, ids: string[], timeoutMs = 60_000)
   for (;;) {
     const live = new Set((await meta.members('serving')).map((m) => m.id));
     if (ids.every((id) => live.has(id))) return;
-    if (Date.now() > deadline) throw new Error(`query nodes ${ids.filter((id) => !live.has(id)).join(', ')} did not register within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `query nodes ${ids.filter((id) => !live.has(id)).join(', ')} did not register within ${timeoutMs} ms`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -42,9 +42,12 @@ export function postgresBinDir(): string {
     if (dir && existsSync(path.join(dir, 'initdb')) && existsSync(path.join(dir, 'postgres'))) return dir;
   }
   const root = '/usr/lib/postgresql';
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(path.join(root, v, 'bin', 'postgres'))) : [];
+  const versions = existsSync(root)
+    ? readdirSync(root).filter((v) => existsSync(path.join(root, v, 'bin', 'postgres')))
+    : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
-  if (!newest) throw new Error('PostgreSQL is not installed: install Debian\'s "postgresql" package (initdb and postgres)');
+  if (!newest)
+    throw new Error('PostgreSQL is not installed: install Debian\'s "postgresql" package (initdb and postgres)');
   return path.join(root, newest, 'bin');
 }
 
@@ -63,18 +66,34 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   const data = path.join(dir, 'data');
   const superuser = 'berth';
   try {
-    execFileSync(path.join(bin, 'initdb'), ['-D', data, '-U', superuser, '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'], { ...user, stdio: 'pipe' });
+    execFileSync(
+      path.join(bin, 'initdb'),
+      ['-D', data, '-U', superuser, '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'],
+      { ...user, stdio: 'pipe' },
+    );
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
-    throw new Error(`initdb failed: ${(error as { stderr?: Buffer }).stderr?.toString() ?? (error as Error).message}`, { cause: error });
+    throw new Error(`initdb failed: ${(error as { stderr?: Buffer }).stderr?.toString() ?? (error as Error).message}`, {
+      cause: error,
+    });
   }
 
   const port = await freePort();
-  const settings = ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'max_connections=200', '-c', 'log_min_messages=warning'];
+  const settings = [
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    `unix_socket_directories=${dir}`,
+    '-c',
+    'max_connections=200',
+    '-c',
+    'log_min_messages=warning',
+  ];
   if (!options.durable) settings.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   // `read` returns when our end of the shell's stdin closes (stop(), or our death); then postgres
   // gets a fast shutdown and its directory is removed.
-  const script = 'dir=$1; shift; postgres "$@" & pid=$!; read -r _ || true; kill -INT "$pid" 2>/dev/null; wait "$pid"; rm -rf "$dir"';
+  const script =
+    'dir=$1; shift; postgres "$@" & pid=$!; read -r _ || true; kill -INT "$pid" 2>/dev/null; wait "$pid"; rm -rf "$dir"';
   const child = spawn('sh', ['-c', script, 'sh', dir, '-D', data, '-p', String(port), ...settings], {
     ...user,
     env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` },
@@ -101,7 +120,9 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
       await client.end().catch(() => {});
       if (child.exitCode !== null || Date.now() > deadline) {
         await stop();
-        throw new Error(`postgres did not answer on port ${port}: ${stderr.trim() || (error as Error).message}`, { cause: error });
+        throw new Error(`postgres did not answer on port ${port}: ${stderr.trim() || (error as Error).message}`, {
+          cause: error,
+        });
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }

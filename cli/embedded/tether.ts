@@ -12,8 +12,16 @@ const HERE = fileURLToPath(import.meta.url);
 const TETHER_SCRIPT = HERE.replace(/\/cli\/embedded\/tether\.ts$/, '/dist/cli/embedded/tether.js');
 
 /** Spawns `command` on a tether held by this process: its stdin is the tether, stdout and stderr as given. */
-export function spawnTethered(command: string, args: string[], output: { stdout: 'ignore' | 'pipe'; stderr: 'ignore' | 'pipe' }, options: Omit<SpawnOptions, 'stdio'> = {}): ChildProcess {
-  return spawn(process.execPath, [TETHER_SCRIPT, command, ...args], { ...options, stdio: ['pipe', output.stdout, output.stderr] });
+export function spawnTethered(
+  command: string,
+  args: string[],
+  output: { stdout: 'ignore' | 'pipe'; stderr: 'ignore' | 'pipe' },
+  options: Omit<SpawnOptions, 'stdio'> = {},
+): ChildProcess {
+  return spawn(process.execPath, [TETHER_SCRIPT, command, ...args], {
+    ...options,
+    stdio: ['pipe', output.stdout, output.stderr],
+  });
 }
 
 if (process.argv[1] === HERE) {

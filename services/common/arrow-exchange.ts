@@ -131,14 +131,22 @@ function arrowType(type: DuckDBType): arrow.DataType {
       return new arrow.List(new arrow.Field('item', arrowType((type as DuckDBListType).valueType), true));
     case DuckDBTypeId.MAP: {
       const map = type as DuckDBMapType;
-      const entries = new arrow.Struct([new arrow.Field('key', arrowType(map.keyType), false), new arrow.Field('value', arrowType(map.valueType), true)]);
+      const entries = new arrow.Struct([
+        new arrow.Field('key', arrowType(map.keyType), false),
+        new arrow.Field('value', arrowType(map.valueType), true),
+      ]);
       return new arrow.List(new arrow.Field('entries', entries, false));
     }
     case DuckDBTypeId.ARRAY:
-      return new arrow.FixedSizeList((type as DuckDBArrayType).length, new arrow.Field('item', arrowType((type as DuckDBArrayType).valueType), true));
+      return new arrow.FixedSizeList(
+        (type as DuckDBArrayType).length,
+        new arrow.Field('item', arrowType((type as DuckDBArrayType).valueType), true),
+      );
     case DuckDBTypeId.STRUCT: {
       const struct = type as DuckDBStructType;
-      return new arrow.Struct(struct.entryTypes.map((t, i) => new arrow.Field(struct.entryNames[i]!, arrowType(t), true)));
+      return new arrow.Struct(
+        struct.entryTypes.map((t, i) => new arrow.Field(struct.entryNames[i]!, arrowType(t), true)),
+      );
     }
     default:
       if (STRING_TYPES.has(type.typeId)) return new arrow.Binary();
@@ -148,7 +156,8 @@ function arrowType(type: DuckDBType): arrow.DataType {
 }
 
 /** The two children DuckDB keeps a MAP's entries in. */
-const mapEntries = (type: DuckDBMapType): DuckDBType => new DuckDBStructType(['key', 'value'], [type.keyType, type.valueType]);
+const mapEntries = (type: DuckDBMapType): DuckDBType =>
+  new DuckDBStructType(['key', 'value'], [type.keyType, type.valueType]);
 
 // ── DuckDB vector → Arrow data (the sending side) ────────────────────────────────────────────
 
@@ -163,9 +172,13 @@ const span = (rows: Rows): number => (rows.index ? rows.index.reduce((max, i) =>
 const at = (rows: Rows, i: number): number => (rows.index ? rows.index[i]! : i);
 
 /** A fresh, aligned copy of `length` bytes. */
-const copyBytes = (source: Uint8Array, offset: number, length: number): Uint8Array => new Uint8Array(source.buffer.slice(source.byteOffset + offset, source.byteOffset + offset + length));
+const copyBytes = (source: Uint8Array, offset: number, length: number): Uint8Array =>
+  new Uint8Array(source.buffer.slice(source.byteOffset + offset, source.byteOffset + offset + length));
 
-function validityOf(vector: duckdb.Vector, rows: Rows): { valid: (row: number) => boolean; bitmap?: Uint8Array; nullCount: number } {
+function validityOf(
+  vector: duckdb.Vector,
+  rows: Rows,
+): { valid: (row: number) => boolean; bitmap?: Uint8Array; nullCount: number } {
   const mask = duckdb.vector_get_validity(vector, Math.ceil(span(rows) / 64) * 8) as Uint8Array | null;
   if (!mask) return { valid: () => true, nullCount: 0 };
   const valid = (row: number) => (mask[row >> 3]! & (1 << (row & 7))) !== 0;
@@ -202,7 +215,12 @@ function encodeVector(vector: duckdb.Vector, type: DuckDBType, rows: Rows): arro
         // Sign-extend the value to 128 bits, little-endian two's complement as Arrow's Decimal128.
         if (size === 16) out.set(source.subarray(i * 16, i * 16 + 16), i * 16);
         else {
-          const value = size === 2 ? BigInt(view.getInt16(i * 2, true)) : size === 4 ? BigInt(view.getInt32(i * 4, true)) : view.getBigInt64(i * 8, true);
+          const value =
+            size === 2
+              ? BigInt(view.getInt16(i * 2, true))
+              : size === 4
+                ? BigInt(view.getInt32(i * 4, true))
+                : view.getBigInt64(i * 8, true);
           words.setBigInt64(i * 16, value, true);
           words.setBigInt64(i * 16 + 8, value < 0n ? -1n : 0n, true);
         }
@@ -222,21 +240,35 @@ function encodeVector(vector: duckdb.Vector, type: DuckDBType, rows: Rows): arro
         for (let j = 0; j < length; j++) childIndex.push(start + j);
         offsets[i + 1] = offsets[i]! + length;
       }
-      const childType = type.typeId === DuckDBTypeId.MAP ? mapEntries(type as DuckDBMapType) : (type as DuckDBListType).valueType;
-      const childRows: Rows = contiguous ? { count: childIndex.length } : { count: childIndex.length, index: Uint32Array.from(childIndex) };
+      const childType =
+        type.typeId === DuckDBTypeId.MAP ? mapEntries(type as DuckDBMapType) : (type as DuckDBListType).valueType;
+      const childRows: Rows = contiguous
+        ? { count: childIndex.length }
+        : { count: childIndex.length, index: Uint32Array.from(childIndex) };
       const child = encodeVector(duckdb.list_vector_get_child(vector), childType, childRows);
       return arrow.makeData({ ...base, valueOffsets: offsets, child } as never);
     }
     case DuckDBTypeId.ARRAY: {
       const { length, valueType } = type as DuckDBArrayType;
       const childRows: Rows = rows.index
-        ? { count: rows.count * length, index: Uint32Array.from({ length: rows.count * length }, (_, k) => rows.index![Math.floor(k / length)]! * length + (k % length)) }
+        ? {
+            count: rows.count * length,
+            index: Uint32Array.from(
+              { length: rows.count * length },
+              (_, k) => rows.index![Math.floor(k / length)]! * length + (k % length),
+            ),
+          }
         : { count: rows.count * length };
-      return arrow.makeData({ ...base, child: encodeVector(duckdb.array_vector_get_child(vector), valueType, childRows) } as never);
+      return arrow.makeData({
+        ...base,
+        child: encodeVector(duckdb.array_vector_get_child(vector), valueType, childRows),
+      } as never);
     }
     case DuckDBTypeId.STRUCT: {
       const struct = type as DuckDBStructType;
-      const children = struct.entryTypes.map((t, k) => encodeVector(duckdb.struct_vector_get_child(vector, k), t, rows));
+      const children = struct.entryTypes.map((t, k) =>
+        encodeVector(duckdb.struct_vector_get_child(vector, k), t, rows),
+      );
       return arrow.makeData({ ...base, children } as never);
     }
     default:
@@ -249,12 +281,17 @@ function fixed(vector: duckdb.Vector, width: number, rows: Rows): Uint8Array {
   const data = duckdb.vector_get_data(vector, span(rows) * width);
   if (!rows.index) return copyBytes(data, 0, rows.count * width);
   const out = new Uint8Array(rows.count * width);
-  for (let i = 0; i < rows.count; i++) out.set(data.subarray(rows.index[i]! * width, rows.index[i]! * width + width), i * width);
+  for (let i = 0; i < rows.count; i++)
+    out.set(data.subarray(rows.index[i]! * width, rows.index[i]! * width + width), i * width);
   return out;
 }
 
 /** DuckDB's string headers (length, then 12 inline bytes or a 4-byte prefix and a pointer) as Arrow offsets and bytes. */
-function strings(vector: duckdb.Vector, rows: Rows, valid: (row: number) => boolean): { valueOffsets: Int32Array; data: Uint8Array } {
+function strings(
+  vector: duckdb.Vector,
+  rows: Rows,
+  valid: (row: number) => boolean,
+): { valueOffsets: Int32Array; data: Uint8Array } {
   const headers = duckdb.vector_get_data(vector, span(rows) * 16);
   const view = new DataView(headers.buffer, headers.byteOffset, headers.byteLength);
   const offsets = new Int32Array(rows.count + 1);
@@ -264,7 +301,10 @@ function strings(vector: duckdb.Vector, rows: Rows, valid: (row: number) => bool
     const at16 = row * 16;
     // A NULL's header may hold anything, a pointer included: it has no bytes.
     const length = valid(row) ? view.getUint32(at16, true) : 0;
-    const bytes = length <= 12 ? headers.subarray(at16 + 4, at16 + 4 + length) : duckdb.get_data_from_pointer(headers.buffer as ArrayBuffer, headers.byteOffset + at16 + 8, length);
+    const bytes =
+      length <= 12
+        ? headers.subarray(at16 + 4, at16 + 4 + length)
+        : duckdb.get_data_from_pointer(headers.buffer as ArrayBuffer, headers.byteOffset + at16 + 8, length);
     parts.push(bytes);
     offsets[i + 1] = offsets[i]! + length;
   }
@@ -293,7 +333,10 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
       const rows = { count: chunk.rowCount };
       const children = types.map((t, i) => encodeVector(duckdb.data_chunk_get_vector(chunk.chunk, i), t, rows));
       onRows?.(rows.count);
-      yield new arrow.RecordBatch(schema, arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.count, nullCount: 0, children }));
+      yield new arrow.RecordBatch(
+        schema,
+        arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.count, nullCount: 0, children }),
+      );
     }
   };
   const writer = arrow.RecordBatchStreamWriter.throughNode();
@@ -305,18 +348,25 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────
 
 /** Appends every batch of an Arrow IPC stream to a DuckDB table through its appender; resolves with the rows appended. */
-export async function appendArrowStream(source: AsyncIterable<Uint8Array>, appender: DuckDBAppender, types: readonly DuckDBType[]): Promise<number> {
+export async function appendArrowStream(
+  source: AsyncIterable<Uint8Array>,
+  appender: DuckDBAppender,
+  types: readonly DuckDBType[],
+): Promise<number> {
   const reader = await arrow.RecordBatchReader.from(source);
   const chunk = DuckDBDataChunk.create(types);
   const capacity = duckdb.vector_size();
   let rows = 0;
   for await (const batch of reader) {
-    if (batch.numCols !== types.length) throw new Error(`the exchange sent ${batch.numCols} columns where ${types.length} were expected`);
+    if (batch.numCols !== types.length)
+      throw new Error(`the exchange sent ${batch.numCols} columns where ${types.length} were expected`);
     for (let from = 0; from < batch.numRows; from += capacity) {
       const count = Math.min(capacity, batch.numRows - from);
       chunk.reset();
       chunk.rowCount = count;
-      types.forEach((type, i) => decodeInto(duckdb.data_chunk_get_vector(chunk.chunk, i), type, batch.data.children[i]!, from, count));
+      types.forEach((type, i) =>
+        decodeInto(duckdb.data_chunk_get_vector(chunk.chunk, i), type, batch.data.children[i]!, from, count),
+      );
       appender.appendDataChunk(chunk);
       rows += count;
     }
@@ -330,11 +380,13 @@ function decodeInto(vector: duckdb.Vector, type: DuckDBType, data: arrow.Data, f
   const start = data.offset + from;
   if (data.nullCount > 0 && data.nullBitmap) {
     const mask = new Uint8Array(Math.ceil(count / 64) * 8);
-    for (let i = 0; i < count; i++) if (data.nullBitmap[(start + i) >> 3]! & (1 << ((start + i) & 7))) mask[i >> 3]! |= 1 << (i & 7);
+    for (let i = 0; i < count; i++)
+      if (data.nullBitmap[(start + i) >> 3]! & (1 << ((start + i) & 7))) mask[i >> 3]! |= 1 << (i & 7);
     duckdb.vector_ensure_validity_writable(vector);
     duckdb.copy_data_to_vector_validity(vector, 0, mask.buffer, 0, mask.byteLength);
   }
-  const copy = (bytes: Uint8Array) => duckdb.copy_data_to_vector(vector, 0, bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength);
+  const copy = (bytes: Uint8Array) =>
+    duckdb.copy_data_to_vector(vector, 0, bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength);
   const values = data.values as ArrayBufferView | undefined;
   const raw = values ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : new Uint8Array(0);
   const width = FIXED_WIDTH[type.typeId];
@@ -366,15 +418,24 @@ function decodeInto(vector: duckdb.Vector, type: DuckDBType, data: arrow.Data, f
       duckdb.list_vector_reserve(vector, total);
       duckdb.list_vector_set_size(vector, total);
       copy(new Uint8Array(entries.buffer));
-      const childType = type.typeId === DuckDBTypeId.MAP ? mapEntries(type as DuckDBMapType) : (type as DuckDBListType).valueType;
+      const childType =
+        type.typeId === DuckDBTypeId.MAP ? mapEntries(type as DuckDBMapType) : (type as DuckDBListType).valueType;
       return decodeInto(duckdb.list_vector_get_child(vector), childType, data.children[0]!, first, total);
     }
     case DuckDBTypeId.ARRAY: {
       const { length, valueType } = type as DuckDBArrayType;
-      return decodeInto(duckdb.array_vector_get_child(vector), valueType, data.children[0]!, start * length, count * length);
+      return decodeInto(
+        duckdb.array_vector_get_child(vector),
+        valueType,
+        data.children[0]!,
+        start * length,
+        count * length,
+      );
     }
     case DuckDBTypeId.STRUCT:
-      (type as DuckDBStructType).entryTypes.forEach((t, k) => decodeInto(duckdb.struct_vector_get_child(vector, k), t, data.children[k]!, start, count));
+      (type as DuckDBStructType).entryTypes.forEach((t, k) =>
+        decodeInto(duckdb.struct_vector_get_child(vector, k), t, data.children[k]!, start, count),
+      );
       return;
     default:
       throw new Error(`the exchange cannot carry ${type.toString()} as it is`);
@@ -398,5 +459,6 @@ function writeStrings(vector: duckdb.Vector, data: arrow.Data, start: number, co
     }
   }
   duckdb.copy_data_to_vector(vector, 0, headers.buffer, 0, headers.byteLength);
-  for (const i of long) duckdb.vector_assign_string_element_len(vector, i, bytes.subarray(offsets[start + i]!, offsets[start + i + 1]!));
+  for (const i of long)
+    duckdb.vector_assign_string_element_len(vector, i, bytes.subarray(offsets[start + i]!, offsets[start + i + 1]!));
 }

@@ -8,7 +8,9 @@ export function requireToken(token: string) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const given = Buffer.from(request.headers.authorization ?? '');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      await reply.code(401).send({ error: 'unauthorized', message: 'a valid bearer token is required for this endpoint' });
+      await reply
+        .code(401)
+        .send({ error: 'unauthorized', message: 'a valid bearer token is required for this endpoint' });
     }
   };
 }

@@ -6,7 +6,8 @@ import type { FastifyRequest } from 'fastify';
 import { Readable, Transform } from 'node:stream';
 import { DomainError } from './errors.js';
 
-const tooLarge = (limit: number) => new DomainError('too_large', 'body_too_large', `the body exceeds the limit of ${limit} bytes`);
+const tooLarge = (limit: number) =>
+  new DomainError('too_large', 'body_too_large', `the body exceeds the limit of ${limit} bytes`);
 
 /** The request body as a stream that fails with a 413 once it passes `limit` bytes. */
 export function limitedBody(request: FastifyRequest, limit: number): Readable {

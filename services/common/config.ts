@@ -8,7 +8,13 @@ import { Type, type Static, type TObject, type TProperties, type TSchema } from 
 import { Value } from 'typebox/value';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { NODE_ID } from '../../core/identifiers.js';
-import { POOL_DEFAULTS, SERVING_SCALER_DEFAULTS, TASK_QUEUE, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
+import {
+  POOL_DEFAULTS,
+  SERVING_SCALER_DEFAULTS,
+  TASK_QUEUE,
+  type PoolConfig,
+  type ServingScalerConfig,
+} from '../../workflows/api.js';
 
 /** Thrown when an environment variable is missing or does not fit its process's configuration schema. */
 export class ConfigError extends Error {
@@ -16,13 +22,15 @@ export class ConfigError extends Error {
 }
 
 /** A duration or interval in milliseconds. */
-export const Millis = (options: { minimum?: number; default?: number } = {}) => Type.Integer({ minimum: 1, ...options });
+export const Millis = (options: { minimum?: number; default?: number } = {}) =>
+  Type.Integer({ minimum: 1, ...options });
 /** A size in bytes. */
 export const Bytes = (options: { default?: number } = {}) => Type.Integer({ minimum: 1, ...options });
 /** A TCP port; 0 takes any free port. */
 export const Port = (defaultPort: number) => Type.Integer({ minimum: 0, maximum: 65_535, default: defaultPort });
 /** A compute group's name (the shape node ids have). */
-export const GroupSetting = (options: { default?: string } = {}) => Type.String({ pattern: NODE_ID.source, ...options });
+export const GroupSetting = (options: { default?: string } = {}) =>
+  Type.String({ pattern: NODE_ID.source, ...options });
 export const Host = (defaultHost = '127.0.0.1') => Type.String({ minLength: 1, default: defaultHost });
 
 /** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
@@ -154,11 +162,16 @@ export function parseConfig<T extends TObject>(schema: T, env: NodeJS.ProcessEnv
   const problems = new Map<string, string>();
   for (const error of Value.Errors(schema, values)) {
     if (error.keyword === 'required') {
-      for (const name of (error.params as { requiredProperties: string[] }).requiredProperties) problems.set(name, `${name} must be set`);
+      for (const name of (error.params as { requiredProperties: string[] }).requiredProperties)
+        problems.set(name, `${name} must be set`);
       continue;
     }
     const name = error.instancePath.slice(1);
-    if (!problems.has(name)) problems.set(name, `${name} ${describe(error.keyword, error.params as Record<string, unknown>, properties[name]!)}, not "${env[name]}"`);
+    if (!problems.has(name))
+      problems.set(
+        name,
+        `${name} ${describe(error.keyword, error.params as Record<string, unknown>, properties[name]!)}, not "${env[name]}"`,
+      );
   }
   if (problems.size > 0) throw new ConfigError([...problems.values()].join('; '));
   return values as Static<T>;
@@ -177,7 +190,8 @@ export function loadConfig<T extends TObject>(schema: T): Static<T> {
 
 function coerce(schema: TSchema, raw: string): unknown {
   const type = (schema as { type?: string }).type;
-  if (type === 'integer' || type === 'number') return raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+  if (type === 'integer' || type === 'number')
+    return raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
   if (type === 'boolean') return { '1': true, true: true, '0': false, false: false }[raw.trim().toLowerCase()] ?? raw;
   return raw;
 }
@@ -186,7 +200,11 @@ function describe(keyword: string, params: Record<string, unknown>, schema: TSch
   const type = (schema as { type?: string }).type;
   switch (keyword) {
     case 'type':
-      return type === 'integer' ? 'must be a whole number' : type === 'boolean' ? 'must be 1, 0, true or false' : `must be a ${type}`;
+      return type === 'integer'
+        ? 'must be a whole number'
+        : type === 'boolean'
+          ? 'must be 1, 0, true or false'
+          : `must be a ${type}`;
     case 'minimum':
       return `must be at least ${params.limit as number}`;
     case 'maximum':

@@ -53,7 +53,11 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
  * Runs `work` on a fresh connection (its own temp views) and always closes it. When `signal`
  * aborts, the running query is interrupted and the call rejects with the signal's reason.
  */
-export async function withConnection<T>(instance: DuckDBInstance, work: (c: DuckDBConnection) => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function withConnection<T>(
+  instance: DuckDBInstance,
+  work: (c: DuckDBConnection) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   signal?.throwIfAborted();
   const connection = await instance.connect();
   const interrupt = () => connection.interrupt();
@@ -89,10 +93,12 @@ export function availableMemoryBytes(): number {
  * own 80 %, since a machine or pod runs other processes (and `berth up` several DuckDBs) beside it.
  * Past the limit DuckDB spills to its temp directory or fails the query, never the process.
  */
-export const defaultMemoryLimit = (): string => `${Math.max(64, Math.floor(availableMemoryBytes() / 4 / 1024 ** 2))}MiB`;
+export const defaultMemoryLimit = (): string =>
+  `${Math.max(64, Math.floor(availableMemoryBytes() / 4 / 1024 ** 2))}MiB`;
 
 /** DuckDB's errors that the query itself causes, so that every node would fail it the same way. */
-const QUERY_ERROR = /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid Input|Invalid type|Mismatch Type|Not implemented|Out of Range|Parser|Permission|Syntax|Type) Error: /;
+const QUERY_ERROR =
+  /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid Input|Invalid type|Mismatch Type|Not implemented|Out of Range|Parser|Permission|Syntax|Type) Error: /;
 
 /**
  * A DuckDB error the query caused, as a 400 with DuckDB's message (without the directories this

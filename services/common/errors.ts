@@ -55,12 +55,20 @@ export const conflict = (code: string, message: string) => new DomainError('conf
 export const unavailable = (code: string, message: string) => new DomainError('unavailable', code, message);
 /** A result past the configured cap (BERTH_MAX_RESULT_BYTES), saying how to shrink it. */
 export const resultTooLarge = (limit: number) =>
-  new DomainError('too_large', 'result_too_large', `the result is larger than the limit of ${limit} bytes (BERTH_MAX_RESULT_BYTES): aggregate, filter or add a LIMIT`);
+  new DomainError(
+    'too_large',
+    'result_too_large',
+    `the result is larger than the limit of ${limit} bytes (BERTH_MAX_RESULT_BYTES): aggregate, filter or add a LIMIT`,
+  );
 
 /** The status, code and message an error is answered with; undefined for a failure that is not the request's (a 5xx the log explains). */
-export function httpAnswerOf(error: unknown): { status: number; code: string; message: string; headers: Record<string, string> } | undefined {
-  if (error instanceof DomainError) return { status: HTTP_STATUS[error.kind], code: error.code, message: error.message, headers: {} };
-  if (error instanceof HttpError) return { status: error.statusCode, code: error.code, message: error.message, headers: error.headers };
+export function httpAnswerOf(
+  error: unknown,
+): { status: number; code: string; message: string; headers: Record<string, string> } | undefined {
+  if (error instanceof DomainError)
+    return { status: HTTP_STATUS[error.kind], code: error.code, message: error.message, headers: {} };
+  if (error instanceof HttpError)
+    return { status: error.statusCode, code: error.code, message: error.message, headers: error.headers };
   return undefined;
 }
 
@@ -68,7 +76,8 @@ export function httpAnswerOf(error: unknown): { status: number; code: string; me
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const answer = httpAnswerOf(error);
-    if (answer) return reply.code(answer.status).headers(answer.headers).send({ error: answer.code, message: answer.message });
+    if (answer)
+      return reply.code(answer.status).headers(answer.headers).send({ error: answer.code, message: answer.message });
     const status = error.statusCode ?? 500;
     if (status >= 500) {
       request.log.error({ err: error }, 'request failed');

@@ -37,7 +37,12 @@ export async function callJson<T>(url: string, options: CallOptions = {}): Promi
     response = await fetch(url, {
       method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
       headers,
-      body: options.body === undefined ? undefined : options.contentType ? String(options.body) : JSON.stringify(options.body),
+      body:
+        options.body === undefined
+          ? undefined
+          : options.contentType
+            ? String(options.body)
+            : JSON.stringify(options.body),
       signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
     });
   } catch (error) {

@@ -94,7 +94,10 @@ export class MemberView implements MemberSet {
     const epoch = this.current;
     if (!epoch) return { member: () => undefined };
     const members = epoch.members.filter((m) => only.has(m.id));
-    const key = members.map((m) => m.id).sort().join('\n');
+    const key = members
+      .map((m) => m.id)
+      .sort()
+      .join('\n');
     let subset = epoch.subsets.get(key);
     if (!subset) {
       if (epoch.subsets.size >= MAX_SUBSETS) epoch.subsets.clear();

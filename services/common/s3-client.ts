@@ -26,11 +26,18 @@ export function createS3Client(config: S3Config): S3Client {
 }
 
 /** The S3 variables of a process's configuration (see S3Settings in config.ts). */
-export type S3Env = Partial<Record<'BERTH_S3_ENDPOINT' | 'BERTH_S3_REGION' | 'BERTH_S3_ACCESS_KEY_ID' | 'BERTH_S3_SECRET_ACCESS_KEY', string>>;
+export type S3Env = Partial<
+  Record<'BERTH_S3_ENDPOINT' | 'BERTH_S3_REGION' | 'BERTH_S3_ACCESS_KEY_ID' | 'BERTH_S3_SECRET_ACCESS_KEY', string>
+>;
 
 /** BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_ACCESS_KEY_ID and BERTH_S3_SECRET_ACCESS_KEY. */
 export function s3ConfigFromEnv(env: S3Env): S3Config {
-  const { BERTH_S3_ENDPOINT: endpoint, BERTH_S3_REGION: region, BERTH_S3_ACCESS_KEY_ID: accessKeyId, BERTH_S3_SECRET_ACCESS_KEY: secretAccessKey } = env;
+  const {
+    BERTH_S3_ENDPOINT: endpoint,
+    BERTH_S3_REGION: region,
+    BERTH_S3_ACCESS_KEY_ID: accessKeyId,
+    BERTH_S3_SECRET_ACCESS_KEY: secretAccessKey,
+  } = env;
   return {
     endpoint: endpoint || undefined,
     region: region || undefined,

@@ -20,17 +20,24 @@ export interface TableFiles {
 }
 
 /** Makes each table name a view over its files (only the columns a scan reads), on one connection (temp views are per connection). */
-export async function bindTables(connection: { run(sql: string): Promise<unknown> }, tables: TableFiles[]): Promise<void> {
+export async function bindTables(
+  connection: { run(sql: string): Promise<unknown> },
+  tables: TableFiles[],
+): Promise<void> {
   for (const table of tables) {
     const wanted = table.columns && new Set(table.columns.map((c) => c.toLowerCase()));
     // A scan that reads no column (count(*)) still needs one for its rows: the cheapest is any.
     const read = wanted ? table.schema.filter((c) => wanted.has(c.name.toLowerCase())) : table.schema;
     const schema = read.length > 0 ? read : table.schema.slice(0, 1);
     if (table.files.length === 0) {
-      await connection.run(`CREATE TEMP TABLE ${quoteIdent(table.name)} (${schema.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ')})`);
+      await connection.run(
+        `CREATE TEMP TABLE ${quoteIdent(table.name)} (${schema.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ')})`,
+      );
     } else {
       const select = schema.length === table.schema.length ? '*' : schema.map((c) => quoteIdent(c.name)).join(', ');
-      await connection.run(`CREATE TEMP VIEW ${quoteIdent(table.name)} AS SELECT ${select} FROM read_parquet([${table.files.map(sqlString).join(', ')}])`);
+      await connection.run(
+        `CREATE TEMP VIEW ${quoteIdent(table.name)} AS SELECT ${select} FROM read_parquet([${table.files.map(sqlString).join(', ')}])`,
+      );
     }
   }
 }
@@ -134,7 +141,12 @@ export class Scanner {
 
   /** A DuckDB error as the answer to give: the query's own fault (a 400 without the node's directories), or as it is. */
   explain(error: unknown, tables: TableFiles[]): unknown {
-    return queryError(error, tables.flatMap((t) => t.files.map((f) => path.dirname(f)))) ?? error;
+    return (
+      queryError(
+        error,
+        tables.flatMap((t) => t.files.map((f) => path.dirname(f))),
+      ) ?? error
+    );
   }
 }
 

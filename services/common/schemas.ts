@@ -13,7 +13,10 @@ export const HttpUrl = (options: { maxLength?: number } = {}) => Type.String({ p
 export const TimestampColumn = Type.String({ pattern: COLUMN_NAME.source });
 
 /** A column of a table's schema, as meta records it and a scan request carries it. */
-export const ColumnSpec = Type.Object({ name: Type.String({ minLength: 1, maxLength: MAX_COLUMN_NAME_LENGTH }), type: Type.String({ minLength: 1, maxLength: 500 }) });
+export const ColumnSpec = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: MAX_COLUMN_NAME_LENGTH }),
+  type: Type.String({ minLength: 1, maxLength: 500 }),
+});
 export type ColumnSpec = Static<typeof ColumnSpec>;
 
 /** Every error a service answers with (see errors.ts): a code callers branch on, and what was wrong. */

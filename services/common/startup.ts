@@ -14,8 +14,14 @@ export class WeakTokenError extends Error {
 
 /** The token, if it is one a service may run with. */
 export function checkToken(token: string, variable = 'BERTH_TOKEN'): string {
-  if (/^change-?me$/i.test(token.trim())) throw new WeakTokenError(`${variable} is the sample value "${token}": set a random token (e.g. openssl rand -hex 32)`);
-  if (Buffer.byteLength(token) < MIN_TOKEN_BYTES) throw new WeakTokenError(`${variable} must be at least ${MIN_TOKEN_BYTES} bytes (e.g. openssl rand -hex 32); it is ${Buffer.byteLength(token)}`);
+  if (/^change-?me$/i.test(token.trim()))
+    throw new WeakTokenError(
+      `${variable} is the sample value "${token}": set a random token (e.g. openssl rand -hex 32)`,
+    );
+  if (Buffer.byteLength(token) < MIN_TOKEN_BYTES)
+    throw new WeakTokenError(
+      `${variable} must be at least ${MIN_TOKEN_BYTES} bytes (e.g. openssl rand -hex 32); it is ${Buffer.byteLength(token)}`,
+    );
   return token;
 }
 

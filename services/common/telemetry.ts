@@ -21,7 +21,13 @@ import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { envDetectorSync, Resource } from '@opentelemetry/resources';
-import { BatchSpanProcessor, ConsoleSpanExporter, NoopSpanProcessor, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  NoopSpanProcessor,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 
 /** Thrown when the OTEL_* variables ask for an exporter or protocol Berth does not ship. */
@@ -38,12 +44,17 @@ export function spanExportersFromEnv(env: NodeJS.ProcessEnv = process.env): Span
     .filter((name) => name !== '' && name !== 'none');
   return [...new Set(names)].map((name) => {
     if (name === 'console') return new ConsoleSpanExporter();
-    if (name !== 'otlp') throw new TelemetryConfigError(`OTEL_TRACES_EXPORTER: "${name}" is not an exporter Berth ships (otlp, console or none)`);
+    if (name !== 'otlp')
+      throw new TelemetryConfigError(
+        `OTEL_TRACES_EXPORTER: "${name}" is not an exporter Berth ships (otlp, console or none)`,
+      );
     const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || 'http/protobuf';
     if (protocol === 'http/protobuf') return new OtlpProtoExporter();
     if (protocol === 'grpc') return new OtlpGrpcExporter();
     if (protocol === 'http/json') return new OtlpJsonExporter();
-    throw new TelemetryConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: "${protocol}" is not an OTLP protocol (http/protobuf, grpc or http/json)`);
+    throw new TelemetryConfigError(
+      `OTEL_EXPORTER_OTLP_PROTOCOL: "${protocol}" is not an OTLP protocol (http/protobuf, grpc or http/json)`,
+    );
   });
 }
 
@@ -66,13 +77,17 @@ let tracing: Tracing | undefined;
  */
 export function startTracing(processors: SpanProcessor[]): void {
   if (tracing) throw new Error('tracing is already started in this process');
-  const resource = Resource.default().merge(new Resource({ 'service.name': defaultServiceName() })).merge(envDetectorSync.detect());
+  const resource = Resource.default()
+    .merge(new Resource({ 'service.name': defaultServiceName() }))
+    .merge(envDetectorSync.detect());
   const provider = new NodeTracerProvider({ resource, spanProcessors: processors });
   provider.register();
   const unregister = registerInstrumentations({
     tracerProvider: provider,
     instrumentations: [
-      new HttpInstrumentation({ ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED_PATHS.test(request.url ?? '') }),
+      new HttpInstrumentation({
+        ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED_PATHS.test(request.url ?? ''),
+      }),
       new UndiciInstrumentation(),
     ],
   });
@@ -109,14 +124,18 @@ function nameServerSpanAfterRoute(message: unknown): void {
 
 /** Where the workflows' spans go (through the worker's sink): the process's processors, or nowhere when tracing is off. */
 export function tracingSink(): { processor: SpanProcessor; resource: Resource } {
-  return tracing ? { processor: tracing.processor, resource: tracing.resource } : { processor: new NoopSpanProcessor(), resource: Resource.empty() };
+  return tracing
+    ? { processor: tracing.processor, resource: tracing.resource }
+    : { processor: new NoopSpanProcessor(), resource: Resource.empty() };
 }
 
 /** Exports what is still buffered and stops tracing; a process calls it before it exits. */
 export async function stopTracing(): Promise<void> {
   const stopping = tracing;
   tracing = undefined;
-  await stopping?.stop().catch((error: Error) => process.stderr.write(`tracing did not shut down cleanly: ${error.message}\n`));
+  await stopping
+    ?.stop()
+    .catch((error: Error) => process.stderr.write(`tracing did not shut down cleanly: ${error.message}\n`));
 }
 
 /** The active trace, for log lines (pino's mixin): the same field names the Temporal SDK's interceptors log. */

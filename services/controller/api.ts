@@ -6,7 +6,13 @@
  */
 import { Type, type Static } from 'typebox';
 import type { NodeUsage } from '../../core/node-hours.js';
-import { LARGEST_SANE_TARGET, type LaunchAccepted, type PoolStatus, type PreflightReport, type ServingScalerStatus } from '../../workflows/api.js';
+import {
+  LARGEST_SANE_TARGET,
+  type LaunchAccepted,
+  type PoolStatus,
+  type PreflightReport,
+  type ServingScalerStatus,
+} from '../../workflows/api.js';
 import { DefinedIn, GroupName } from '../common/schemas.js';
 
 export type { LaunchAccepted, NodeUsage, PreflightReport, ServingScalerStatus };
@@ -14,12 +20,17 @@ export type { LaunchAccepted, NodeUsage, PreflightReport, ServingScalerStatus };
 export const GroupParams = Type.Object({ group: GroupName });
 
 /** POST /v1/pools/:group/launch: raise the pool's target. */
-export const LaunchRequest = Type.Object({ target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) }, { additionalProperties: false });
+export const LaunchRequest = Type.Object(
+  { target: Type.Integer({ minimum: 1, maximum: LARGEST_SANE_TARGET }) },
+  { additionalProperties: false },
+);
 /** The pool's workflow, and its target after this request (rounded up to the increment, capped, never lowered). */
 export const LaunchAnswer = DefinedIn<LaunchAccepted>('workflows/api.ts (LaunchAccepted)');
 
 /** GET /v1/pools/:group/status: the pool's status, with the routes of its preflight and usage. */
-export const PoolStatusAnswer = DefinedIn<PoolStatus & { links?: { preflight: string; usage: string } }>('workflows/api.ts (PoolStatus), with links');
+export const PoolStatusAnswer = DefinedIn<PoolStatus & { links?: { preflight: string; usage: string } }>(
+  'workflows/api.ts (PoolStatus), with links',
+);
 export type PoolStatusAnswer = Static<typeof PoolStatusAnswer>;
 
 /** GET /v1/pools/:group/usage: the pool's node-hours ledger. */

@@ -8,7 +8,15 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { answers, Ok } from '../common/schemas.js';
 import type { LaunchAccepted, PoolConfig, ServingScalerConfig } from '../../workflows/api.js';
-import { GroupParams as Group, LaunchAnswer, LaunchRequest, PoolStatusAnswer, PoolUsage, Preflight, ServingAutoscaler } from './api.js';
+import {
+  GroupParams as Group,
+  LaunchAnswer,
+  LaunchRequest,
+  PoolStatusAnswer,
+  PoolUsage,
+  Preflight,
+  ServingAutoscaler,
+} from './api.js';
 import { requireToken } from '../common/auth.js';
 import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
@@ -53,7 +61,11 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   };
   const known = (group: string) => {
     const config = pools.get(group);
-    if (!config) throw notFound('unknown_group', `unknown group "${group}": this controller scales ${[...pools.keys()].map((g) => `"${g}"`).join(', ') || 'no group'}`);
+    if (!config)
+      throw notFound(
+        'unknown_group',
+        `unknown group "${group}": this controller scales ${[...pools.keys()].map((g) => `"${g}"`).join(', ') || 'no group'}`,
+      );
     return config;
   };
 
@@ -71,7 +83,8 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
       try {
         return await launch(config, request.body.target);
       } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) throw badRequest('launch_rejected', error.cause?.message ?? error.message);
+        if (error instanceof WorkflowUpdateFailedError)
+          throw badRequest('launch_rejected', error.cause?.message ?? error.message);
         throw error;
       }
     },
@@ -79,36 +92,58 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
 
   const links = (group: string) => ({ preflight: `/v1/pools/${group}/preflight`, usage: `/v1/pools/${group}/usage` });
 
-  app.get('/v1/pools/:group/status', { schema: { params: Group, response: answers(PoolStatusAnswer) } }, async (request) => {
-    const config = known(request.params.group);
-    return { ...(await poolStatus({ client: options.client, group: config.group, config })), links: links(config.group) };
-  });
+  app.get(
+    '/v1/pools/:group/status',
+    { schema: { params: Group, response: answers(PoolStatusAnswer) } },
+    async (request) => {
+      const config = known(request.params.group);
+      return {
+        ...(await poolStatus({ client: options.client, group: config.group, config })),
+        links: links(config.group),
+      };
+    },
+  );
 
   app.get('/v1/pools/:group/usage', { schema: { params: Group, response: answers(PoolUsage) } }, async (request) => {
     const config = known(request.params.group);
     return await poolUsage({ client: options.client, group: config.group });
   });
 
-  app.get('/v1/serving/:group/autoscaler', { schema: { params: Group, response: answers(ServingAutoscaler) } }, async (request) => {
-    const config = options.servingScaler;
-    if (!config || config.group !== request.params.group) {
-      throw notFound('unknown_group', `no serving autoscaler for "${request.params.group}": ${config ? `this controller's scales "${config.group}"` : 'it is off (BERTH_SERVING_AUTOSCALE=1 turns it on)'}`);
-    }
-    return await servingScalerStatus({ client: options.client, config });
-  });
+  app.get(
+    '/v1/serving/:group/autoscaler',
+    { schema: { params: Group, response: answers(ServingAutoscaler) } },
+    async (request) => {
+      const config = options.servingScaler;
+      if (!config || config.group !== request.params.group) {
+        throw notFound(
+          'unknown_group',
+          `no serving autoscaler for "${request.params.group}": ${config ? `this controller's scales "${config.group}"` : 'it is off (BERTH_SERVING_AUTOSCALE=1 turns it on)'}`,
+        );
+      }
+      return await servingScalerStatus({ client: options.client, config });
+    },
+  );
 
   // Runs on a worker, whose credentials are the ones checked; findings are an answer, not an error.
-  app.get('/v1/pools/:group/preflight', { schema: { params: Group, response: answers(Preflight) } }, async (request) => {
-    const config = known(request.params.group);
-    try {
-      return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });
-    } catch (error) {
-      if (error instanceof WorkflowFailedError) {
-        throw new DomainError('upstream_failed', 'preflight_failed', `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`);
+  app.get(
+    '/v1/pools/:group/preflight',
+    { schema: { params: Group, response: answers(Preflight) } },
+    async (request) => {
+      const config = known(request.params.group);
+      try {
+        return await runPreflight({ client: options.client, group: config.group, taskQueue: options.taskQueue });
+      } catch (error) {
+        if (error instanceof WorkflowFailedError) {
+          throw new DomainError(
+            'upstream_failed',
+            'preflight_failed',
+            `the preflight of "${config.group}" did not finish: ${error.cause?.message ?? error.message} (is a worker with the heavy pool running?)`,
+          );
+        }
+        throw error;
       }
-      throw error;
-    }
-  });
+    },
+  );
 
   return app;
 }

@@ -16,7 +16,11 @@ export class ControllerClient {
 
   /** Raises the pool's target (raise-only; rounded up to its increment, capped at its maximum). */
   launch(group: string, target: number): Promise<LaunchAccepted> {
-    return callJson(`${this.url}/v1/pools/${encodeURIComponent(group)}/launch`, { body: { target }, token: this.token, timeoutMs: 60_000 });
+    return callJson(`${this.url}/v1/pools/${encodeURIComponent(group)}/launch`, {
+      body: { target },
+      token: this.token,
+      timeoutMs: 60_000,
+    });
   }
 
   poolStatus(group: string): Promise<PoolStatusAnswer> {

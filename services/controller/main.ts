@@ -12,8 +12,18 @@ const config = loadConfig(ControllerConfig);
 const { token } = startService(config);
 const pool = poolConfigOf(config);
 const connection = await Connection.connect({ address: config.BERTH_TEMPORAL_ADDRESS });
-const client = new Client({ connection, namespace: config.BERTH_TEMPORAL_NAMESPACE, interceptors: tracingClientInterceptors() });
-const app = buildControllerApp({ client, pools: pool ? [pool] : [], servingScaler: servingScalerConfigOf(config), token, taskQueue: config.BERTH_TASK_QUEUE });
+const client = new Client({
+  connection,
+  namespace: config.BERTH_TEMPORAL_NAMESPACE,
+  interceptors: tracingClientInterceptors(),
+});
+const app = buildControllerApp({
+  client,
+  pools: pool ? [pool] : [],
+  servingScaler: servingScalerConfigOf(config),
+  token,
+  taskQueue: config.BERTH_TASK_QUEUE,
+});
 await serve(app, 'controller', {
   host: config.BERTH_CONTROLLER_HOST,
   port: config.BERTH_CONTROLLER_PORT,

@@ -13,12 +13,19 @@ import { Backend, SegmentRow, TableInfo } from '../meta/api.js';
 import { Warmth } from '../query-node/api.js';
 
 /** GET /readyz, answered 200 when ready and 503 when not (with the reason meta is unreachable). */
-export const CoordinatorReadiness = Type.Object({ ready: Type.Boolean(), members: Type.Integer(), reason: Type.Optional(Type.String()) });
+export const CoordinatorReadiness = Type.Object({
+  ready: Type.Boolean(),
+  members: Type.Integer(),
+  reason: Type.Optional(Type.String()),
+});
 
 // ── queries ──
 
 /** POST /v1/query. */
-export const QueryRequest = Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false });
+export const QueryRequest = Type.Object(
+  { sql: Type.String({ minLength: 1, maxLength: 100_000 }) },
+  { additionalProperties: false },
+);
 
 /** How the planner answers a query: `aggregate` and `select` finish one read's partials, `stages` runs the query's own SQL (see planner.ts). */
 export const Route = Type.Union([Type.Literal('aggregate'), Type.Literal('select'), Type.Literal('stages')]);
@@ -102,7 +109,11 @@ export const IngestQuery = Type.Object({ timestampColumn: Type.Optional(Timestam
 export const IngestResult = Type.Object({
   segment: SegmentRow,
   /** Where the segment was pushed, and whether the owner took it. */
-  push: Type.Object({ owner: Type.Union([Type.String(), Type.Null()]), accepted: Type.Boolean(), reason: Type.Optional(Type.String()) }),
+  push: Type.Object({
+    owner: Type.Union([Type.String(), Type.Null()]),
+    accepted: Type.Boolean(),
+    reason: Type.Optional(Type.String()),
+  }),
 });
 export type IngestResult = Static<typeof IngestResult>;
 
@@ -111,13 +122,18 @@ export type IngestResult = Static<typeof IngestResult>;
 /** GET /v1/query-log/concentration?since=: compute concentration over the queries logged since then (ms since the epoch). */
 export const ConcentrationQuery = Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) });
 /** Compute concentration over the queries the coordinator logged, how many it keeps, and since when. */
-export const ConcentrationReport = DefinedIn<Concentration & { capacity: number; from?: number }>('core/compute-concentration.ts (Concentration), with capacity and from');
+export const ConcentrationReport = DefinedIn<Concentration & { capacity: number; from?: number }>(
+  'core/compute-concentration.ts (Concentration), with capacity and from',
+);
 export type ConcentrationReport = Static<typeof ConcentrationReport>;
 
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
 
 /** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
-export const NodeRow = Type.Intersect([Backend, Type.Object({ weight: Type.Number(), share: Type.Number(), warmth: Type.Optional(Warmth) })]);
+export const NodeRow = Type.Intersect([
+  Backend,
+  Type.Object({ weight: Type.Number(), share: Type.Number(), warmth: Type.Optional(Warmth) }),
+]);
 export type NodeRow = Static<typeof NodeRow>;
 export const NodeList = Type.Object({ nodes: Type.Array(NodeRow) });
 

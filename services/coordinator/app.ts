@@ -43,19 +43,33 @@ export interface CoordinatorAppOptions {
 }
 
 export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInstance {
-  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('coordinator'), bodyLimit: 1 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
+  const app = Fastify({
+    logger: options.logger === false ? false : loggerOptions('coordinator'),
+    bodyLimit: 1 << 20,
+  }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   const { queries, meta, view } = options;
   const registry = new Registry();
-  const queryCount = new Counter({ name: 'berth_queries_total', help: 'Queries answered, by route and verdict', labelNames: ['route', 'verdict'], registers: [registry] });
-  const queryTime = new Histogram({ name: 'berth_query_seconds', help: 'Query latency, by route and verdict', labelNames: ['route', 'verdict'], registers: [registry] });
+  const queryCount = new Counter({
+    name: 'berth_queries_total',
+    help: 'Queries answered, by route and verdict',
+    labelNames: ['route', 'verdict'],
+    registers: [registry],
+  });
+  const queryTime = new Histogram({
+    name: 'berth_query_seconds',
+    help: 'Query latency, by route and verdict',
+    labelNames: ['route', 'verdict'],
+    registers: [registry],
+  });
   new Gauge({
     name: 'berth_workload_queries',
     help: 'Queries running and waiting per workload group (the heavy pool: over every coordinator)',
     labelNames: ['group', 'state'],
     registers: [registry],
     async collect() {
-      for (const g of await queries.workload()) for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
+      for (const g of await queries.workload())
+        for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
     },
   });
   // From the first byte of an ingest batch to its segment committed: when its rows can be queried.
@@ -68,39 +82,46 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   const queryLog = new QueryLog(options.queryLogSize);
 
   // NDJSON streams to a scratch file instead of being buffered.
-  app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) => done(null, payload));
+  app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) =>
+    done(null, payload),
+  );
 
   app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
-  app.get('/readyz', { schema: { response: { 200: CoordinatorReadiness, 503: CoordinatorReadiness } } }, async (_request, reply) => {
-    const members = view.members?.length ?? 0;
-    const metaDown = await meta.ping().then(
-      () => undefined,
-      (error: Error) => error.message,
-    );
-    const ready = members > 0 && !metaDown;
-    return reply.code(ready ? 200 : 503).send({ ready, members, ...(metaDown ? { reason: metaDown } : {}) });
-  });
-  app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
-
-  app.post(
-    '/v1/query',
-    { schema: { body: QueryRequest, response: answers(QueryResult) } },
-    async (request, reply) => {
-      // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.
-      const gone = new AbortController();
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) gone.abort();
-      });
-      const result = await queries.query(request.body.sql, gone.signal);
-      const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
-      queryCount.inc(labels);
-      queryTime.observe(labels, result.stats.elapsedMs / 1000);
-      const { stats } = result;
-      queryLog.record({ at: Date.now(), scanBytes: stats.scanBytes, computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0), heavy: stats.verdict.class === 'heavy' });
-      request.log.info({ stats: result.stats }, 'query answered');
-      return result;
+  app.get(
+    '/readyz',
+    { schema: { response: { 200: CoordinatorReadiness, 503: CoordinatorReadiness } } },
+    async (_request, reply) => {
+      const members = view.members?.length ?? 0;
+      const metaDown = await meta.ping().then(
+        () => undefined,
+        (error: Error) => error.message,
+      );
+      const ready = members > 0 && !metaDown;
+      return reply.code(ready ? 200 : 503).send({ ready, members, ...(metaDown ? { reason: metaDown } : {}) });
     },
   );
+  app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+
+  app.post('/v1/query', { schema: { body: QueryRequest, response: answers(QueryResult) } }, async (request, reply) => {
+    // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.
+    const gone = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
+    const result = await queries.query(request.body.sql, gone.signal);
+    const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
+    queryCount.inc(labels);
+    queryTime.observe(labels, result.stats.elapsedMs / 1000);
+    const { stats } = result;
+    queryLog.record({
+      at: Date.now(),
+      scanBytes: stats.scanBytes,
+      computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0),
+      heavy: stats.verdict.class === 'heavy',
+    });
+    request.log.info({ stats: result.stats }, 'query answered');
+    return result;
+  });
 
   app.post(
     '/v1/tables/:table/rows',
@@ -111,7 +132,11 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     async (request, reply) => {
       const arrived = performance.now();
       try {
-        const result = await options.ingestor.ingest(request.params.table, limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024), request.query.timestampColumn);
+        const result = await options.ingestor.ingest(
+          request.params.table,
+          limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024),
+          request.query.timestampColumn,
+        );
         ingestToQueryable.observe((performance.now() - arrived) / 1000);
         return result;
       } catch (error) {
@@ -123,28 +148,43 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   );
 
   // Compute concentration over the queries this coordinator answered (since `since`, ms since the epoch).
-  app.get('/v1/query-log/concentration', { schema: { querystring: ConcentrationQuery, response: answers(ConcentrationReport) } }, async (request) => {
-    const entries = queryLog.entries(request.query.since);
-    return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
-  });
+  app.get(
+    '/v1/query-log/concentration',
+    { schema: { querystring: ConcentrationQuery, response: answers(ConcentrationReport) } },
+    async (request) => {
+      const entries = queryLog.entries(request.query.since);
+      return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
+    },
+  );
 
-  app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({ tables: await meta.listTables() }));
+  app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({
+    tables: await meta.listTables(),
+  }));
 
   app.get('/v1/nodes', { schema: { response: answers(NodeList) } }, async () => {
     const backends = await meta.backends();
     const members = view.members ?? [];
     const totalWeight = members.reduce((sum, m) => sum + m.weight, 0);
     // Each live node's warm-up, as it reports it; a node that does not answer in time shows none.
-    const warmth = await Promise.all(backends.map((b) => (b.alive ? new QueryNodeClient(b.url).warmth().catch(() => undefined) : undefined)));
+    const warmth = await Promise.all(
+      backends.map((b) => (b.alive ? new QueryNodeClient(b.url).warmth().catch(() => undefined) : undefined)),
+    );
     return {
       nodes: backends.map((b, i) => {
         const member = members.find((m) => m.id === b.id);
-        return { ...b, weight: b.cpuCores, share: member && totalWeight > 0 ? member.weight / totalWeight : 0, ...(warmth[i] ? { warmth: warmth[i] } : {}) };
+        return {
+          ...b,
+          weight: b.cpuCores,
+          share: member && totalWeight > 0 ? member.weight / totalWeight : 0,
+          ...(warmth[i] ? { warmth: warmth[i] } : {}),
+        };
       }),
     };
   });
 
-  app.get('/v1/workload-groups', { schema: { response: answers(WorkloadGroups) } }, async () => ({ groups: await queries.workload() }));
+  app.get('/v1/workload-groups', { schema: { response: answers(WorkloadGroups) } }, async () => ({
+    groups: await queries.workload(),
+  }));
 
   return app;
 }

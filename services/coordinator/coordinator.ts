@@ -109,13 +109,19 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const servingGroup = config.group ?? 'serving';
   // Background loops report their failures to the app's log (it exists by the time they run).
   const logFailure = (what: string) => (error: Error) => app.log.warn({ err: error }, what);
-  const view = new MemberView({ meta, group: servingGroup, pollMs: config.memberPollMs, onError: logFailure('reading the member list failed') });
+  const view = new MemberView({
+    meta,
+    group: servingGroup,
+    pollMs: config.memberPollMs,
+    onError: logFailure('reading the member list failed'),
+  });
   const views = [view];
   const deadlineMs = config.queryDeadlineMs ?? 300_000;
   const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
   // A node's timeout past the deadline would never fire: the deadline governs then.
   const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? 120_000, deadlineMs);
-  const scatterOver = (v: MemberView, seedNodes: string[]) => new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs, maxResultBytes });
+  const scatterOver = (v: MemberView, seedNodes: string[]) =>
+    new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs, maxResultBytes });
   const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
 
   let heavyPool: HeavyPool | undefined;
@@ -123,14 +129,20 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   if (config.heavyPool) {
     const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
     const settings = poolSettings(pool);
-    const poolView = new MemberView({ meta, group: pool.group, pollMs: config.memberPollMs, onError: logFailure('reading the heavy pool’s member list failed') });
+    const poolView = new MemberView({
+      meta,
+      group: pool.group,
+      pollMs: config.memberPollMs,
+      onError: logFailure('reading the heavy pool’s member list failed'),
+    });
     views.push(poolView);
     scatters.set(pool.group, scatterOver(poolView, []));
     temporal = Connection.lazy({ address: temporalAddress });
     const client = new Client({ connection: temporal, namespace, interceptors: tracingClientInterceptors() });
     const options = { client, config: pool, taskQueue };
     const coordinator = `coordinator-${randomUUID()}`;
-    const deadline = <T>(call: () => Promise<T>) => client.withDeadline(Date.now() + (config.heavyPool!.callTimeoutMs ?? 10_000), call);
+    const deadline = <T>(call: () => Promise<T>) =>
+      client.withDeadline(Date.now() + (config.heavyPool!.callTimeoutMs ?? 10_000), call);
     const admission = new HeavyAdmission({
       gate: {
         describe: temporalAddress,
@@ -149,7 +161,13 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       admission,
       workload: async () => {
         const status = await deadline(() => poolStatus({ ...options, group: pool.group }));
-        return { name: pool.group, running: status.running, waiting: status.waiting, maxConcurrency: status.maxConcurrency, maxQueueSize: status.maxQueueSize };
+        return {
+          name: pool.group,
+          running: status.running,
+          waiting: status.waiting,
+          maxConcurrency: status.maxConcurrency,
+          maxQueueSize: status.maxQueueSize,
+        };
       },
     };
   }
@@ -157,7 +175,11 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const s3 = createS3Client(config.s3);
   const catalog = new TableCatalog(meta);
   const queries = new QueryService({
-    plans: new PlanCache({ planner: new Planner(engine, async (name) => (await catalog.table(name))?.info), catalog, maxEntries: config.planCacheSize }),
+    plans: new PlanCache({
+      planner: new Planner(engine, async (name) => (await catalog.table(name))?.info),
+      catalog,
+      maxEntries: config.planCacheSize,
+    }),
     catalog,
     engine,
     scatters,
@@ -184,8 +206,25 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     });
   }
 
-  const ingestor = new Ingestor({ writer, meta, view, s3, bucket: config.bucket, token: config.token, maxDepth: config.maxIngestDepth });
-  const app = buildCoordinatorApp({ queries, ingestor, meta, view, token: config.token, maxIngestBytes: config.maxIngestBytes, queryLogSize: config.queryLogSize, logger: config.logger });
+  const ingestor = new Ingestor({
+    writer,
+    meta,
+    view,
+    s3,
+    bucket: config.bucket,
+    token: config.token,
+    maxDepth: config.maxIngestDepth,
+  });
+  const app = buildCoordinatorApp({
+    queries,
+    ingestor,
+    meta,
+    view,
+    token: config.token,
+    maxIngestBytes: config.maxIngestBytes,
+    queryLogSize: config.queryLogSize,
+    logger: config.logger,
+  });
   const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
   for (const v of views) v.start();
   servingLoad?.start();

@@ -89,7 +89,8 @@ export class HeavyAdmission {
     const known = this.answer;
     const unreported = this.waiting.filter((w) => w.seq > this.sent.lastSeq).length;
     const startsNow = this.waiting.length === 0 && this.running < this.ceiling && known?.serveReady;
-    if (known && !startsNow && known.waiting + unreported >= this.options.maxQueueSize) return Promise.reject(queueFull(this.options.maxQueueSize, known));
+    if (known && !startsNow && known.waiting + unreported >= this.options.maxQueueSize)
+      return Promise.reject(queueFull(this.options.maxQueueSize, known));
     return new Promise<Admission>((resolve, reject) => {
       const waiter: Waiter = {
         seq: ++this.seq,
@@ -100,7 +101,8 @@ export class HeavyAdmission {
         timer: setTimeout(() => this.drop(waiter, this.timedOut(waiter)), this.options.queueTimeoutMs ?? 1_200_000),
       };
       if (signal) {
-        waiter.onAbort = () => this.drop(waiter, new HttpError(499, 'client_closed', 'the client went away while its heavy query waited'));
+        waiter.onAbort = () =>
+          this.drop(waiter, new HttpError(499, 'client_closed', 'the client went away while its heavy query waited'));
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       this.waiting.push(waiter);
@@ -115,7 +117,8 @@ export class HeavyAdmission {
     clearInterval(this.heartbeat);
     clearTimeout(this.pollTimer);
     clearTimeout(this.lazyReport);
-    for (const w of [...this.waiting]) this.drop(w, new HttpError(503, 'shutting_down', 'the coordinator is shutting down'));
+    for (const w of [...this.waiting])
+      this.drop(w, new HttpError(503, 'shutting_down', 'the coordinator is shutting down'));
   }
 
   /** Starts waiting queries while the ceiling allows. */
@@ -183,14 +186,16 @@ export class HeavyAdmission {
   private apply(answer: AdmissionAnswer): void {
     if (this.epoch !== undefined && answer.epoch > this.epoch && answer.lastFailure && !answer.serveReady) {
       // A launch failed: every query waiting for it gets the pool's reason.
-      for (const w of [...this.waiting]) this.drop(w, new HttpError(503, 'pool_launch_failed', answer.lastFailure.message), false);
+      for (const w of [...this.waiting])
+        this.drop(w, new HttpError(503, 'pool_launch_failed', answer.lastFailure.message), false);
     }
     this.epoch = answer.epoch;
     this.answer = answer;
     this.ceiling = Math.min(answer.grant, this.sent.demand);
     // Past the queue allowance: the newest of the reported waiting queries are refused.
     const reported = this.waiting.filter((w) => w.seq <= this.sent.lastSeq);
-    for (const w of reported.slice(answer.queued).reverse()) this.drop(w, queueFull(this.options.maxQueueSize, answer), false);
+    for (const w of reported.slice(answer.queued).reverse())
+      this.drop(w, queueFull(this.options.maxQueueSize, answer), false);
     this.pump();
     this.schedulePoll();
   }
@@ -213,7 +218,12 @@ export class HeavyAdmission {
   /** Temporal cannot be reached: queries waiting for the pool cannot be admitted, so they are answered now. */
   private unreachable(error: Error): void {
     this.options.onError?.(error);
-    const answer = new HttpError(503, 'pool_unavailable', `the heavy pool cannot be reached (Temporal at ${this.options.gate.describe}): ${error.message.split('\n')[0]}`, { 'retry-after': '10' });
+    const answer = new HttpError(
+      503,
+      'pool_unavailable',
+      `the heavy pool cannot be reached (Temporal at ${this.options.gate.describe}): ${error.message.split('\n')[0]}`,
+      { 'retry-after': '10' },
+    );
     for (const w of [...this.waiting]) this.drop(w, answer, false);
     this.ceiling = 0;
     this.answer = undefined;
@@ -222,8 +232,12 @@ export class HeavyAdmission {
 
   private timedOut(waiter: Waiter): HttpError {
     const seconds = Math.round((performance.now() - waiter.enqueuedAt) / 1000);
-    const why = this.answer?.serveReady ? `all ${this.answer.running} of its slots stayed busy` : `the pool is not ready: ${this.answer?.notReady ?? phaseWords(this.answer?.phase)}`;
-    return new HttpError(503, 'queue_timeout', `waited ${seconds} s for the heavy pool; ${why}`, { 'retry-after': '30' });
+    const why = this.answer?.serveReady
+      ? `all ${this.answer.running} of its slots stayed busy`
+      : `the pool is not ready: ${this.answer?.notReady ?? phaseWords(this.answer?.phase)}`;
+    return new HttpError(503, 'queue_timeout', `waited ${seconds} s for the heavy pool; ${why}`, {
+      'retry-after': '30',
+    });
   }
 
   /** Takes a waiting query out of line with an answer; tells the pool unless the caller will. */

@@ -42,25 +42,41 @@ export class Ingestor {
     try {
       const hash = createHash('sha256').update(table);
       body.on('data', (chunk: Buffer) => hash.update(chunk));
-      await pipeline(body, nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH), createWriteStream(input, { mode: 0o600 }));
+      await pipeline(
+        body,
+        nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH),
+        createWriteStream(input, { mode: 0o600 }),
+      );
 
       const known = await meta.findTable(table);
       if (known && timestampColumn && known.timestampColumn !== timestampColumn) {
-        throw badRequest('table_mismatch', `table "${table}" keeps its timestamps in "${known.timestampColumn}", not "${timestampColumn}"`);
+        throw badRequest(
+          'table_mismatch',
+          `table "${table}" keeps its timestamps in "${known.timestampColumn}", not "${timestampColumn}"`,
+        );
       }
       const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
       let file = await writer.ndjsonToSegment(input, output, tsColumn, known?.columns);
       if (!known) {
         const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
         // Another first batch won the race with its own schema: conform to it.
-        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns)) file = await writer.ndjsonToSegment(input, output, tsColumn, registered.columns);
+        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns))
+          file = await writer.ndjsonToSegment(input, output, tsColumn, registered.columns);
       }
 
       const bytes = await readFile(output);
       const id = segmentId(table, 0, partitionOf(file.minTs), hash.digest('hex').slice(0, 20));
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey(table, id), Body: bytes }));
       const push = await this.push(table, id, bytes);
-      const segment = await meta.commitSegment({ id, table, minTs: file.minTs, maxTs: file.maxTs, rows: file.rows, bytes: bytes.length, level: 0 });
+      const segment = await meta.commitSegment({
+        id,
+        table,
+        minTs: file.minTs,
+        maxTs: file.maxTs,
+        rows: file.rows,
+        bytes: bytes.length,
+        level: 0,
+      });
       return { segment, push };
     } finally {
       await Promise.all([rm(input, { force: true }), rm(output, { force: true })]);

@@ -12,7 +12,11 @@ const { token } = startService(config);
 
 const heavyPool = poolConfigOf(config);
 const servingScaler = servingScalerConfigOf(config);
-const temporal = { temporalAddress: config.BERTH_TEMPORAL_ADDRESS, namespace: config.BERTH_TEMPORAL_NAMESPACE, taskQueue: config.BERTH_TASK_QUEUE };
+const temporal = {
+  temporalAddress: config.BERTH_TEMPORAL_ADDRESS,
+  namespace: config.BERTH_TEMPORAL_NAMESPACE,
+  taskQueue: config.BERTH_TASK_QUEUE,
+};
 const coordinator = await startCoordinator({
   workDir: config.BERTH_COORDINATOR_DIR ?? path.join(config.BERTH_DATA_DIR, 'coordinator'),
   metaUrl: config.BERTH_META_URL,

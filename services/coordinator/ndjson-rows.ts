@@ -19,7 +19,9 @@ import type { ColumnSpec } from '../meta/client.js';
 /** @default for BERTH_INGEST_MAX_DEPTH */
 export const DEFAULT_MAX_DEPTH = 64;
 
-const [OPEN_BRACE, OPEN_BRACKET, CLOSE_BRACE, CLOSE_BRACKET, QUOTE, BACKSLASH, NEWLINE] = [0x7b, 0x5b, 0x7d, 0x5d, 0x22, 0x5c, 0x0a];
+const [OPEN_BRACE, OPEN_BRACKET, CLOSE_BRACE, CLOSE_BRACKET, QUOTE, BACKSLASH, NEWLINE] = [
+  0x7b, 0x5b, 0x7d, 0x5d, 0x22, 0x5c, 0x0a,
+];
 
 /** Passes the bytes through, and fails with a 400 as soon as a row nests deeper than `maxDepth`. */
 export function nestingLimit(maxDepth: number): Transform {
@@ -37,7 +39,10 @@ export function nestingLimit(maxDepth: number): Transform {
           else if (byte === NEWLINE) line++;
         } else if (byte === QUOTE) inString = true;
         else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
-          if (++depth > maxDepth) return callback(badRequest('too_deep', `line ${line}: nested deeper than ${maxDepth} levels (BERTH_INGEST_MAX_DEPTH)`));
+          if (++depth > maxDepth)
+            return callback(
+              badRequest('too_deep', `line ${line}: nested deeper than ${maxDepth} levels (BERTH_INGEST_MAX_DEPTH)`),
+            );
         } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) depth = Math.max(0, depth - 1);
         else if (byte === NEWLINE) {
           line++;
@@ -155,18 +160,24 @@ type JsonNumber = number | { digits: string };
 /** Why `value` does not fit `shape` as it is, or undefined when it does. */
 function misfit(value: unknown, shape: Shape): string | undefined {
   if (value === null) return undefined;
-  const got = () => `got ${JSON.stringify(value, (_, v: unknown) => (isDigits(v) ? Number(v.digits) : v))?.slice(0, 60)}`;
+  const got = () =>
+    `got ${JSON.stringify(value, (_, v: unknown) => (isDigits(v) ? Number(v.digits) : v))?.slice(0, 60)}`;
   const numberText = typeof value === 'number' ? String(value) : isDigits(value) ? value.digits : undefined;
   switch (shape.kind) {
     case 'integer': {
-      const whole = numberText !== undefined && (isInteger(numberText) || /^-?\d+(\.0*)?$/.test(numberText) || (typeof value === 'number' && Number.isInteger(value)));
+      const whole =
+        numberText !== undefined &&
+        (isInteger(numberText) ||
+          /^-?\d+(\.0*)?$/.test(numberText) ||
+          (typeof value === 'number' && Number.isInteger(value)));
       if (!whole) return `expected ${shape.type}, ${got()}`;
       const n = typeof value === 'number' ? BigInt(value) : BigInt(numberText.replace(/\.0*$/, ''));
       return n < shape.min || n > shape.max ? `${numberText} is out of ${shape.type}'s range` : undefined;
     }
     case 'float':
       if (typeof value === 'number') return undefined;
-      if (numberText !== undefined) return isInteger(numberText) ? `${numberText} has more digits than a ${shape.type} keeps` : undefined;
+      if (numberText !== undefined)
+        return isInteger(numberText) ? `${numberText} has more digits than a ${shape.type} keeps` : undefined;
       return `expected ${shape.type}, ${got()}`;
     case 'decimal': {
       if (numberText === undefined) return `expected ${shape.type}, ${got()}`;
@@ -176,7 +187,8 @@ function misfit(value: unknown, shape: Shape): string | undefined {
       const digits = `${whole}${fraction}`.replace(/^0+/, '');
       const fractionDigits = Math.max(0, fraction.replace(/0+$/, '').length - shift);
       const wholeDigits = Math.max(0, digits.length - fraction.length + shift);
-      if (fractionDigits > shape.scale) return `${numberText} has more than ${shape.scale} decimal places (${shape.type})`;
+      if (fractionDigits > shape.scale)
+        return `${numberText} has more than ${shape.scale} decimal places (${shape.type})`;
       return wholeDigits > shape.width - shape.scale ? `${numberText} is out of ${shape.type}'s range` : undefined;
     }
     case 'boolean':
@@ -192,7 +204,8 @@ function misfit(value: unknown, shape: Shape): string | undefined {
       return undefined;
     case 'struct':
     case 'map':
-      if (value === null || typeof value !== 'object' || Array.isArray(value) || isDigits(value)) return `expected ${shape.type}, ${got()}`;
+      if (value === null || typeof value !== 'object' || Array.isArray(value) || isDigits(value))
+        return `expected ${shape.type}, ${got()}`;
       for (const [key, item] of Object.entries(value)) {
         if (key === PROTO) return `.${PROTO}: ${NO_PROTO}`;
         const field = shape.kind === 'map' ? shape.value : shape.fields.get(key);
@@ -210,14 +223,17 @@ function misfit(value: unknown, shape: Shape): string | undefined {
 const PROTO = '__proto__';
 const NO_PROTO = `a field may not be named ${PROTO}`;
 
-const isDigits = (value: unknown): value is { digits: string } => typeof value === 'object' && value !== null && 'digits' in value && Object.keys(value).length === 1;
+const isDigits = (value: unknown): value is { digits: string } =>
+  typeof value === 'object' && value !== null && 'digits' in value && Object.keys(value).length === 1;
 
 /** Numbers a double may not hold exactly: long runs of digits. Lines without one take the fast parser. */
 const LONG_NUMBER = /[0-9.eE+-]{16,}/;
 
 function parseRow(line: string): unknown {
   if (!LONG_NUMBER.test(line)) return JSON.parse(line);
-  return parseLossless(line, null, (digits): JsonNumber => (Number(digits).toString() === digits ? Number(digits) : { digits }));
+  return parseLossless(line, null, (digits): JsonNumber =>
+    Number(digits).toString() === digits ? Number(digits) : { digits },
+  );
 }
 
 /** Checks every row of an NDJSON file against a table's columns; the first row that does not fit is a 400 naming its line and field. */
@@ -238,7 +254,8 @@ export async function checkRows(file: string, columns: readonly ColumnSpec[]): P
     for (const [field, value] of Object.entries(row)) {
       if (field === PROTO) throw fail(NO_PROTO);
       const shape = shapes.get(field);
-      if (!shape) throw fail(`field "${field}" is not a column of the table (its columns: ${[...shapes.keys()].join(', ')})`);
+      if (!shape)
+        throw fail(`field "${field}" is not a column of the table (its columns: ${[...shapes.keys()].join(', ')})`);
       const why = misfit(value, shape);
       if (why) throw fail(`field "${field}"${why.startsWith('.') || why.startsWith('[') ? '' : ': '}${why}`);
     }

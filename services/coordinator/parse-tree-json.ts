@@ -20,13 +20,17 @@ const SPECIAL = '\u0000double:';
 interface NumberText {
   $number: string;
 }
-const isNumberText = (value: unknown): value is NumberText => typeof value === 'object' && value !== null && Object.keys(value).length === 1 && '$number' in value;
+const isNumberText = (value: unknown): value is NumberText =>
+  typeof value === 'object' && value !== null && Object.keys(value).length === 1 && '$number' in value;
 
 /** Reads the JSON of json_serialize_sql. */
 export function readParseTree(json: string): unknown {
   // DuckDB writes the non-finite doubles as bare words, which no JSON parser accepts. They can
   // only stand after "value": (a user's text is always inside a JSON string, where a quote is \").
-  const text = json.replace(/"value":(-?Infinity|NaN)(?=[,}])/g, (_, word: string) => `"value":${JSON.stringify(SPECIAL + word)}`);
+  const text = json.replace(
+    /"value":(-?Infinity|NaN)(?=[,}])/g,
+    (_, word: string) => `"value":${JSON.stringify(SPECIAL + word)}`,
+  );
   const tree = parse(text, null, (digits): number | bigint | NumberText => {
     if (isInteger(digits)) return isSafeNumber(digits) ? Number(digits) : BigInt(digits);
     return { $number: digits };
@@ -38,7 +42,11 @@ export function readParseTree(json: string): unknown {
 export function writeParseTree(tree: unknown): string {
   // Positions are optional, and the parser's "unknown" (2^64 - 1) is no use to anyone.
   const replacer = (key: string, value: unknown) => (key === 'query_location' ? undefined : value);
-  return stringify(tree, replacer, undefined, [{ test: isNumberText, stringify: (value) => (value as NumberText).$number }]) ?? 'null';
+  return (
+    stringify(tree, replacer, undefined, [
+      { test: isNumberText, stringify: (value) => (value as NumberText).$number },
+    ]) ?? 'null'
+  );
 }
 
 function castDoubles(tree: unknown): unknown {
@@ -48,12 +56,21 @@ function castDoubles(tree: unknown): unknown {
   const type = node.value?.type;
   if (node.class === 'CONSTANT' && !node.value.is_null && (type?.id === 'DOUBLE' || type?.id === 'FLOAT')) {
     const value: unknown = node.value.value;
-    const text = isNumberText(value) ? value.$number : typeof value === 'string' && value.startsWith(SPECIAL) ? value.slice(SPECIAL.length) : String(value);
+    const text = isNumberText(value)
+      ? value.$number
+      : typeof value === 'string' && value.startsWith(SPECIAL)
+        ? value.slice(SPECIAL.length)
+        : String(value);
     return {
       class: 'CAST',
       type: 'OPERATOR_CAST',
       alias: node.alias ?? '',
-      child: { class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'VARCHAR', type_info: null }, is_null: false, value: text } },
+      child: {
+        class: 'CONSTANT',
+        type: 'VALUE_CONSTANT',
+        alias: '',
+        value: { type: { id: 'VARCHAR', type_info: null }, is_null: false, value: text },
+      },
       cast_type: type,
       try_cast: false,
     };

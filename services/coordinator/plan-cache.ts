@@ -78,7 +78,14 @@ export function normalizeSql(sql: string): string {
   let i = 0;
   while (i < sql.length) {
     const c = sql[i]!;
-    const end = c === "'" || c === '"' ? sql.indexOf(c, i + 1) : sql.startsWith('--', i) ? sql.indexOf('\n', i) : sql.startsWith('/*', i) ? sql.indexOf('*/', i + 2) + 1 : -2;
+    const end =
+      c === "'" || c === '"'
+        ? sql.indexOf(c, i + 1)
+        : sql.startsWith('--', i)
+          ? sql.indexOf('\n', i)
+          : sql.startsWith('/*', i)
+            ? sql.indexOf('*/', i + 2) + 1
+            : -2;
     if (end === -2) {
       if (/\s/.test(c)) {
         while (i < sql.length && /\s/.test(sql[i]!)) i++;

@@ -104,10 +104,14 @@ export class Planner {
   /** Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). */
   async plan(sql: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
     const node = await this.engine.parse(sql);
-    if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type)) throw badRequest('invalid_sql', 'only SELECT queries are supported');
+    if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
+      throw badRequest('invalid_sql', 'only SELECT queries are supported');
     const refs = referencedRelations(node);
     if (refs.forbidden.length > 0) {
-      throw badRequest('forbidden_relation', `only Berth's tables can be queried, by name; not allowed: ${refs.forbidden.join(', ')}`);
+      throw badRequest(
+        'forbidden_relation',
+        `only Berth's tables can be queried, by name; not allowed: ${refs.forbidden.join(', ')}`,
+      );
     }
     const tables: TableInfo[] = [];
     for (const name of refs.tables) {
@@ -120,7 +124,10 @@ export class Planner {
     const columns = await this.bind(sql, tables);
     const runs = await this.bind(checked, tables);
     if (runs.some((c, i) => c.type !== columns[i]?.type)) {
-      throw badRequest('unsupported_sql', `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`);
+      throw badRequest(
+        'unsupported_sql',
+        `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`,
+      );
     }
     const byName = new Map(tables.map((t) => [t.name, t]));
     const reads = tableReads(node).map((read) => ({ read, table: byName.get(read.table)! }));
@@ -134,7 +141,10 @@ export class Planner {
       });
       if (plan) return { ...plan, reusable: this.reusable(node) };
     }
-    throw badRequest('unsupported_sql', 'Berth cannot split this query into stages that give the same columns and types');
+    throw badRequest(
+      'unsupported_sql',
+      'Berth cannot split this query into stages that give the same columns and types',
+    );
   }
 
   /**
@@ -148,25 +158,44 @@ export class Planner {
   private reusable(node: AstNode): boolean {
     let reusable = true;
     walk(node, (n) => {
-      if (n.class === 'FUNCTION' && !this.engine.consistentFunctions.has(String(n.function_name).toLowerCase())) reusable = false;
-      if (n.class === 'COLUMN_REF' && (n.column_names as string[]).some((c) => /^(current_|local)/i.test(c))) reusable = false;
+      if (n.class === 'FUNCTION' && !this.engine.consistentFunctions.has(String(n.function_name).toLowerCase()))
+        reusable = false;
+      if (n.class === 'COLUMN_REF' && (n.column_names as string[]).some((c) => /^(current_|local)/i.test(c)))
+        reusable = false;
     });
     return reusable;
   }
 
-  private async split(node: AstNode, reads: { read: TableRead; table: TableInfo }[], columns: BoundColumn[], prefix: string, level: 'partial' | 'rows' | 'whole'): Promise<Omit<ExecutablePlan, 'reusable'> | undefined> {
+  private async split(
+    node: AstNode,
+    reads: { read: TableRead; table: TableInfo }[],
+    columns: BoundColumn[],
+    prefix: string,
+    level: 'partial' | 'rows' | 'whole',
+  ): Promise<Omit<ExecutablePlan, 'reusable'> | undefined> {
     const replacements = new Map<AstNode, AstNode>();
     const inputs: ScanInput[] = [];
     const reasons: string[] = [];
     for (const [i, { read, table }] of reads.entries()) {
       const name = `${prefix}${i}`;
       const names = table.columns.map((c) => c.name);
-      const bounds = read.select && !read.ref.sample ? timeBounds(read.select.where_clause, table.timestampColumn) : { lower: [], upper: [] };
+      const bounds =
+        read.select && !read.ref.sample
+          ? timeBounds(read.select.where_clause, table.timestampColumn)
+          : { lower: [], upper: [] };
       const window = await this.window(bounds);
       const partial = level === 'partial' ? await this.partial(node, read, table, name, columns) : undefined;
       if (partial && partial.kind !== 'rows') {
         replacements.set(read.select!, partial.final);
-        inputs.push({ name, table, kind: partial.kind, sql: exchangeSql(partial.sql, partial.columns), columns: namedColumns(read.select!, read, names), exchange: partial.exchange, window });
+        inputs.push({
+          name,
+          table,
+          kind: partial.kind,
+          sql: exchangeSql(partial.sql, partial.columns),
+          columns: namedColumns(read.select!, read, names),
+          exchange: partial.exchange,
+          window,
+        });
         continue;
       }
       if (partial?.kind === 'rows') reasons.push(partial.reason);
@@ -175,15 +204,45 @@ export class Planner {
       const rowsSql = await this.engine.deparse(rowsSelect(read, read_, conjuncts));
       const sent = await this.engine.describe(rowsSql, [table]);
       replacements.set(read.ref, inputTable(read, name));
-      inputs.push({ name, table, kind: 'rows', sql: exchangeSql(rowsSql, sent), columns: read_, exchange: exchangeColumns(sent, (c) => c.name), window });
+      inputs.push({
+        name,
+        table,
+        kind: 'rows',
+        sql: exchangeSql(rowsSql, sent),
+        columns: read_,
+        exchange: exchangeColumns(sent, (c) => c.name),
+        window,
+      });
     }
     const finalSql = await this.engine.deparse(replaceNodes(node, replacements) as AstNode);
-    const finalColumns = await this.engine.describe(finalSql, inputs.map((input) => ({ name: input.name, columns: input.exchange })));
-    if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type || c.name !== columns[i]!.name)) return undefined;
+    const finalColumns = await this.engine.describe(
+      finalSql,
+      inputs.map((input) => ({ name: input.name, columns: input.exchange })),
+    );
+    if (
+      finalColumns.length !== columns.length ||
+      finalColumns.some((c, i) => c.type !== columns[i]!.type || c.name !== columns[i]!.name)
+    )
+      return undefined;
     const single = inputs.length === 1 && reads[0]!.read.select === node ? inputs[0]!.kind : undefined;
     const route: Route = single === 'aggregate' || single === 'select' ? single : 'stages';
-    const reason = route === 'stages' ? (reasons[0] ?? (inputs.length === 0 ? 'no table' : inputs.length > 1 ? 'more than one table read' : 'a subquery over the table')) : undefined;
-    return { route, ...(reason ? { reason } : {}), tables: [...new Set(reads.map((r) => r.table))], inputs, finalSql, columns };
+    const reason =
+      route === 'stages'
+        ? (reasons[0] ??
+          (inputs.length === 0
+            ? 'no table'
+            : inputs.length > 1
+              ? 'more than one table read'
+              : 'a subquery over the table'))
+        : undefined;
+    return {
+      route,
+      ...(reason ? { reason } : {}),
+      tables: [...new Set(reads.map((r) => r.table))],
+      inputs,
+      finalSql,
+      columns,
+    };
   }
 
   /** The partial the owners run for the SELECT directly over a read, and what replaces that SELECT in the final stage. */
@@ -193,16 +252,29 @@ export class Planner {
     table: TableInfo,
     input: string,
     queryColumns: BoundColumn[],
-  ): Promise<{ kind: 'aggregate' | 'select'; sql: string; columns: BoundColumn[]; exchange: ExchangeColumn[]; final: AstNode } | { kind: 'rows'; reason: string } | undefined> {
+  ): Promise<
+    | { kind: 'aggregate' | 'select'; sql: string; columns: BoundColumn[]; exchange: ExchangeColumn[]; final: AstNode }
+    | { kind: 'rows'; reason: string }
+    | undefined
+  > {
     const select = read.select;
     if (!select) return undefined;
-    if (!selfContained(read, table.columns.map((c) => c.name))) return { kind: 'rows', reason: 'a SELECT that refers outside itself' };
+    if (
+      !selfContained(
+        read,
+        table.columns.map((c) => c.name),
+      )
+    )
+      return { kind: 'rows', reason: 'a SELECT that refers outside itself' };
     // The SELECT's own output names: the query's for the query itself, else DuckDB's for the subquery.
-    const outputColumns = select === node ? queryColumns : await this.engine.describe(await this.engine.deparse(select), [table]);
+    const outputColumns =
+      select === node ? queryColumns : await this.engine.describe(await this.engine.deparse(select), [table]);
     const shape = planQuery({
       node: select,
       partialsTable: input,
-      tables: new Map([[table.name, { timestampColumn: table.timestampColumn, columns: table.columns.map((c) => c.name) }]]),
+      tables: new Map([
+        [table.name, { timestampColumn: table.timestampColumn, columns: table.columns.map((c) => c.name) }],
+      ]),
       aggregateFunctions: this.engine.aggregateFunctions,
       outputColumns: outputColumns.map((c) => c.name),
     });
@@ -260,7 +332,8 @@ function exchangeSql(sql: string, columns: BoundColumn[]): string {
 function inputPrefix(node: AstNode): string {
   const names = new Set<string>();
   walk(node, (n) => {
-    for (const key of ['alias', 'table_name', 'key', 'cte_name']) if (typeof n[key] === 'string') names.add(n[key].toLowerCase());
+    for (const key of ['alias', 'table_name', 'key', 'cte_name'])
+      if (typeof n[key] === 'string') names.add(n[key].toLowerCase());
     for (const cte of (n.cte_map?.map ?? []) as { key: string }[]) names.add(String(cte.key).toLowerCase());
   });
   let prefix = INPUT_PREFIX;

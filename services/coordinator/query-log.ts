@@ -21,7 +21,8 @@ export class QueryLog {
 
   /** The kept queries answered at or after `since`, oldest first. */
   entries(since = 0): LoggedQuery[] {
-    const ordered = this.ring.length < this.capacity ? this.ring : [...this.ring.slice(this.next), ...this.ring.slice(0, this.next)];
+    const ordered =
+      this.ring.length < this.capacity ? this.ring : [...this.ring.slice(this.next), ...this.ring.slice(0, this.next)];
     return ordered.filter((q) => q.at >= since);
   }
 }

@@ -70,7 +70,11 @@ export class QueryService {
   private readonly local: ServingAdmission;
 
   constructor(private readonly options: QueryServiceOptions) {
-    const rules = { maxConcurrency: options.maxConcurrency, maxQueueSize: options.maxQueueSize, queueTimeoutMs: options.queueTimeoutMs };
+    const rules = {
+      maxConcurrency: options.maxConcurrency,
+      maxQueueSize: options.maxQueueSize,
+      queueTimeoutMs: options.queueTimeoutMs,
+    };
     this.serving = new ServingAdmission({ ...rules, group: options.servingGroup });
     this.local = new ServingAdmission({ ...rules, group: 'coordinator-local' });
   }
@@ -79,7 +83,17 @@ export class QueryService {
   private deadline(caller?: AbortSignal): { signal: AbortSignal; done(): void } {
     const deadlineMs = this.options.deadlineMs ?? 300_000;
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new HttpError(504, 'deadline_exceeded', `the query ran past its deadline of ${deadlineMs} ms (BERTH_QUERY_DEADLINE_MS)`)), deadlineMs);
+    const timer = setTimeout(
+      () =>
+        controller.abort(
+          new HttpError(
+            504,
+            'deadline_exceeded',
+            `the query ran past its deadline of ${deadlineMs} ms (BERTH_QUERY_DEADLINE_MS)`,
+          ),
+        ),
+      deadlineMs,
+    );
     const left = () => controller.abort(new HttpError(499, 'client_gone', 'the client went away'));
     caller?.addEventListener('abort', left, { once: true });
     if (caller?.aborted) left();
@@ -103,7 +117,14 @@ export class QueryService {
 
   /** Running and waiting query counts per group (SHOW WORKLOAD GROUPS): the heavy pool's are the whole group's. */
   async workload(): Promise<WorkloadGroupStatus[]> {
-    const groups: WorkloadGroupStatus[] = [{ name: this.servingGroup, ...this.serving.counts, maxConcurrency: this.serving.maxConcurrency, maxQueueSize: this.serving.maxQueueSize }];
+    const groups: WorkloadGroupStatus[] = [
+      {
+        name: this.servingGroup,
+        ...this.serving.counts,
+        maxConcurrency: this.serving.maxConcurrency,
+        maxQueueSize: this.serving.maxQueueSize,
+      },
+    ];
     const pool = this.options.heavyPool;
     if (pool) {
       groups.push(
@@ -135,13 +156,18 @@ export class QueryService {
       const admission = await pool.admission.admit(signal);
       try {
         const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends));
-        return { ...result, stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } } };
+        return {
+          ...result,
+          stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } },
+        };
       } finally {
         admission.release();
       }
     }
     const scansSegments = prepared.chosen.some((segments) => segments.length > 0);
-    return await (scansSegments ? this.serving : this.local).run(signal, () => this.execute(prepared, this.servingGroup, started, signal));
+    return await (scansSegments ? this.serving : this.local).run(signal, () =>
+      this.execute(prepared, this.servingGroup, started, signal),
+    );
   }
 
   /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
@@ -171,11 +197,24 @@ export class QueryService {
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
     const route = plan.route === 'stages' ? 'rows' : 'partial';
-    return { plan, cached, chosen, total, scanBytes, verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds) };
+    return {
+      plan,
+      cached,
+      chosen,
+      total,
+      scanBytes,
+      verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds),
+    };
   }
 
   /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
-  private async execute({ plan, cached, chosen, total, scanBytes, verdict }: Prepared, group: string, started: number, signal: AbortSignal, only?: ReadonlySet<string>): Promise<QueryResult> {
+  private async execute(
+    { plan, cached, chosen, total, scanBytes, verdict }: Prepared,
+    group: string,
+    started: number,
+    signal: AbortSignal,
+    only?: ReadonlySet<string>,
+  ): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
@@ -193,7 +232,10 @@ export class QueryService {
           return await scatter
             .toOwners(
               { sql: input.sql, table: input.table, segments: chosen[i]!, columns: input.columns },
-              { receive: (body) => exchange.receive(input.name, body), discard: (part) => exchange.discard(input.name, part) },
+              {
+                receive: (body) => exchange.receive(input.name, body),
+                discard: (part) => exchange.discard(input.name, part),
+              },
               only,
               scanSignal,
             )

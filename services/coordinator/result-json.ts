@@ -6,7 +6,13 @@
  * so a client knows which strings are numbers. Non-finite doubles are the strings "Infinity",
  * "-Infinity" and "NaN"; everything else is DuckDB's own JSON form.
  */
-import { DuckDBTypeId, JsonDuckDBValueConverter, type DuckDBResult, type DuckDBResultReader, type DuckDBType } from '@duckdb/node-api';
+import {
+  DuckDBTypeId,
+  JsonDuckDBValueConverter,
+  type DuckDBResult,
+  type DuckDBResultReader,
+  type DuckDBType,
+} from '@duckdb/node-api';
 import { resultTooLarge } from '../common/errors.js';
 import type { JsonValue } from './api.js';
 
@@ -32,7 +38,8 @@ const INTEGER_TYPES = new Set([
 ]);
 
 function converter(type: DuckDBType): (value: JsonValue) => JsonValue {
-  const integral = INTEGER_TYPES.has(type.typeId) || (type.typeId === DuckDBTypeId.DECIMAL && (type as { scale: number }).scale === 0);
+  const integral =
+    INTEGER_TYPES.has(type.typeId) || (type.typeId === DuckDBTypeId.DECIMAL && (type as { scale: number }).scale === 0);
   if (integral) {
     return (value) => {
       if (value === null || typeof value === 'number') return value;
@@ -40,7 +47,8 @@ function converter(type: DuckDBType): (value: JsonValue) => JsonValue {
       return Number.isSafeInteger(n) ? n : String(value);
     };
   }
-  if (type.typeId === DuckDBTypeId.DECIMAL) return (value) => (value === null || typeof value === 'number' ? value : exactNumber(String(value)));
+  if (type.typeId === DuckDBTypeId.DECIMAL)
+    return (value) => (value === null || typeof value === 'number' ? value : exactNumber(String(value)));
   return (value) => value;
 }
 

@@ -83,11 +83,23 @@ export class Scatter {
   constructor(private readonly options: ScatterOptions) {}
 
   /** Runs a scan on the owners of its segments (only on `only` when given), each over its own share, streaming into `sink`; `signal` abandons it all. */
-  async toOwners(work: ScanWork, sink: RowSink, only?: ReadonlySet<string>, signal?: AbortSignal): Promise<ScatterOutcome> {
+  async toOwners(
+    work: ScanWork,
+    sink: RowSink,
+    only?: ReadonlySet<string>,
+    signal?: AbortSignal,
+  ): Promise<ScatterOutcome> {
     const members = this.members(only);
     const request = (ids: string[]): ScanRequest => ({
       sql: work.sql,
-      tables: [{ name: work.table.name, schema: work.table.columns, ...(work.columns ? { columns: work.columns } : {}), segments: ids }],
+      tables: [
+        {
+          name: work.table.name,
+          schema: work.table.columns,
+          ...(work.columns ? { columns: work.columns } : {}),
+          segments: ids,
+        },
+      ],
       ...this.cap,
     });
     return await this.run(
@@ -152,7 +164,11 @@ export class Scatter {
 
   /** Where toOwners would send each segment, with no request made: what planning costs. */
   plan(segments: Pick<SegmentRow, 'id'>[], only?: ReadonlySet<string>): NodeWork[] {
-    const groups = this.assign(this.members(only), segments.map((s) => s.id), new Set());
+    const groups = this.assign(
+      this.members(only),
+      segments.map((s) => s.id),
+      new Set(),
+    );
     return [...groups.values()].map(({ target, ids }) => ({ node: target.id, url: target.url, segments: ids }));
   }
 
@@ -175,7 +191,8 @@ export class Scatter {
     const stop = new AbortController();
     const query = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
     let pending = assign(failed, ids);
-    if (pending.size === 0) throw unavailable('no_backend', 'no live query node is known: start query nodes, or wait for them to register');
+    if (pending.size === 0)
+      throw unavailable('no_backend', 'no live query node is known: start query nodes, or wait for them to register');
     try {
       while (pending.size > 0) {
         const retry: string[] = [];
@@ -201,7 +218,8 @@ export class Scatter {
         if (retry.length === 0) break;
         fallbacks += retry.length;
         pending = assign(failed, retry);
-        if (pending.size === 0) throw unavailable('no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
+        if (pending.size === 0)
+          throw unavailable('no_backend', `no query node could serve the query (tried ${[...failed].join(', ')})`);
       }
     } catch (error) {
       stop.abort(error);

@@ -87,7 +87,12 @@ export class ServingAdmission {
   /** Waits in line until a slot passes to this query. */
   private wait(signal: AbortSignal): Promise<void> {
     if (this.line.length >= this.maxQueueSize) {
-      return Promise.reject(this.refusal('queue_full', `the ${this.group} group's queue is full (${this.maxQueueSize} queries waiting, ${this.running} running)`));
+      return Promise.reject(
+        this.refusal(
+          'queue_full',
+          `the ${this.group} group's queue is full (${this.maxQueueSize} queries waiting, ${this.running} running)`,
+        ),
+      );
     }
     const timeoutMs = this.options.queueTimeoutMs ?? 10_000;
     return new Promise<void>((resolve, reject) => {
@@ -108,7 +113,16 @@ export class ServingAdmission {
         },
       };
       const aborted = () => waiter.refuse(signal.reason);
-      const timer = setTimeout(() => waiter.refuse(this.refusal('queue_timeout', `waited ${timeoutMs} ms for one of the ${this.group} group's ${this.maxConcurrency} slots`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          waiter.refuse(
+            this.refusal(
+              'queue_timeout',
+              `waited ${timeoutMs} ms for one of the ${this.group} group's ${this.maxConcurrency} slots`,
+            ),
+          ),
+        timeoutMs,
+      );
       signal.addEventListener('abort', aborted, { once: true });
       this.line.push(waiter);
     });

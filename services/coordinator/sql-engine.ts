@@ -92,10 +92,19 @@ export class SqlEngine {
   static async open(scratchDir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
     await rm(scratchDir, { recursive: true, force: true });
     await mkdir(path.join(scratchDir, 'spill'), { recursive: true, mode: 0o700 });
-    const duckdb = await openSandboxedDuckDB({ allowedDirectories: [scratchDir], tempDirectory: path.join(scratchDir, 'spill'), ...options });
-    const names = (sql: string) => withConnection(duckdb, async (c) => new Set((await c.runAndReadAll(sql)).getRows().map((r) => String(r[0]))));
-    const aggregates = await names(`SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`);
-    const consistent = await names(`SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 HAVING bool_and(coalesce(stability = 'CONSISTENT', false))`);
+    const duckdb = await openSandboxedDuckDB({
+      allowedDirectories: [scratchDir],
+      tempDirectory: path.join(scratchDir, 'spill'),
+      ...options,
+    });
+    const names = (sql: string) =>
+      withConnection(duckdb, async (c) => new Set((await c.runAndReadAll(sql)).getRows().map((r) => String(r[0]))));
+    const aggregates = await names(
+      `SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`,
+    );
+    const consistent = await names(
+      `SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 HAVING bool_and(coalesce(stability = 'CONSISTENT', false))`,
+    );
     return new SqlEngine(duckdb, scratchDir, aggregates, consistent);
   }
 
@@ -116,13 +125,18 @@ export class SqlEngine {
 
   /** SQL text for a parse tree, literals written digit for digit. */
   async deparse(node: AstNode): Promise<string> {
-    return await this.scalar(`SELECT json_deserialize_sql(${sqlString(writeParseTree({ error: false, statements: [{ node }] }))})`);
+    return await this.scalar(
+      `SELECT json_deserialize_sql(${sqlString(writeParseTree({ error: false, statements: [{ node }] }))})`,
+    );
   }
 
   /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
   async describe(sql: string, tables: { name: string; columns: ColumnSpec[] }[]): Promise<BoundColumn[]> {
     return await withConnection(this.duckdb, async (c) => {
-      await bindTables(c, tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })));
+      await bindTables(
+        c,
+        tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })),
+      );
       const reader = await c.runAndReadAll(`DESCRIBE ${sql}`);
       return reader.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
     });
@@ -131,9 +145,16 @@ export class SqlEngine {
   /** Evaluates constant expressions (time bounds) to epoch milliseconds. */
   async epochMillis(expressions: AstNode[]): Promise<number[]> {
     if (expressions.length === 0) return [];
-    const select = await this.deparse(selectNode({ select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })), from_table: { type: 'EMPTY', alias: '', sample: null } }));
+    const select = await this.deparse(
+      selectNode({
+        select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })),
+        from_table: { type: 'EMPTY', alias: '', sample: null },
+      }),
+    );
     return await this.pool.use(async (c) => {
-      const reader = await c.runAndReadAll(`SELECT ${expressions.map((_, i) => `epoch_ms(CAST(b${i} AS TIMESTAMP))`).join(', ')} FROM (${select})`);
+      const reader = await c.runAndReadAll(
+        `SELECT ${expressions.map((_, i) => `epoch_ms(CAST(b${i} AS TIMESTAMP))`).join(', ')} FROM (${select})`,
+      );
       return (reader.getRows()[0] ?? []).map((v) => Number(v));
     });
   }
@@ -236,7 +257,9 @@ export class Exchange {
     return await withConnection(this.duckdb, async (c) => {
       for (const input of this.inputs) {
         const parts = this.parts.get(input.name)!;
-        const columns = input.columns.map((col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`);
+        const columns = input.columns.map(
+          (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
+        );
         let source: string;
         if (parts.length > 0) source = parts.map((p) => `SELECT * FROM ${this.schema}.${p}`).join(' UNION ALL ');
         else {

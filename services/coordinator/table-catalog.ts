@@ -79,13 +79,15 @@ export class TableCatalog {
       return check;
     };
     if (!entry.check) return start();
-    entry.next ??= entry.check.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
-      entry.next = undefined;
-      return start();
-    });
+    entry.next ??= entry.check
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        entry.next = undefined;
+        return start();
+      });
     return entry.next;
   }
 }

@@ -30,7 +30,8 @@ export type NodeRegistration = Static<ReturnType<typeof NodeRegistration>>;
 
 export const NodeParams = Type.Object({ id: NodeId });
 /** POST /v1/nodes/:id/heartbeat. */
-export const Heartbeat = (maxVcpus?: number) => Type.Object({ vcpus: Vcpus(maxVcpus) }, { additionalProperties: false });
+export const Heartbeat = (maxVcpus?: number) =>
+  Type.Object({ vcpus: Vcpus(maxVcpus) }, { additionalProperties: false });
 
 /** DELETE /v1/nodes/:id. */
 export const Removed = Type.Object({ removed: Type.Boolean() });
@@ -71,7 +72,11 @@ export const TableDefinition = Type.Object(
   { additionalProperties: false },
 );
 
-export const TableInfo = Type.Object({ name: Type.String(), timestampColumn: Type.String(), columns: Type.Array(ColumnSpec) });
+export const TableInfo = Type.Object({
+  name: Type.String(),
+  timestampColumn: Type.String(),
+  columns: Type.Array(ColumnSpec),
+});
 export type TableInfo = Static<typeof TableInfo>;
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
 
@@ -124,7 +129,10 @@ export const SegmentParams = Type.Object({ id: SegmentId });
 export const LeaseName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$' });
 
 /** A manifest change made under a lease: it commits only while the lease still carries this token. */
-export const Fence = Type.Object({ lease: LeaseName, token: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
+export const Fence = Type.Object(
+  { lease: LeaseName, token: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);
 export type Fence = Static<typeof Fence>;
 
 /** POST /v1/segments/swap: retires `retire` and commits `add` in one step. */
@@ -139,11 +147,17 @@ export const SegmentSwap = Type.Object(
 );
 
 /** POST /v1/segments/retire. */
-export const SegmentIds = Type.Object({ ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) }, { additionalProperties: false });
+export const SegmentIds = Type.Object(
+  { ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) },
+  { additionalProperties: false },
+);
 /** GET /v1/segments/retired?before=: segments retired before then (epoch ms). */
 export const RetiredQuery = Type.Object({ before: Type.Integer() });
 /** POST /v1/segments/known: which of these ids the manifest holds (ids of any form: a janitor asks about every object it finds). */
-export const KnownQuery = Type.Object({ ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) }, { additionalProperties: false });
+export const KnownQuery = Type.Object(
+  { ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) },
+  { additionalProperties: false },
+);
 export const KnownList = Type.Object({ known: Type.Array(Type.String()) });
 
 // ── leases ──
@@ -163,7 +177,10 @@ export type Lease = Static<typeof Lease>;
 export const LeaseParams = Type.Object({ name: LeaseName });
 const Holder = Type.String({ minLength: 1, maxLength: 200 });
 /** POST /v1/leases/:name/acquire. */
-export const LeaseRequest = Type.Object({ holder: Holder, ttlMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }) }, { additionalProperties: false });
+export const LeaseRequest = Type.Object(
+  { holder: Holder, ttlMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }) },
+  { additionalProperties: false },
+);
 /** Not granted is an answer, not an error: `lease` says who holds it and until when. */
 export const LeaseGrant = Type.Object({ granted: Type.Boolean(), lease: Lease });
 export type LeaseGrant = Static<typeof LeaseGrant>;

@@ -54,7 +54,10 @@ export interface MetaAppOptions {
 }
 
 export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
-  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('meta'), bodyLimit: 1 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
+  const app = Fastify({
+    logger: options.logger === false ? false : loggerOptions('meta'),
+    bodyLimit: 1 << 20,
+  }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   const { store } = options;
   const auth = { onRequest: requireToken(options.token) };
@@ -70,10 +73,14 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
   });
 
   // ── nodes ──
-  app.post('/v1/nodes', { ...auth, schema: { body: NodeRegistration(options.maxVcpus), response: answers(Ok) } }, async (request) => {
-    await store.registerNode(request.body);
-    return ok;
-  });
+  app.post(
+    '/v1/nodes',
+    { ...auth, schema: { body: NodeRegistration(options.maxVcpus), response: answers(Ok) } },
+    async (request) => {
+      await store.registerNode(request.body);
+      return ok;
+    },
+  );
 
   app.post(
     '/v1/nodes/:id/heartbeat',
@@ -86,25 +93,41 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     },
   );
 
-  app.delete('/v1/nodes/:id', { ...auth, schema: { params: NodeParams, response: answers(Removed) } }, async (request) => ({
-    removed: await store.deregisterNode(request.params.id),
-  }));
-
-  app.get('/v1/groups/:group/members', { ...quiet, schema: { params: GroupParams, response: answers(MemberList) } }, async (request) => ({
-    group: request.params.group,
-    members: await store.members(request.params.group),
-  }));
-
-  app.get('/v1/backends', { schema: { querystring: BackendsQuery, response: answers(BackendList) } }, async (request) => ({
-    backends: await store.backends(request.query.group),
-  }));
-
-  // ── tables and segments ──
-  app.put('/v1/tables/:table', { ...auth, schema: { params: TableParams, body: TableDefinition, response: answers(TableInfo) } }, async (request) =>
-    store.ensureTable({ name: request.params.table, ...request.body }),
+  app.delete(
+    '/v1/nodes/:id',
+    { ...auth, schema: { params: NodeParams, response: answers(Removed) } },
+    async (request) => ({
+      removed: await store.deregisterNode(request.params.id),
+    }),
   );
 
-  app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({ tables: await store.listTables() }));
+  app.get(
+    '/v1/groups/:group/members',
+    { ...quiet, schema: { params: GroupParams, response: answers(MemberList) } },
+    async (request) => ({
+      group: request.params.group,
+      members: await store.members(request.params.group),
+    }),
+  );
+
+  app.get(
+    '/v1/backends',
+    { schema: { querystring: BackendsQuery, response: answers(BackendList) } },
+    async (request) => ({
+      backends: await store.backends(request.query.group),
+    }),
+  );
+
+  // ── tables and segments ──
+  app.put(
+    '/v1/tables/:table',
+    { ...auth, schema: { params: TableParams, body: TableDefinition, response: answers(TableInfo) } },
+    async (request) => store.ensureTable({ name: request.params.table, ...request.body }),
+  );
+
+  app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({
+    tables: await store.listTables(),
+  }));
 
   app.get('/v1/tables/:table', { schema: { params: TableParams, response: answers(TableInfo) } }, async (request) => {
     const table = await store.getTable(request.params.table);
@@ -113,16 +136,25 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
   });
 
   // What readers check their cached schema and manifest against: one indexed row, no segment list.
-  app.get('/v1/tables/:table/version', { ...quiet, schema: { params: TableParams, response: answers(TableVersion) } }, async (request) => {
-    const version = await store.tableVersion(request.params.table);
-    if (!version) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
-    return version;
-  });
+  app.get(
+    '/v1/tables/:table/version',
+    { ...quiet, schema: { params: TableParams, response: answers(TableVersion) } },
+    async (request) => {
+      const version = await store.tableVersion(request.params.table);
+      if (!version) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+      return version;
+    },
+  );
 
-  app.get('/v1/tables/:table/segments', { schema: { params: TableParams, querystring: SegmentRange, response: answers(SegmentList) } }, async (request) => {
-    if (!(await store.getTable(request.params.table))) throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
-    return { segments: await store.listSegments(request.params.table, request.query) };
-  });
+  app.get(
+    '/v1/tables/:table/segments',
+    { schema: { params: TableParams, querystring: SegmentRange, response: answers(SegmentList) } },
+    async (request) => {
+      if (!(await store.getTable(request.params.table)))
+        throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
+      return { segments: await store.listSegments(request.params.table, request.query) };
+    },
+  );
 
   app.get('/v1/segments/:id', { schema: { params: SegmentParams, response: answers(SegmentRow) } }, async (request) => {
     const segment = await store.getSegment(request.params.id);
@@ -130,10 +162,14 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     return segment;
   });
 
-  app.post('/v1/segments', { ...auth, schema: { body: Segment, response: answers(SegmentRow) } }, async (request) => store.commitSegment(request.body));
+  app.post('/v1/segments', { ...auth, schema: { body: Segment, response: answers(SegmentRow) } }, async (request) =>
+    store.commitSegment(request.body),
+  );
 
-  app.post('/v1/segments/swap', { ...auth, schema: { body: SegmentSwap, response: answers(SegmentRow) } }, async (request) =>
-    store.swapSegments(request.body.retire, request.body.add, request.body.fence),
+  app.post(
+    '/v1/segments/swap',
+    { ...auth, schema: { body: SegmentSwap, response: answers(SegmentRow) } },
+    async (request) => store.swapSegments(request.body.retire, request.body.add, request.body.fence),
   );
 
   app.post('/v1/segments/retire', { ...auth, schema: { body: SegmentIds, response: answers(Ok) } }, async (request) => {
@@ -141,14 +177,22 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     return ok;
   });
 
-  app.get('/v1/segments/retired', { schema: { querystring: RetiredQuery, response: answers(SegmentList) } }, async (request) => ({
-    segments: await store.listRetired(request.query.before),
-  }));
+  app.get(
+    '/v1/segments/retired',
+    { schema: { querystring: RetiredQuery, response: answers(SegmentList) } },
+    async (request) => ({
+      segments: await store.listRetired(request.query.before),
+    }),
+  );
 
-  app.delete('/v1/segments/:id', { ...auth, schema: { params: SegmentParams, response: answers(Ok) } }, async (request) => {
-    await store.forgetSegment(request.params.id);
-    return ok;
-  });
+  app.delete(
+    '/v1/segments/:id',
+    { ...auth, schema: { params: SegmentParams, response: answers(Ok) } },
+    async (request) => {
+      await store.forgetSegment(request.params.id);
+      return ok;
+    },
+  );
 
   app.post('/v1/segments/known', { schema: { body: KnownQuery, response: answers(KnownList) } }, async (request) => ({
     known: await store.knownSegments(request.body.ids),
@@ -162,15 +206,25 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     async (request) => store.acquireLease(request.params.name, request.body.holder, request.body.ttlMs),
   );
 
-  app.post('/v1/leases/:name/release', { ...auth, schema: { params: LeaseParams, body: HolderBody, response: answers(LeaseReleased) } }, async (request) => ({
-    released: await store.releaseLease(request.params.name, request.body.holder),
-  }));
+  app.post(
+    '/v1/leases/:name/release',
+    { ...auth, schema: { params: LeaseParams, body: HolderBody, response: answers(LeaseReleased) } },
+    async (request) => ({
+      released: await store.releaseLease(request.params.name, request.body.holder),
+    }),
+  );
 
-  app.post('/v1/leases/release-holder', { ...auth, schema: { body: HolderBody, response: answers(LeasesReleased) } }, async (request) => ({
-    released: await store.releaseLeasesOf(request.body.holder),
-  }));
+  app.post(
+    '/v1/leases/release-holder',
+    { ...auth, schema: { body: HolderBody, response: answers(LeasesReleased) } },
+    async (request) => ({
+      released: await store.releaseLeasesOf(request.body.holder),
+    }),
+  );
 
-  app.get('/v1/leases', { schema: { response: answers(LeaseList) } }, async () => ({ leases: await store.listLeases() }));
+  app.get('/v1/leases', { schema: { response: answers(LeaseList) } }, async () => ({
+    leases: await store.listLeases(),
+  }));
 
   return app;
 }

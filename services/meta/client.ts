@@ -8,13 +8,39 @@
  */
 import { unavailable } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
-import type { Backend, ColumnSpec, Fence, Lease, LeaseGrant, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion } from './api.js';
+import type {
+  Backend,
+  ColumnSpec,
+  Fence,
+  Lease,
+  LeaseGrant,
+  Member,
+  NodeRegistration,
+  Segment,
+  SegmentRow,
+  TableInfo,
+  TableVersion,
+} from './api.js';
 
-export type { Backend, ColumnSpec, Fence, Lease, LeaseGrant, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion };
+export type {
+  Backend,
+  ColumnSpec,
+  Fence,
+  Lease,
+  LeaseGrant,
+  Member,
+  NodeRegistration,
+  Segment,
+  SegmentRow,
+  TableInfo,
+  TableVersion,
+};
 
 /** The meta URLs in a comma-separated list, without trailing slashes. */
 export function parseMetaUrls(urls: string | readonly string[]): string[] {
-  const list = (typeof urls === 'string' ? urls.split(',') : urls).map((u) => u.trim().replace(/\/+$/, '')).filter(Boolean);
+  const list = (typeof urls === 'string' ? urls.split(',') : urls)
+    .map((u) => u.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
   if (list.length === 0) throw new Error('no meta URL given');
   return list;
 }
@@ -113,7 +139,8 @@ export class MetaClient {
     const query = new URLSearchParams();
     if (range.from !== undefined) query.set('from', String(range.from));
     if (range.to !== undefined) query.set('to', String(range.to));
-    return (await this.call<{ segments: SegmentRow[] }>(`/v1/tables/${encodeURIComponent(table)}/segments?${query}`)).segments;
+    return (await this.call<{ segments: SegmentRow[] }>(`/v1/tables/${encodeURIComponent(table)}/segments?${query}`))
+      .segments;
   }
 
   getSegment(id: string): Promise<SegmentRow> {
@@ -148,10 +175,17 @@ export class MetaClient {
 
   /** Releases every lease `holder` holds; returns their names. */
   async releaseLeasesOf(holder: string): Promise<string[]> {
-    return (await this.call<{ released: string[] }>('/v1/leases/release-holder', { body: { holder }, token: this.token })).released;
+    return (
+      await this.call<{ released: string[] }>('/v1/leases/release-holder', { body: { holder }, token: this.token })
+    ).released;
   }
 
   async releaseLease(name: string, holder: string): Promise<boolean> {
-    return (await this.call<{ released: boolean }>(`/v1/leases/${encodeURIComponent(name)}/release`, { body: { holder }, token: this.token })).released;
+    return (
+      await this.call<{ released: boolean }>(`/v1/leases/${encodeURIComponent(name)}/release`, {
+        body: { holder },
+        token: this.token,
+      })
+    ).released;
   }
 }

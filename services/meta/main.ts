@@ -14,7 +14,9 @@ const config = loadConfig(MetaConfig);
 const { token } = startService(config);
 
 // PostgreSQL makes meta stateless (run as many replicas as you like); SQLite keeps it in one file.
-const database = config.BERTH_META_DATABASE ?? path.join(config.BERTH_META_DIR ?? path.join(config.BERTH_DATA_DIR, 'meta'), 'meta.sqlite');
+const database =
+  config.BERTH_META_DATABASE ??
+  path.join(config.BERTH_META_DIR ?? path.join(config.BERTH_DATA_DIR, 'meta'), 'meta.sqlite');
 if (!isPostgresUrl(database)) mkdirSync(path.dirname(database), { recursive: true });
 const store = await openMetaStore({
   database,

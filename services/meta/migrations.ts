@@ -91,13 +91,17 @@ export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
 export function pendingMigrations(applied: number[]): Migration[] {
   const latest = Math.max(0, ...applied);
   if (latest > SCHEMA_VERSION) {
-    throw new Error(`meta's database is at schema version ${latest}, newer than this Berth knows (${SCHEMA_VERSION}): run a Berth at least as new`);
+    throw new Error(
+      `meta's database is at schema version ${latest}, newer than this Berth knows (${SCHEMA_VERSION}): run a Berth at least as new`,
+    );
   }
   const done = new Set(applied);
   return MIGRATIONS.filter((m) => !done.has(m.version));
 }
 
 export const SCHEMA_MIGRATIONS_TABLE = {
-  sqlite: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
-  postgres: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
+  sqlite:
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
+  postgres:
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
 };

@@ -52,7 +52,9 @@ export interface PostgresMetaStoreOptions extends MetaStoreOptions {
 // BIGINT columns hold epoch ms, row and byte counts: all below 2^53, so plain numbers.
 const types: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+    oid === pg.types.builtins.INT8
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
 };
 
 /** The database's clock in epoch ms, unless the parameter carries an injected one. */
@@ -76,7 +78,13 @@ export class PostgresMetaStore implements MetaStore {
 
   /** Connects, applies the migrations the database lacks, and returns the store. */
   static async open(options: PostgresMetaStoreOptions): Promise<PostgresMetaStore> {
-    const pool = new pg.Pool({ connectionString: options.connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000, types, application_name: 'berth-meta' });
+    const pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: 10_000,
+      types,
+      application_name: 'berth-meta',
+    });
     pool.on('error', (error) => options.onIdleError?.(error));
     const store = new PostgresMetaStore(pool, options);
     try {
@@ -92,10 +100,16 @@ export class PostgresMetaStore implements MetaStore {
     await this.transaction(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await c.query(SCHEMA_MIGRATIONS_TABLE.postgres);
-      const applied = (await c.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version);
+      const applied = (await c.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
+        (r) => r.version,
+      );
       for (const migration of pendingMigrations(applied)) {
         await c.query(migration.postgres);
-        await c.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.name, Date.now()]);
+        await c.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
+          migration.version,
+          migration.name,
+          Date.now(),
+        ]);
       }
     });
   }
@@ -105,7 +119,12 @@ export class PostgresMetaStore implements MetaStore {
     return this.options.now?.() ?? null;
   }
 
-  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], client: pg.ClientBase | pg.Pool = this.pool): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow>(
+    name: string,
+    text: string,
+    values: unknown[],
+    client: pg.ClientBase | pg.Pool = this.pool,
+  ): Promise<pg.QueryResult<R>> {
     // Named: each connection prepares a statement once and then only binds values.
     return await client.query<R>({ name, text, values });
   }
@@ -156,7 +175,15 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async heartbeat(id: string, vcpus: number): Promise<boolean> {
-    return (await this.query('heartbeat', `UPDATE nodes SET last_heartbeat = ${now('$1')}, vcpus = $2 WHERE id = $3`, [this.clock(), vcpus, id])).rowCount === 1;
+    return (
+      (
+        await this.query('heartbeat', `UPDATE nodes SET last_heartbeat = ${now('$1')}, vcpus = $2 WHERE id = $3`, [
+          this.clock(),
+          vcpus,
+          id,
+        ])
+      ).rowCount === 1
+    );
   }
 
   async members(group: string): Promise<Member[]> {
@@ -182,17 +209,37 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async getTable(name: string): Promise<TableInfo | undefined> {
-    const rows = (await this.query<TableInfo>('get-table', 'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1', [name])).rows;
+    const rows = (
+      await this.query<TableInfo>(
+        'get-table',
+        'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1',
+        [name],
+      )
+    ).rows;
     return rows[0];
   }
 
   async tableVersion(name: string): Promise<TableVersion | undefined> {
-    const rows = (await this.query<TableInfo & { manifest: string }>('table-version', 'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1', [name])).rows;
-    return rows[0] && { manifest: Number(rows[0].manifest), schema: schemaDigest(rows[0].timestampColumn, rows[0].columns) };
+    const rows = (
+      await this.query<TableInfo & { manifest: string }>(
+        'table-version',
+        'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1',
+        [name],
+      )
+    ).rows;
+    return (
+      rows[0] && { manifest: Number(rows[0].manifest), schema: schemaDigest(rows[0].timestampColumn, rows[0].columns) }
+    );
   }
 
   async listTables(): Promise<TableInfo[]> {
-    return (await this.query<TableInfo>('list-tables', 'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables ORDER BY name', [])).rows;
+    return (
+      await this.query<TableInfo>(
+        'list-tables',
+        'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables ORDER BY name',
+        [],
+      )
+    ).rows;
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {
@@ -202,23 +249,58 @@ export class PostgresMetaStore implements MetaStore {
   async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
     return await this.transaction(async (c) => {
       // Lock order, the same in every swap: the lease, then the inputs by id.
-      const lease = fence && (await this.query<Lease>('lock-lease', `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1 FOR UPDATE`, [fence.lease], c)).rows[0];
-      const locked = (await this.query<SegmentDbRow>('lock-inputs', 'SELECT * FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE', [retire], c)).rows;
+      const lease =
+        fence &&
+        (
+          await this.query<Lease>(
+            'lock-lease',
+            `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1 FOR UPDATE`,
+            [fence.lease],
+            c,
+          )
+        ).rows[0];
+      const locked = (
+        await this.query<SegmentDbRow>(
+          'lock-inputs',
+          'SELECT * FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE',
+          [retire],
+          c,
+        )
+      ).rows;
       const inputs = new Map(locked.map((r) => [r.id, toSegment(r)]));
       const merged = await this.readSegment(add.id, c);
       if (checkSwap(retire, add, inputs, merged, fence, lease)) return merged!;
       const row = merged ?? (await this.insertSegment(add, c));
-      await this.query('retire-inputs', `UPDATE segments SET state = 'retired', retired_at = ${now('$1')}, replaced_by = $2 WHERE id = ANY($3)`, [this.clock(), add.id, retire], c);
+      await this.query(
+        'retire-inputs',
+        `UPDATE segments SET state = 'retired', retired_at = ${now('$1')}, replaced_by = $2 WHERE id = ANY($3)`,
+        [this.clock(), add.id, retire],
+        c,
+      );
       return row;
     });
   }
 
   async retireSegments(ids: string[]): Promise<void> {
     await this.transaction(async (c) => {
-      const known = new Set((await this.query<{ id: string }>('lock-retire', 'SELECT id FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE', [ids], c)).rows.map((r) => r.id));
+      const known = new Set(
+        (
+          await this.query<{ id: string }>(
+            'lock-retire',
+            'SELECT id FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE',
+            [ids],
+            c,
+          )
+        ).rows.map((r) => r.id),
+      );
       const missing = ids.find((id) => !known.has(id));
       if (missing !== undefined) throw segmentNotFound(missing);
-      await this.query('retire', `UPDATE segments SET state = 'retired', retired_at = ${now('$1')} WHERE id = ANY($2) AND state = 'active'`, [this.clock(), ids], c);
+      await this.query(
+        'retire',
+        `UPDATE segments SET state = 'retired', retired_at = ${now('$1')} WHERE id = ANY($2) AND state = 'active'`,
+        [this.clock(), ids],
+        c,
+      );
     });
   }
 
@@ -228,12 +310,24 @@ export class PostgresMetaStore implements MetaStore {
 
   async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
     const sql = `SELECT * FROM segments WHERE tbl = $1 AND state = 'active' AND max_ts >= $2 AND min_ts <= $3 ORDER BY max_ts DESC, id`;
-    const rows = (await this.query<SegmentDbRow>('list-segments', sql, [table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER])).rows;
+    const rows = (
+      await this.query<SegmentDbRow>('list-segments', sql, [
+        table,
+        range.from ?? Number.MIN_SAFE_INTEGER,
+        range.to ?? Number.MAX_SAFE_INTEGER,
+      ])
+    ).rows;
     return rows.map(toSegment);
   }
 
   async listRetired(before: number): Promise<SegmentRow[]> {
-    const rows = (await this.query<SegmentDbRow>('list-retired', `SELECT * FROM segments WHERE state = 'retired' AND retired_at < $1 ORDER BY retired_at, id`, [before])).rows;
+    const rows = (
+      await this.query<SegmentDbRow>(
+        'list-retired',
+        `SELECT * FROM segments WHERE state = 'retired' AND retired_at < $1 ORDER BY retired_at, id`,
+        [before],
+      )
+    ).rows;
     return rows.map(toSegment);
   }
 
@@ -243,12 +337,17 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {
-    const known = new Set((await this.query<{ id: string }>('known', 'SELECT id FROM segments WHERE id = ANY($1)', [ids])).rows.map((r) => r.id));
+    const known = new Set(
+      (await this.query<{ id: string }>('known', 'SELECT id FROM segments WHERE id = ANY($1)', [ids])).rows.map(
+        (r) => r.id,
+      ),
+    );
     return ids.filter((id) => known.has(id));
   }
 
   private async readSegment(id: string, client: pg.ClientBase | pg.Pool): Promise<SegmentRow | undefined> {
-    const row = (await this.query<SegmentDbRow>('get-segment', 'SELECT * FROM segments WHERE id = $1', [id], client)).rows[0];
+    const row = (await this.query<SegmentDbRow>('get-segment', 'SELECT * FROM segments WHERE id = $1', [id], client))
+      .rows[0];
     return row && toSegment(row);
   }
 
@@ -258,7 +357,16 @@ export class PostgresMetaStore implements MetaStore {
       `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
        SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')} FROM tables WHERE name = $2
        ON CONFLICT (id) DO NOTHING RETURNING *`,
-      [segment.id, segment.table, segment.minTs, segment.maxTs, segment.rows, segment.bytes, segment.level, this.clock()],
+      [
+        segment.id,
+        segment.table,
+        segment.minTs,
+        segment.maxTs,
+        segment.rows,
+        segment.bytes,
+        segment.level,
+        this.clock(),
+      ],
       client,
     );
     if (inserted.rows[0]) return toSegment(inserted.rows[0]);
@@ -291,18 +399,34 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async releaseLease(name: string, holder: string): Promise<boolean> {
-    return (await this.query('release-lease', 'DELETE FROM leases WHERE name = $1 AND holder = $2', [name, holder])).rowCount === 1;
+    return (
+      (await this.query('release-lease', 'DELETE FROM leases WHERE name = $1 AND holder = $2', [name, holder]))
+        .rowCount === 1
+    );
   }
 
   async releaseLeasesOf(holder: string): Promise<string[]> {
-    return (await this.query<{ name: string }>('release-holder', 'DELETE FROM leases WHERE holder = $1 RETURNING name', [holder])).rows.map((r) => r.name).sort();
+    return (
+      await this.query<{ name: string }>('release-holder', 'DELETE FROM leases WHERE holder = $1 RETURNING name', [
+        holder,
+      ])
+    ).rows
+      .map((r) => r.name)
+      .sort();
   }
 
   async getLease(name: string): Promise<Lease | undefined> {
-    return (await this.query<Lease>('get-lease', `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1`, [name])).rows[0];
+    return (await this.query<Lease>('get-lease', `SELECT ${LEASE_COLUMNS} FROM leases WHERE name = $1`, [name]))
+      .rows[0];
   }
 
   async listLeases(): Promise<Lease[]> {
-    return (await this.query<Lease>('list-leases', `SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ${now('$1')} ORDER BY name`, [this.clock()])).rows;
+    return (
+      await this.query<Lease>(
+        'list-leases',
+        `SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ${now('$1')} ORDER BY name`,
+        [this.clock()],
+      )
+    ).rows;
   }
 }

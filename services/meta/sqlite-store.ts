@@ -60,10 +60,14 @@ export class SqliteMetaStore implements MetaStore {
   private migrate(): void {
     this.write(() => {
       this.db.exec(SCHEMA_MIGRATIONS_TABLE.sqlite);
-      const applied = (this.db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version);
+      const applied = (this.db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map(
+        (r) => r.version,
+      );
       for (const migration of pendingMigrations(applied)) {
         this.db.exec(migration.sqlite);
-        this.db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(migration.version, migration.name, Date.now());
+        this.db
+          .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+          .run(migration.version, migration.name, Date.now());
       }
     });
   }
@@ -98,7 +102,10 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async heartbeat(id: string, vcpus: number): Promise<boolean> {
-    return this.db.prepare('UPDATE nodes SET last_heartbeat = ?, vcpus = ? WHERE id = ?').run(this.now(), vcpus, id).changes === 1;
+    return (
+      this.db.prepare('UPDATE nodes SET last_heartbeat = ?, vcpus = ? WHERE id = ?').run(this.now(), vcpus, id)
+        .changes === 1
+    );
   }
 
   async members(group: string): Promise<Member[]> {
@@ -121,7 +128,9 @@ export class SqliteMetaStore implements MetaStore {
     return this.write(() => {
       const existing = this.readTable(table.name);
       if (existing) return sameTableOrConflict(existing, table);
-      this.db.prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)').run(table.name, table.timestampColumn, JSON.stringify(table.columns));
+      this.db
+        .prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)')
+        .run(table.name, table.timestampColumn, JSON.stringify(table.columns));
       return table;
     });
   }
@@ -131,14 +140,21 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async tableVersion(name: string): Promise<TableVersion | undefined> {
-    const row = this.db.prepare('SELECT timestamp_column, columns, manifest_version FROM tables WHERE name = ?').get(name) as
-      | { timestamp_column: string; columns: string; manifest_version: number }
-      | undefined;
-    return row && { manifest: row.manifest_version, schema: schemaDigest(row.timestamp_column, JSON.parse(row.columns) as ColumnSpec[]) };
+    const row = this.db
+      .prepare('SELECT timestamp_column, columns, manifest_version FROM tables WHERE name = ?')
+      .get(name) as { timestamp_column: string; columns: string; manifest_version: number } | undefined;
+    return (
+      row && {
+        manifest: row.manifest_version,
+        schema: schemaDigest(row.timestamp_column, JSON.parse(row.columns) as ColumnSpec[]),
+      }
+    );
   }
 
   async listTables(): Promise<TableInfo[]> {
-    return (this.db.prepare('SELECT name FROM tables ORDER BY name').all() as { name: string }[]).map((r) => this.readTable(r.name)!);
+    return (this.db.prepare('SELECT name FROM tables ORDER BY name').all() as { name: string }[]).map((r) =>
+      this.readTable(r.name)!,
+    );
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {
@@ -147,11 +163,17 @@ export class SqliteMetaStore implements MetaStore {
 
   async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
     return this.write(() => {
-      const inputs = new Map(retire.map((id) => [id, this.readSegment(id)] as const).filter((e): e is [string, SegmentRow] => e[1] !== undefined));
+      const inputs = new Map(
+        retire
+          .map((id) => [id, this.readSegment(id)] as const)
+          .filter((e): e is [string, SegmentRow] => e[1] !== undefined),
+      );
       const merged = this.readSegment(add.id);
       if (checkSwap(retire, add, inputs, merged, fence, fence && this.readLease(fence.lease))) return merged!;
       const row = merged ?? this.insertSegment(add);
-      const retireStmt = this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ?, replaced_by = ? WHERE id = ?`);
+      const retireStmt = this.db.prepare(
+        `UPDATE segments SET state = 'retired', retired_at = ?, replaced_by = ? WHERE id = ?`,
+      );
       for (const id of retire) retireStmt.run(this.now(), add.id, id);
       return row;
     });
@@ -159,7 +181,9 @@ export class SqliteMetaStore implements MetaStore {
 
   async retireSegments(ids: string[]): Promise<void> {
     this.write(() => {
-      const stmt = this.db.prepare(`UPDATE segments SET state = 'retired', retired_at = ? WHERE id = ? AND state = 'active'`);
+      const stmt = this.db.prepare(
+        `UPDATE segments SET state = 'retired', retired_at = ? WHERE id = ? AND state = 'active'`,
+      );
       for (const id of ids) {
         if (!this.readSegment(id)) throw segmentNotFound(id);
         stmt.run(this.now(), id);
@@ -173,13 +197,17 @@ export class SqliteMetaStore implements MetaStore {
 
   async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
     const rows = this.db
-      .prepare(`SELECT * FROM segments WHERE tbl = ? AND state = 'active' AND max_ts >= ? AND min_ts <= ? ORDER BY max_ts DESC, id`)
+      .prepare(
+        `SELECT * FROM segments WHERE tbl = ? AND state = 'active' AND max_ts >= ? AND min_ts <= ? ORDER BY max_ts DESC, id`,
+      )
       .all(table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER) as SegmentDbRow[];
     return rows.map(toSegment);
   }
 
   async listRetired(before: number): Promise<SegmentRow[]> {
-    const rows = this.db.prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`).all(before) as SegmentDbRow[];
+    const rows = this.db
+      .prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`)
+      .all(before) as SegmentDbRow[];
     return rows.map(toSegment);
   }
 
@@ -197,8 +225,11 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   private readTable(name: string): TableInfo | undefined {
-    const row = this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as { name: string; timestamp_column: string; columns: string } | undefined;
-    return row && { name: row.name, timestampColumn: row.timestamp_column, columns: JSON.parse(row.columns) as ColumnSpec[] };
+    const row = this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as
+      { name: string; timestamp_column: string; columns: string } | undefined;
+    return (
+      row && { name: row.name, timestampColumn: row.timestamp_column, columns: JSON.parse(row.columns) as ColumnSpec[] }
+    );
   }
 
   private readSegment(id: string): SegmentRow | undefined {
@@ -211,8 +242,19 @@ export class SqliteMetaStore implements MetaStore {
     const existing = this.readSegment(segment.id);
     if (existing) return sameSegmentOrConflict(existing, segment);
     this.db
-      .prepare(`INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`)
-      .run(segment.id, segment.table, segment.minTs, segment.maxTs, segment.rows, segment.bytes, segment.level, this.now());
+      .prepare(
+        `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`,
+      )
+      .run(
+        segment.id,
+        segment.table,
+        segment.minTs,
+        segment.maxTs,
+        segment.rows,
+        segment.bytes,
+        segment.level,
+        this.now(),
+      );
     return this.readSegment(segment.id)!;
   }
 
@@ -224,9 +266,18 @@ export class SqliteMetaStore implements MetaStore {
       const current = this.readLease(name);
       if (current && current.holder !== holder && current.expiresAt > now) return { granted: false, lease: current };
       // A new token whenever the lease changes hands; a holder renewing keeps its own.
-      const token = current?.holder === holder ? current.token : (this.db.prepare(`UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value`).get() as { value: number }).value;
+      const token =
+        current?.holder === holder
+          ? current.token
+          : (
+              this.db
+                .prepare(`UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value`)
+                .get() as { value: number }
+            ).value;
       this.db
-        .prepare('INSERT INTO leases (name, holder, expires_at, token) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, token = excluded.token')
+        .prepare(
+          'INSERT INTO leases (name, holder, expires_at, token) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, token = excluded.token',
+        )
         .run(name, holder, now + ttlMs, token);
       return { granted: true, lease: this.readLease(name)! };
     });
@@ -237,7 +288,9 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async releaseLeasesOf(holder: string): Promise<string[]> {
-    return (this.db.prepare('DELETE FROM leases WHERE holder = ? RETURNING name').all(holder) as { name: string }[]).map((r) => r.name).sort();
+    return (this.db.prepare('DELETE FROM leases WHERE holder = ? RETURNING name').all(holder) as { name: string }[])
+      .map((r) => r.name)
+      .sort();
   }
 
   async getLease(name: string): Promise<Lease | undefined> {
@@ -245,7 +298,9 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async listLeases(): Promise<Lease[]> {
-    return this.db.prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ? ORDER BY name`).all(this.now()) as Lease[];
+    return this.db
+      .prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE expires_at > ? ORDER BY name`)
+      .all(this.now()) as Lease[];
   }
 
   private readLease(name: string): Lease | undefined {

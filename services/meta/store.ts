@@ -7,10 +7,32 @@
  */
 import { createHash } from 'node:crypto';
 import { conflict, notFound } from '../common/errors.js';
-import type { Backend, ColumnSpec, Fence, Lease, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion } from './api.js';
+import type {
+  Backend,
+  ColumnSpec,
+  Fence,
+  Lease,
+  Member,
+  NodeRegistration,
+  Segment,
+  SegmentRow,
+  TableInfo,
+  TableVersion,
+} from './api.js';
 
 // The shapes the store takes and returns are meta's wire contract.
-export type { Backend, ColumnSpec, Fence, Lease, Member, NodeRegistration, Segment, SegmentRow, TableInfo, TableVersion };
+export type {
+  Backend,
+  ColumnSpec,
+  Fence,
+  Lease,
+  Member,
+  NodeRegistration,
+  Segment,
+  SegmentRow,
+  TableInfo,
+  TableVersion,
+};
 
 export interface MetaStoreOptions {
   /** A node is alive while its last heartbeat is at most this old. @default 30000 */
@@ -143,19 +165,27 @@ export const toSegment = (r: SegmentDbRow): SegmentRow => ({
 
 /** The answer to committing `segment` when `existing` already has its id: itself if the same, else a conflict. */
 export function sameSegmentOrConflict(existing: SegmentRow, segment: Segment): SegmentRow {
-  const same = (['table', 'minTs', 'maxTs', 'rows', 'bytes', 'level'] as const).every((k) => existing[k] === segment[k]);
+  const same = (['table', 'minTs', 'maxTs', 'rows', 'bytes', 'level'] as const).every(
+    (k) => existing[k] === segment[k],
+  );
   if (same) return existing;
   throw conflict('segment_exists', `segment "${segment.id}" is already committed with different contents`);
 }
 
 /** The schema digest of a table's version (TableVersion.schema). */
 export const schemaDigest = (timestampColumn: string, columns: ColumnSpec[]): string =>
-  createHash('sha256').update(JSON.stringify([timestampColumn, columns.map((c) => [c.name, c.type])])).digest('hex').slice(0, 16);
+  createHash('sha256')
+    .update(JSON.stringify([timestampColumn, columns.map((c) => [c.name, c.type])]))
+    .digest('hex')
+    .slice(0, 16);
 
 /** The answer to ensureTable when `existing` already has the table's name. */
 export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {
   if (existing.timestampColumn !== table.timestampColumn) {
-    throw conflict('table_mismatch', `table "${table.name}" keeps its timestamps in "${existing.timestampColumn}", not "${table.timestampColumn}"`);
+    throw conflict(
+      'table_mismatch',
+      `table "${table.name}" keeps its timestamps in "${existing.timestampColumn}", not "${table.timestampColumn}"`,
+    );
   }
   return existing;
 }
@@ -164,18 +194,32 @@ export function sameTableOrConflict(existing: TableInfo, table: TableInfo): Tabl
  * The checks of a swap, run inside its transaction once the lease and the inputs are locked:
  * true when this very swap already happened (repeat: no-op), an error when it must not commit.
  */
-export function checkSwap(retire: string[], add: Segment, inputs: Map<string, SegmentRow>, merged: SegmentRow | undefined, fence: Fence | undefined, lease: Lease | undefined): boolean {
+export function checkSwap(
+  retire: string[],
+  add: Segment,
+  inputs: Map<string, SegmentRow>,
+  merged: SegmentRow | undefined,
+  fence: Fence | undefined,
+  lease: Lease | undefined,
+): boolean {
   if (merged && retire.every((id) => inputs.get(id)?.replacedBy === add.id)) return true;
   if (fence && (lease === undefined || lease.token !== fence.token)) {
     const now = lease ? `it is now held by "${lease.holder}" under token ${lease.token}` : 'it is not held';
-    throw conflict('lease_lost', `lease "${fence.lease}" no longer carries token ${fence.token} (${now}): the swap is fenced off`);
+    throw conflict(
+      'lease_lost',
+      `lease "${fence.lease}" no longer carries token ${fence.token} (${now}): the swap is fenced off`,
+    );
   }
   for (const id of retire) {
     const input = inputs.get(id);
     if (!input) throw notFound('segment_not_found', `segment "${id}" is not in the manifest`);
-    if (input.table !== add.table) throw conflict('table_mismatch', `segment "${id}" belongs to table "${input.table}", not "${add.table}"`);
+    if (input.table !== add.table)
+      throw conflict('table_mismatch', `segment "${id}" belongs to table "${input.table}", not "${add.table}"`);
     if (input.state !== 'active') {
-      throw conflict('segment_retired', `segment "${id}" was already retired${input.replacedBy ? ` by "${input.replacedBy}"` : ''}`);
+      throw conflict(
+        'segment_retired',
+        `segment "${id}" was already retired${input.replacedBy ? ` by "${input.replacedBy}"` : ''}`,
+      );
     }
   }
   if (merged) sameSegmentOrConflict(merged, add);
@@ -184,4 +228,5 @@ export function checkSwap(retire: string[], add: Segment, inputs: Map<string, Se
 
 export const tableNotFound = (name: string) => notFound('table_not_found', `table "${name}" does not exist`);
 export const segmentNotFound = (id: string) => notFound('segment_not_found', `segment "${id}" is not in the manifest`);
-export const segmentActive = (id: string) => conflict('segment_active', `segment "${id}" is active: only retired segments can be forgotten`);
+export const segmentActive = (id: string) =>
+  conflict('segment_active', `segment "${id}" is active: only retired segments can be forgotten`);

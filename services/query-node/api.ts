@@ -54,7 +54,11 @@ export const ScanFailure = Type.Object({ status: Type.Integer(), error: Type.Str
 export type ScanFailure = Static<typeof ScanFailure>;
 
 /** GET /readyz, answered 200 when ready and 503 when not. */
-export const NodeReadiness = Type.Object({ ready: Type.Boolean(), registered: Type.Boolean(), members: Type.Integer() });
+export const NodeReadiness = Type.Object({
+  ready: Type.Boolean(),
+  registered: Type.Boolean(),
+  members: Type.Integer(),
+});
 
 /** Bytes a node owns and how many of them its cache holds. */
 export const WarmShare = Type.Object({

@@ -52,12 +52,20 @@ export interface QueryNodeAppOptions {
 }
 
 export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance {
-  const app = Fastify({ logger: options.logger === false ? false : loggerOptions('query-node'), bodyLimit: 2 << 20 }).withTypeProvider<TypeBoxTypeProvider>();
+  const app = Fastify({
+    logger: options.logger === false ? false : loggerOptions('query-node'),
+    bodyLimit: 2 << 20,
+  }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   const { cache, scanner, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
   const metrics = nodeMetrics(cache, options.warmer);
-  const scans = new Counter({ name: 'berth_scans_total', help: 'Scans run, by outcome', labelNames: ['outcome'], registers: [metrics.registry] });
+  const scans = new Counter({
+    name: 'berth_scans_total',
+    help: 'Scans run, by outcome',
+    labelNames: ['outcome'],
+    registers: [metrics.registry],
+  });
 
   // Pushed segments stream straight to disk instead of being buffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
@@ -65,15 +73,24 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
   app.get('/readyz', { schema: { response: { 200: NodeReadiness, 503: NodeReadiness } } }, async (_request, reply) => {
     const ready = options.isRegistered() && view.placement !== undefined;
-    return reply.code(ready ? 200 : 503).send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
+    return reply
+      .code(ready ? 200 : 503)
+      .send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
   });
-  app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  app.get('/metrics', async (_request, reply) =>
+    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
 
   app.get('/v1/info', { schema: { response: answers(NodeInfo) } }, async () => ({
     id: nodeId,
     group: options.group,
     owner: view.placement !== undefined,
-    cache: { usedBytes: cache.usedBytes, budgetBytes: cache.budgetBytes, segments: cache.ids().length, ...cache.counters },
+    cache: {
+      usedBytes: cache.usedBytes,
+      budgetBytes: cache.budgetBytes,
+      segments: cache.ids().length,
+      ...cache.counters,
+    },
     warmth: options.warmer.warmth(),
   }));
 
@@ -183,7 +200,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
       const owner = view.placement?.owner(request.params.id)?.id;
       if (owner !== nodeId) {
         (request.body as Readable).resume(); // drain: a decline is an answer, not an error
-        return { accepted: false, owner: owner ?? null, reason: owner ? `segment is owned by ${owner}` : 'no member list yet' };
+        return {
+          accepted: false,
+          owner: owner ?? null,
+          reason: owner ? `segment is owned by ${owner}` : 'no member list yet',
+        };
       }
       const bytes = await cache.put(request.params.id, limitedBody(request, options.maxSegmentBytes ?? 4 * 1024 ** 3));
       return { accepted: true, owner, bytes };
@@ -191,9 +212,13 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   );
 
   // One warmer pass now; `segments` caps what it fetches (0: only survey what the node owns).
-  app.post('/v1/warm', { ...auth, schema: { querystring: WarmQuery, response: answers(WarmResult) } }, async (request) => ({
-    fetched: await options.warmer.runOnce(request.query.segments),
-  }));
+  app.post(
+    '/v1/warm',
+    { ...auth, schema: { querystring: WarmQuery, response: answers(WarmResult) } },
+    async (request) => ({
+      fetched: await options.warmer.runOnce(request.query.segments),
+    }),
+  );
 
   app.post('/v1/canary', { ...auth, schema: { response: answers(CanaryResult) } }, async () => {
     try {
@@ -201,14 +226,21 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     } catch (error) {
       // The point of the canary is to say why a backend cannot serve: say it.
       const e = error as Error;
-      throw new DomainError('upstream_failed', 'canary_failed', `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`);
+      throw new DomainError(
+        'upstream_failed',
+        'canary_failed',
+        `the canary read from storage failed: ${e.name}: ${e.message.split('\n')[0]}`,
+      );
     }
   });
 
   return app;
 }
 
-function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry; segmentReads: Counter<'role' | 'cache'> } {
+function nodeMetrics(
+  cache: SegmentCache,
+  warmer: Warmer,
+): { registry: Registry; segmentReads: Counter<'role' | 'cache'> } {
   const registry = new Registry();
   const counter = (name: string, help: string, read: () => number) => {
     let reported = 0;
@@ -253,10 +285,18 @@ function nodeMetrics(cache: SegmentCache, warmer: Warmer): { registry: Registry;
       },
     });
   warm('berth_owned_bytes', 'Bytes of the segments this node owns', (w) => w.owned?.bytes);
-  warm('berth_owned_warm_bytes', 'Bytes of the segments this node owns that its cache holds', (w) => w.owned?.warmBytes);
+  warm(
+    'berth_owned_warm_bytes',
+    'Bytes of the segments this node owns that its cache holds',
+    (w) => w.owned?.warmBytes,
+  );
   warm('berth_owned_warm_fraction', 'Share of the bytes this node owns that its cache holds', (w) => w.owned?.fraction);
   warm('berth_moved_bytes', 'Bytes that moved to this node at the last membership change', (w) => w.moved?.bytes);
-  warm('berth_moved_warm_fraction', 'Share of the bytes that moved to this node that its cache holds (warm-up progress)', (w) => w.moved?.fraction);
+  warm(
+    'berth_moved_warm_fraction',
+    'Share of the bytes that moved to this node that its cache holds (warm-up progress)',
+    (w) => w.moved?.fraction,
+  );
   return { registry, segmentReads };
 }
 
@@ -276,5 +316,9 @@ async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
 function scanError(error: unknown): ScanFailure {
   const answer = httpAnswerOf(error);
   if (answer) return { status: answer.status, error: answer.code, message: answer.message };
-  return { status: 500, error: 'scan_failed', message: error instanceof Error ? error.message.split('\n')[0]! : String(error) };
+  return {
+    status: 500,
+    error: 'scan_failed',
+    message: error instanceof Error ? error.message.split('\n')[0]! : String(error),
+  };
 }

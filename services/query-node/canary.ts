@@ -17,14 +17,21 @@ import type { CanaryResult } from './api.js';
 
 export type { CanaryResult };
 
-export async function runCanary(deps: { s3: S3Client; bucket: string; duckdb: DuckDBInstance; scratchDir: string }): Promise<CanaryResult> {
+export async function runCanary(deps: {
+  s3: S3Client;
+  bucket: string;
+  duckdb: DuckDBInstance;
+  scratchDir: string;
+}): Promise<CanaryResult> {
   const started = performance.now();
   const file = path.join(deps.scratchDir, `canary-${randomUUID()}.parquet`);
   try {
     const response = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: CANARY_OBJECT_KEY }));
     await pipeline(response.Body as Readable, createWriteStream(file, { mode: 0o600 }));
     const { size } = await stat(file);
-    const rows = await withConnection(deps.duckdb, async (c) => Number((await c.runAndReadAll(`SELECT count(*) FROM read_parquet(${sqlString(file)})`)).getRows()[0]![0]));
+    const rows = await withConnection(deps.duckdb, async (c) =>
+      Number((await c.runAndReadAll(`SELECT count(*) FROM read_parquet(${sqlString(file)})`)).getRows()[0]![0]),
+    );
     return { rows, bytes: size, ms: Math.round(performance.now() - started) };
   } finally {
     await rm(file, { force: true });

@@ -9,7 +9,18 @@ import { PassThrough, type Readable } from 'node:stream';
 import { bearer } from '../common/auth.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { ErrorBody } from '../common/schemas.js';
-import { SCAN_ERROR_TRAILER, SCAN_STATS_TRAILER, type CanaryResult, type NodeInfo, type PushResult, type ScanFailure, type ScanRequest, type ScanStats, type WarmResult, type Warmth } from './api.js';
+import {
+  SCAN_ERROR_TRAILER,
+  SCAN_STATS_TRAILER,
+  type CanaryResult,
+  type NodeInfo,
+  type PushResult,
+  type ScanFailure,
+  type ScanRequest,
+  type ScanStats,
+  type WarmResult,
+  type Warmth,
+} from './api.js';
 
 export type { CanaryResult, NodeInfo, PushResult, ScanRequest, ScanStats, Warmth };
 
@@ -42,7 +53,11 @@ export class QueryNodeClient {
         method: 'POST',
         agent,
         signal,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...bearer(this.token) },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          ...bearer(this.token),
+        },
       });
       call.once('error', reject);
       call.once('response', (response) => {
@@ -58,7 +73,13 @@ export class QueryNodeClient {
             } catch {
               body = undefined;
             }
-            reject(new ServiceCallError(response.statusCode ?? 502, body, `scan on ${this.url} answered ${response.statusCode}: ${body?.message ?? text}`));
+            reject(
+              new ServiceCallError(
+                response.statusCode ?? 502,
+                body,
+                `scan on ${this.url} answered ${response.statusCode}: ${body?.message ?? text}`,
+              ),
+            );
           });
           return;
         }
@@ -96,16 +117,29 @@ export class QueryNodeClient {
   }
 
   /** Pushes a segment file into the node's cache; `signal` (a cancelled activity) aborts the request. */
-  async push(table: string, segmentId: string, body: Buffer, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<PushResult> {
+  async push(
+    table: string,
+    segmentId: string,
+    body: Buffer,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<PushResult> {
     const timeout = AbortSignal.timeout(options.timeoutMs ?? 60_000);
-    const response = await fetch(`${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/octet-stream', ...bearer(this.token) },
-      body,
-      signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
-    });
+    const response = await fetch(
+      `${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream', ...bearer(this.token) },
+        body,
+        signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
+      },
+    );
     const result = (await response.json()) as PushResult & Partial<ErrorBody>;
-    if (!response.ok) throw new ServiceCallError(response.status, result, `push to ${this.url} answered ${response.status}: ${result.message}`);
+    if (!response.ok)
+      throw new ServiceCallError(
+        response.status,
+        result,
+        `push to ${this.url} answered ${response.status}: ${result.message}`,
+      );
     return result;
   }
 
@@ -117,7 +151,13 @@ export class QueryNodeClient {
   /** Runs one warmer pass now, fetching at most `segments` (0: only survey what the node owns); returns how many it fetched. */
   async warm(segments?: number): Promise<number> {
     const query = segments === undefined ? '' : `?segments=${segments}`;
-    return (await callJson<WarmResult>(`${this.url}/v1/warm${query}`, { method: 'POST', token: this.token, timeoutMs: 60_000 })).fetched;
+    return (
+      await callJson<WarmResult>(`${this.url}/v1/warm${query}`, {
+        method: 'POST',
+        token: this.token,
+        timeoutMs: 60_000,
+      })
+    ).fetched;
   }
 
   /** The node's cache warm-up figures (GET /v1/info), for `berth nodes`. */

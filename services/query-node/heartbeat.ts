@@ -56,7 +56,10 @@ export function startHeartbeats(options: HeartbeatOptions): Heartbeats {
       }
     }
   })();
-  void registered.then(() => schedule(beat), () => {});
+  void registered.then(
+    () => schedule(beat),
+    () => {},
+  );
   return {
     registered,
     stop: () => {

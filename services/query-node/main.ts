@@ -18,7 +18,10 @@ const node = await startQueryNode({
   port: config.BERTH_NODE_PORT,
   // In a container: the URL peers use (Kubernetes: built from the pod IP in BERTH_NODE_ADVERTISE_HOST).
   advertiseUrl:
-    config.BERTH_NODE_ADVERTISE_URL ?? (config.BERTH_NODE_ADVERTISE_HOST ? `http://${config.BERTH_NODE_ADVERTISE_HOST}:${config.BERTH_NODE_PORT}` : undefined),
+    config.BERTH_NODE_ADVERTISE_URL ??
+    (config.BERTH_NODE_ADVERTISE_HOST
+      ? `http://${config.BERTH_NODE_ADVERTISE_HOST}:${config.BERTH_NODE_PORT}`
+      : undefined),
   metaUrl: config.BERTH_META_URL,
   token,
   s3: s3ConfigFromEnv(config),

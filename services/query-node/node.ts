@@ -80,11 +80,29 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     // A segment's file only ever holds its one object (in part or whole): its footer never changes.
     cacheParquetFooters: true,
   });
-  const cache = await SegmentCache.open({ dir: segmentsDir, budgetBytes: config.cacheBytes ?? 1024 ** 3, s3, bucket: config.bucket, duckdb });
+  const cache = await SegmentCache.open({
+    dir: segmentsDir,
+    budgetBytes: config.cacheBytes ?? 1024 ** 3,
+    s3,
+    bucket: config.bucket,
+    duckdb,
+  });
   const meta = new MetaClient(config.metaUrl, config.token);
   // Background loops report their failures to the app's log (it exists by the time they run).
-  const view = new MemberView({ meta, group, pollMs: config.memberPollMs, onError: (error) => app.log.warn({ err: error }, 'reading the member list failed') });
-  const warmer = new Warmer({ nodeId: id, meta, view, cache, intervalMs: config.warmIntervalMs, onError: (error) => app.log.warn({ err: error }, 'a warm pass failed') });
+  const view = new MemberView({
+    meta,
+    group,
+    pollMs: config.memberPollMs,
+    onError: (error) => app.log.warn({ err: error }, 'reading the member list failed'),
+  });
+  const warmer = new Warmer({
+    nodeId: id,
+    meta,
+    view,
+    cache,
+    intervalMs: config.warmIntervalMs,
+    onError: (error) => app.log.warn({ err: error }, 'a warm pass failed'),
+  });
   let isRegistered = false;
   const scanner = new Scanner(duckdb);
   const app = buildQueryNodeApp({

@@ -24,7 +24,16 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { segmentObjectKey } from '../../core/identifiers.js';
 import { S3Fifo } from '../../core/s3-fifo.js';
 import { DomainError } from '../common/errors.js';
-import { bytesIn, coalesce, isWhole, missingRanges, normalise, readChunks, type Range, type SegmentParts } from './segment-parts.js';
+import {
+  bytesIn,
+  coalesce,
+  isWhole,
+  missingRanges,
+  normalise,
+  readChunks,
+  type Range,
+  type SegmentParts,
+} from './segment-parts.js';
 
 export interface SegmentCacheOptions {
   dir: string;
@@ -165,7 +174,8 @@ export class SegmentCache {
         return complete();
       },
       kept: true,
-      ensure: async (mentions) => this.fetched(held, await this.locked(id, () => this.fetchColumns(table, id, mentions))),
+      ensure: async (mentions) =>
+        this.fetched(held, await this.locked(id, () => this.fetchColumns(table, id, mentions))),
       release: () => {
         if (released) return;
         released = true;
@@ -189,7 +199,9 @@ export class SegmentCache {
   private async readThrough(table: string, id: string): Promise<HeldSegment> {
     const file = `${tempPath(this.pathOf(id))}.read-through`;
     try {
-      const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }));
+      const response = await this.options.s3.send(
+        new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }),
+      );
       this.counters.s3Gets++;
       await pipeline(response.Body as Readable, createWriteStream(file, { mode: 0o600 }));
       const { size } = await stat(file);
@@ -223,7 +235,11 @@ export class SegmentCache {
     if (this.holdsWhole(id) || this.locks.has(id)) return false;
     const held = this.parts.has(id) ? bytesIn(this.parts.get(id)!.have) : 0;
     if (this.usedBytes - held + bytes > this.options.budgetBytes) return false;
-    return (await this.locked(id, () => (this.policy.has(id) ? this.fetchColumns(table, id, undefined) : this.fetchWhole(table, id)))) > 0;
+    return (
+      (await this.locked(id, () =>
+        this.policy.has(id) ? this.fetchColumns(table, id, undefined) : this.fetchWhole(table, id),
+      )) > 0
+    );
   }
 
   /**
@@ -233,7 +249,8 @@ export class SegmentCache {
    * footer read fetches (it would come whole: that is prefetch's to do).
    */
   async prefetchFooter(table: string, id: string, bytes: number): Promise<boolean> {
-    if (this.options.duckdb === undefined || bytes <= TAIL_BYTES || this.policy.has(id) || this.locks.has(id)) return false;
+    if (this.options.duckdb === undefined || bytes <= TAIL_BYTES || this.policy.has(id) || this.locks.has(id))
+      return false;
     if (this.usedBytes + TAIL_BYTES > this.options.budgetBytes) return false;
     return (await this.locked(id, () => (this.policy.has(id) ? Promise.resolve(0) : this.fetchFooter(table, id)))) > 0;
   }
@@ -256,7 +273,9 @@ export class SegmentCache {
   }
 
   private async fetchWhole(table: string, id: string): Promise<number> {
-    const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }));
+    const response = await this.options.s3.send(
+      new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }),
+    );
     this.counters.s3Gets++;
     const bytes = await this.write(id, response.Body as Readable);
     this.counters.bytesFromS3 += bytes;
@@ -274,11 +293,16 @@ export class SegmentCache {
     if (size === undefined) return await this.writeFetched(id, first.body, first.body.length); // the server sent it all
     const tailStart = size - Math.min(TAIL_BYTES, size);
     // A server that ignores suffix ranges answers from the start: ask for the end by offsets.
-    let tail = first.start === tailStart ? first.body : (await this.getRange(key, `bytes=${tailStart}-${size - 1}`)).body;
+    let tail =
+      first.start === tailStart ? first.body : (await this.getRange(key, `bytes=${tailStart}-${size - 1}`)).body;
     let fetched = first.body.length + (tail === first.body ? 0 : tail.length);
     if (tail.length === size) return await this.writeFetched(id, tail, fetched); // a small object: all of it came
-    const footer = tail.length >= 8 && tail.toString('latin1', tail.length - 4) === 'PAR1' ? tail.readUInt32LE(tail.length - 8) + 8 : undefined;
-    if (footer === undefined || footer > size) throw new Error(`segment ${id} is not a Parquet file (no footer at its end)`);
+    const footer =
+      tail.length >= 8 && tail.toString('latin1', tail.length - 4) === 'PAR1'
+        ? tail.readUInt32LE(tail.length - 8) + 8
+        : undefined;
+    if (footer === undefined || footer > size)
+      throw new Error(`segment ${id} is not a Parquet file (no footer at its end)`);
     if (footer > tail.length) {
       const head = (await this.getRange(key, `bytes=${size - footer}-${size - tail.length - 1}`)).body;
       tail = Buffer.concat([head, tail]);
@@ -294,7 +318,11 @@ export class SegmentCache {
       } finally {
         await file.close();
       }
-      const parts: SegmentParts = { size, chunks: await readChunks(this.options.duckdb!, temp), have: [[size - tail.length, size]] };
+      const parts: SegmentParts = {
+        size,
+        chunks: await readChunks(this.options.duckdb!, temp),
+        have: [[size - tail.length, size]],
+      };
       // The part list first: a file without one would be taken for whole after a crash.
       await writeParts(final + PARTS_SUFFIX, parts);
       await rename(temp, final);
@@ -322,17 +350,22 @@ export class SegmentCache {
       coalesce(missing).map(([start, end]) =>
         limit(async () => {
           // Streamed into place: a range may be a large column chunk.
-          const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }));
+          const response = await this.options.s3.send(
+            new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }),
+          );
           this.counters.s3Gets++;
           if (response.ContentRange !== `bytes ${start}-${end - 1}/${parts.size}`) {
             response.Body?.transformToByteArray().catch(() => {}); // drain: the answer is not the range asked for
-            throw new Error(`segment ${id}: asked S3 for bytes ${start}-${end - 1} of ${parts.size}, got ${response.ContentRange ?? 'the whole object'}`);
+            throw new Error(
+              `segment ${id}: asked S3 for bytes ${start}-${end - 1} of ${parts.size}, got ${response.ContentRange ?? 'the whole object'}`,
+            );
           }
           const into = createWriteStream(file, { flags: 'r+', start });
           await pipeline(response.Body as Readable, into);
           this.counters.bytesFromS3 += into.bytesWritten;
           fetched += into.bytesWritten;
-          if (into.bytesWritten !== end - start) throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${into.bytesWritten}`);
+          if (into.bytesWritten !== end - start)
+            throw new Error(`segment ${id}: asked S3 for ${end - start} bytes at ${start}, got ${into.bytesWritten}`);
           parts.have = normalise([...parts.have, [start, end] as Range]);
         }),
       ),
@@ -351,7 +384,9 @@ export class SegmentCache {
 
   /** One ranged GET: its bytes, and where they start in an object of what size when the answer says so (a 206). */
   private async getRange(key: string, range: string): Promise<{ body: Buffer; start?: number; size?: number }> {
-    const response = await this.options.s3.send(new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: range }));
+    const response = await this.options.s3.send(
+      new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: range }),
+    );
     this.counters.s3Gets++;
     const body = Buffer.from(await response.Body!.transformToByteArray());
     this.counters.bytesFromS3 += body.length;

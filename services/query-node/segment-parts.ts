@@ -37,7 +37,9 @@ export async function readChunks(duckdb: DuckDBInstance, file: string): Promise<
          FROM parquet_metadata(${sqlString(file)}) ORDER BY row_group_id, column_id`,
     );
     return reader.getRowObjectsJson().map((row) => {
-      const offsets = [row.data_page_offset, row.dictionary_page_offset, row.index_page_offset].filter((o) => o !== null).map(Number);
+      const offsets = [row.data_page_offset, row.dictionary_page_offset, row.index_page_offset]
+        .filter((o) => o !== null)
+        .map(Number);
       const start = Math.min(...offsets);
       return { path: String(row.path_in_schema), start, end: start + Number(row.total_compressed_size) };
     });

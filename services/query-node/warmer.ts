@@ -36,7 +36,10 @@ export class Warmer {
   constructor(private readonly options: WarmerOptions) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.runOnce().catch((error: Error) => this.options.onError?.(error)), this.options.intervalMs ?? 10_000);
+    this.timer = setInterval(
+      () => void this.runOnce().catch((error: Error) => this.options.onError?.(error)),
+      this.options.intervalMs ?? 10_000,
+    );
     this.timer.unref();
   }
 
@@ -54,18 +57,28 @@ export class Warmer {
   warmth(): Warmth {
     const share = (segments: Owned[]): WarmShare => {
       const bytes = segments.reduce((sum, s) => sum + s.bytes, 0);
-      const warmBytes = segments.filter((s) => this.options.cache.holdsWhole(s.id)).reduce((sum, s) => sum + s.bytes, 0);
+      const warmBytes = segments
+        .filter((s) => this.options.cache.holdsWhole(s.id))
+        .reduce((sum, s) => sum + s.bytes, 0);
       return { segments: segments.length, bytes, warmBytes, fraction: bytes > 0 ? warmBytes / bytes : 1 };
     };
     if (this.membership === undefined) return {};
-    return { owned: share(this.owned), ...(this.moved ? { moved: { ...share(this.moved.segments), since: new Date(this.moved.since).toISOString() } } : {}) };
+    return {
+      owned: share(this.owned),
+      ...(this.moved
+        ? { moved: { ...share(this.moved.segments), since: new Date(this.moved.since).toISOString() } }
+        : {}),
+    };
   }
 
   private async pass(limit: number): Promise<number> {
     const { meta, view, cache, nodeId } = this.options;
     const placement = view.placement;
     if (!placement) return 0;
-    const membership = (view.members ?? []).map((m) => `${m.id}:${m.weight}`).sort().join(',');
+    const membership = (view.members ?? [])
+      .map((m) => `${m.id}:${m.weight}`)
+      .sort()
+      .join(',');
     const owned: SegmentRow[] = [];
     for (const table of await meta.listTables()) {
       for (const segment of await meta.listSegments(table.name)) {
@@ -75,14 +88,18 @@ export class Warmer {
     if (membership !== this.membership) {
       // The share that moved here: all of it on the node's first pass (it just arrived, or came back).
       const before = new Set(this.membership === undefined ? [] : this.owned.map((s) => s.id));
-      this.moved = { segments: owned.filter((s) => !before.has(s.id)).map(({ id, bytes }) => ({ id, bytes })), since: Date.now() };
+      this.moved = {
+        segments: owned.filter((s) => !before.has(s.id)).map(({ id, bytes }) => ({ id, bytes })),
+        since: Date.now(),
+      };
       this.membership = membership;
     }
     this.owned = owned.map(({ id, bytes }) => ({ id, bytes }));
     const cold = owned.filter((s) => !cache.holdsWhole(s.id)).sort((a, b) => b.maxTs - a.maxTs);
     if (limit === 0) return 0;
     // Every owned segment's footer first (the seed's index regions: a few KiB each), then whole segments while space allows.
-    for (const segment of cold) if (!cache.has(segment.id)) await cache.prefetchFooter(segment.table, segment.id, segment.bytes);
+    for (const segment of cold)
+      if (!cache.has(segment.id)) await cache.prefetchFooter(segment.table, segment.id, segment.bytes);
     let fetched = 0;
     for (const segment of cold) {
       if (fetched >= limit) break;

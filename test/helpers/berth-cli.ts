@@ -8,7 +8,20 @@ import { spawnOwned } from './process-groups.js';
 export const BERTH_BIN = fileURLToPath(new URL('../../bin/berth.js', import.meta.url));
 
 /** `berth up` options that put every server on a free port. */
-export const FREE_PORTS = ['--temporal-port', '0', '--temporal-ui-port', '0', '--s3-port', '0', '--meta-port', '0', '--coordinator-port', '0', '--controller-port', '0'];
+export const FREE_PORTS = [
+  '--temporal-port',
+  '0',
+  '--temporal-ui-port',
+  '0',
+  '--s3-port',
+  '0',
+  '--meta-port',
+  '0',
+  '--coordinator-port',
+  '0',
+  '--controller-port',
+  '0',
+];
 
 export interface CliResult {
   code: number;
@@ -26,7 +39,12 @@ export function berth(...args: string[]): Promise<CliResult> {
 }
 
 /** Starts a long-running `berth ...args` in a process group the run's teardown owns; `waitFor` resolves once its stdout has printed a match. */
-export function startBerth(...args: string[]): { child: ChildProcess; output: () => string; waitFor(pattern: RegExp): Promise<void>; exited: Promise<number | null> } {
+export function startBerth(...args: string[]): {
+  child: ChildProcess;
+  output: () => string;
+  waitFor(pattern: RegExp): Promise<void>;
+  exited: Promise<number | null>;
+} {
   const child = spawnOwned(process.execPath, [BERTH_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const listeners = new Set<() => void>();
@@ -51,7 +69,9 @@ export function startBerth(...args: string[]): { child: ChildProcess; output: ()
         };
         listeners.add(check);
         check();
-        void exited.then((code) => reject(new Error(`berth exited with ${code} before printing ${pattern}:\n${output}`)));
+        void exited.then((code) =>
+          reject(new Error(`berth exited with ${code} before printing ${pattern}:\n${output}`)),
+        );
       }),
   };
 }
@@ -60,7 +80,11 @@ export function startBerth(...args: string[]): { child: ChildProcess; output: ()
  * A data dir for `--data-dir` that points the CLI at services a test started (as `berth up` would
  * have written it): their endpoints and the cluster's token.
  */
-export async function cliDataDir(dir: string, endpoints: { coordinator: string; controller?: string }, token: string): Promise<string> {
+export async function cliDataDir(
+  dir: string,
+  endpoints: { coordinator: string; controller?: string },
+  token: string,
+): Promise<string> {
   const dataDir = path.join(dir, 'cli');
   await mkdir(dataDir, { recursive: true });
   await writeFile(path.join(dataDir, 'endpoints.json'), JSON.stringify(endpoints));

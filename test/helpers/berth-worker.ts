@@ -34,7 +34,9 @@ export interface RunningWorker {
 export async function startWorker(
   cluster: TestCluster,
   taskQueue: string,
-  extra: Partial<Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>> = {},
+  extra: Partial<
+    Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>
+  > = {},
 ): Promise<RunningWorker> {
   const worker = await createBerthWorker({
     temporalAddress: inject('temporalAddress'),
@@ -66,7 +68,11 @@ export async function temporalClient(address = inject('temporalAddress')): Promi
  * Starts the built worker (`dist/workers/main.js`) as a process of its own, against a test
  * cluster, so that a test can kill it for real. Schedules are off; `env` adds or overrides.
  */
-export function spawnWorkerProcess(cluster: TestCluster, taskQueue: string, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<unknown>; stderr(): string } {
+export function spawnWorkerProcess(
+  cluster: TestCluster,
+  taskQueue: string,
+  env: Record<string, string> = {},
+): { child: ChildProcess; exited: Promise<unknown>; stderr(): string } {
   const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/workers/main.js', import.meta.url))], {
     env: {
       ...process.env,

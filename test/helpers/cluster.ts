@@ -13,7 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { createS3Client, type S3Credentials } from '../../services/common/s3-client.js';
-import { startCoordinator, type CoordinatorConfig, type RunningCoordinator } from '../../services/coordinator/coordinator.js';
+import {
+  startCoordinator,
+  type CoordinatorConfig,
+  type RunningCoordinator,
+} from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
 import { SqliteMetaStore } from '../../services/meta/sqlite-store.js';
@@ -37,7 +41,11 @@ export interface TestCluster {
   /** Starts another query node (a fresh cache dir unless one is given). */
   addNode(options?: Partial<QueryNodeConfig>): Promise<RunningQueryNode>;
   /** POSTs NDJSON rows to the coordinator's ingest endpoint, with the token unless `headers` replace it. */
-  ingest(table: string, ndjson: Buffer | string, headers?: Record<string, string>): Promise<{ status: number; body: IngestResult & { message?: string } }>;
+  ingest(
+    table: string,
+    ndjson: Buffer | string,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: IngestResult & { message?: string } }>;
   /** Ingests `batches` consecutive batches of the event data set into `table`: one segment each. */
   ingestEvents(table: string, batches: number, rowsPerBatch: number): Promise<void>;
   /** POSTs SQL to the coordinator. */
@@ -60,14 +68,32 @@ export interface ClusterOptions {
   /** Meta replicas already running, to use instead of one meta in this process over SQLite. */
   metaUrls?: string[];
   /** Coordinator settings: the heavy pool, the verdict, the limits, the serving group and its autoscaler. */
-  coordinator?: Pick<CoordinatorConfig, 'heavyPool' | 'verdictThresholds' | 'scanTimeoutMs' | 'queryDeadlineMs' | 'maxResultBytes' | 'servingScaler' | 'maxConcurrency' | 'maxQueueSize' | 'queueTimeoutMs' | 'group'>;
+  coordinator?: Pick<
+    CoordinatorConfig,
+    | 'heavyPool'
+    | 'verdictThresholds'
+    | 'scanTimeoutMs'
+    | 'queryDeadlineMs'
+    | 'maxResultBytes'
+    | 'servingScaler'
+    | 'maxConcurrency'
+    | 'maxQueueSize'
+    | 'queueTimeoutMs'
+    | 'group'
+  >;
 }
 
 export const FAST = { heartbeatMs: 200, memberPollMs: 200, warmIntervalMs: 60_000 };
 
 export async function startCluster(options: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-cluster-'));
-  const store = options.metaUrls ? undefined : new SqliteMetaStore({ file: path.join(dir, 'meta.sqlite'), heartbeatIntervalMs: FAST.heartbeatMs, expiryMs: options.expiryMs ?? 30_000 });
+  const store = options.metaUrls
+    ? undefined
+    : new SqliteMetaStore({
+        file: path.join(dir, 'meta.sqlite'),
+        heartbeatIntervalMs: FAST.heartbeatMs,
+        expiryMs: options.expiryMs ?? 30_000,
+      });
   let metaApp = store && buildMetaApp({ store, token: TOKEN, logger: false });
   const metaUrl = options.metaUrls?.join(',') ?? (await metaApp!.listen({ host: '127.0.0.1', port: 0 }));
   const meta = new MetaClient(metaUrl, TOKEN);
@@ -100,7 +126,18 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   };
 
   // Tests send bursts (a whole corpus at once) to check answers, not admission: a line long enough for them.
-  const coordinator = await startCoordinator({ workDir: path.join(dir, 'coordinator'), metaUrl, token: TOKEN, s3, bucket, memberPollMs: FAST.memberPollMs, maxIngestBytes: 8 * 1024 * 1024, maxQueueSize: 1_000, logger: false, ...options.coordinator });
+  const coordinator = await startCoordinator({
+    workDir: path.join(dir, 'coordinator'),
+    metaUrl,
+    token: TOKEN,
+    s3,
+    bucket,
+    memberPollMs: FAST.memberPollMs,
+    maxIngestBytes: 8 * 1024 * 1024,
+    maxQueueSize: 1_000,
+    logger: false,
+    ...options.coordinator,
+  });
   const cluster: TestCluster = {
     dir,
     metaUrl,
@@ -111,18 +148,32 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     coordinator,
     addNode,
     ingest: async (table, ndjson, headers = { authorization: `Bearer ${TOKEN}` }) => {
-      const response = await fetch(`${coordinator.url}/v1/tables/${table}/rows`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson', ...headers }, body: ndjson });
+      const response = await fetch(`${coordinator.url}/v1/tables/${table}/rows`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-ndjson', ...headers },
+        body: ndjson,
+      });
       return { status: response.status, body: (await response.json()) as IngestResult & { message?: string } };
     },
     ingestEvents: async (table, batches, rowsPerBatch) => {
       for (let b = 0; b < batches; b++) {
-        const { status, body } = await cluster.ingest(table, await eventNdjson(b * rowsPerBatch, (b + 1) * rowsPerBatch));
+        const { status, body } = await cluster.ingest(
+          table,
+          await eventNdjson(b * rowsPerBatch, (b + 1) * rowsPerBatch),
+        );
         if (status !== 200) throw new Error(`ingest of batch ${b} answered ${status}: ${body.message}`);
       }
     },
     query: async (sql) => {
-      const response = await fetch(`${coordinator.url}/v1/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-      return { status: response.status, body: (await response.json()) as QueryResult & { error?: string; message?: string } };
+      const response = await fetch(`${coordinator.url}/v1/query`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ sql }),
+      });
+      return {
+        status: response.status,
+        body: (await response.json()) as QueryResult & { error?: string; message?: string },
+      };
     },
     awaitMembers: async (ids) => {
       const want = [...ids].sort().join(',');
@@ -130,7 +181,16 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
       const views = () => [coordinator.view, ...cluster.nodes.filter((n) => ids.includes(n.id)).map((n) => n.view)];
       for (;;) {
         await Promise.all(views().map((v) => v.refresh()));
-        if (views().every((v) => (v.members ?? []).map((m) => m.id).sort().join(',') === want)) return;
+        if (
+          views().every(
+            (v) =>
+              (v.members ?? [])
+                .map((m) => m.id)
+                .sort()
+                .join(',') === want,
+          )
+        )
+          return;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
@@ -175,23 +235,29 @@ export interface NodeProcess {
 
 /** Starts the built query node (`dist/services/query-node/main.js`) against a test cluster. */
 export async function spawnNodeProcess(cluster: TestCluster, env: Record<string, string> = {}): Promise<NodeProcess> {
-  const child = spawnOwned(process.execPath, [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))], {
-    env: {
-      ...process.env,
-      ...serviceEnv(cluster),
-      BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
-      BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
-      BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
-      BERTH_WARM_INTERVAL_MS: String(FAST.warmIntervalMs),
-      BERTH_DUCKDB_THREADS: '1',
-      BERTH_LOG_LEVEL: 'warn',
-      ...env,
+  const child = spawnOwned(
+    process.execPath,
+    [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        ...serviceEnv(cluster),
+        BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
+        BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
+        BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
+        BERTH_WARM_INTERVAL_MS: String(FAST.warmIntervalMs),
+        BERTH_DUCKDB_THREADS: '1',
+        BERTH_LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const announced = await new Promise<{ id: string; url: string }>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { id: string; url: string }));
+    createInterface({ input: child.stdout! }).once('line', (line) =>
+      resolve(JSON.parse(line) as { id: string; url: string }),
+    );
     void exited.then(() => reject(new Error('the query node process exited before it announced itself')));
   });
   return {

@@ -11,26 +11,32 @@ const FLOATING = /^(DOUBLE|FLOAT)$/;
 
 /** Floating-point sums depend on summation order, in DuckDB itself too: compare doubles to 1e-9. */
 function close(a: JsonValue, b: JsonValue): boolean {
-  if (typeof a === 'number' && typeof b === 'number') return a === b || Math.abs(a - b) <= RELATIVE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b));
+  if (typeof a === 'number' && typeof b === 'number')
+    return a === b || Math.abs(a - b) <= RELATIVE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b));
   if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => close(v, b[i]!));
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-const same = (a: JsonValue, b: JsonValue, type: string | undefined) => (type !== undefined && FLOATING.test(type) ? close(a, b) : JSON.stringify(a) === JSON.stringify(b));
+const same = (a: JsonValue, b: JsonValue, type: string | undefined) =>
+  type !== undefined && FLOATING.test(type) ? close(a, b) : JSON.stringify(a) === JSON.stringify(b);
 
-const rowKey = (row: JsonValue[]) => JSON.stringify(row.map((v) => (typeof v === 'number' ? Number(v.toPrecision(8)) : v)));
+const rowKey = (row: JsonValue[]) =>
+  JSON.stringify(row.map((v) => (typeof v === 'number' ? Number(v.toPrecision(8)) : v)));
 
 type Comparable = Pick<JsonResult, 'columns' | 'rows'> & Partial<Pick<JsonResult, 'types'>>;
 
 /** The first difference between two results, or undefined when they are the same. */
 export function resultDifference(actual: Comparable, expected: Comparable, ordered: boolean): string | undefined {
-  if (JSON.stringify(actual.columns) !== JSON.stringify(expected.columns)) return `columns ${JSON.stringify(actual.columns)} != ${JSON.stringify(expected.columns)}`;
-  if (expected.types && JSON.stringify(actual.types) !== JSON.stringify(expected.types)) return `types ${JSON.stringify(actual.types)} != ${JSON.stringify(expected.types)}`;
+  if (JSON.stringify(actual.columns) !== JSON.stringify(expected.columns))
+    return `columns ${JSON.stringify(actual.columns)} != ${JSON.stringify(expected.columns)}`;
+  if (expected.types && JSON.stringify(actual.types) !== JSON.stringify(expected.types))
+    return `types ${JSON.stringify(actual.types)} != ${JSON.stringify(expected.types)}`;
   if (actual.rows.length !== expected.rows.length) return `${actual.rows.length} rows != ${expected.rows.length}`;
   const sort = (rows: JsonValue[][]) => (ordered ? rows : [...rows].sort((x, y) => rowKey(x).localeCompare(rowKey(y))));
   const [a, e] = [sort(actual.rows), sort(expected.rows)];
   for (let i = 0; i < a.length; i++) {
-    if (!a[i]!.every((v, c) => same(v, e[i]![c]!, expected.types?.[c]))) return `row ${i}: ${JSON.stringify(a[i])} != ${JSON.stringify(e[i])}`;
+    if (!a[i]!.every((v, c) => same(v, e[i]![c]!, expected.types?.[c])))
+      return `row ${i}: ${JSON.stringify(a[i])} != ${JSON.stringify(e[i])}`;
   }
   return undefined;
 }

@@ -38,7 +38,9 @@ export async function writeEventFiles(dir: string, files: number, rowsPerFile: n
   try {
     for (let f = 0; f < files; f++) {
       const file = `${dir}/events-${String(f).padStart(4, '0')}.parquet`;
-      await connection.run(`COPY (${eventRowsSql(f * rowsPerFile, (f + 1) * rowsPerFile)} ORDER BY ts) TO '${file}' (FORMAT parquet)`);
+      await connection.run(
+        `COPY (${eventRowsSql(f * rowsPerFile, (f + 1) * rowsPerFile)} ORDER BY ts) TO '${file}' (FORMAT parquet)`,
+      );
       paths.push(file);
     }
   } finally {

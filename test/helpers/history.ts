@@ -19,19 +19,29 @@ export interface OversizedPayload {
 /** Payloads larger than `limit` bytes in any run's history of one workflow id. */
 export async function payloadsOver(client: Client, workflowId: string, limit: number): Promise<OversizedPayload[]> {
   const found: OversizedPayload[] = [];
-  for (const runId of await runsOf(client, workflowId)) found.push(...(await runPayloadsOver(client, workflowId, runId, limit)));
+  for (const runId of await runsOf(client, workflowId))
+    found.push(...(await runPayloadsOver(client, workflowId, runId, limit)));
   return found;
 }
 
 /** Payloads larger than `limit` bytes in every history the namespace holds (the test run's, at its end). */
-export async function allPayloadsOver(client: Client, limit: number): Promise<{ runs: number; oversized: OversizedPayload[] }> {
+export async function allPayloadsOver(
+  client: Client,
+  limit: number,
+): Promise<{ runs: number; oversized: OversizedPayload[] }> {
   const limitRuns = pLimit(8);
   const checks: Promise<OversizedPayload[]>[] = [];
-  for await (const run of client.workflow.list()) checks.push(limitRuns(() => runPayloadsOver(client, run.workflowId, run.runId, limit)));
+  for await (const run of client.workflow.list())
+    checks.push(limitRuns(() => runPayloadsOver(client, run.workflowId, run.runId, limit)));
   return { runs: checks.length, oversized: (await Promise.all(checks)).flat() };
 }
 
-async function runPayloadsOver(client: Client, workflowId: string, runId: string, limit: number): Promise<OversizedPayload[]> {
+async function runPayloadsOver(
+  client: Client,
+  workflowId: string,
+  runId: string,
+  limit: number,
+): Promise<OversizedPayload[]> {
   const found: OversizedPayload[] = [];
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   for (const event of history.events ?? []) {

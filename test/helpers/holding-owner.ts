@@ -51,7 +51,8 @@ export async function startHoldingOwner(cluster: TestCluster, id = 'holding-owne
     url,
     held: [],
     abandoned: 0,
-    arrived: (count = 1) => (arrivals >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve }))),
+    arrived: (count = 1) =>
+      arrivals >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve })),
     releaseAll: () => {
       for (const response of owner.held) response.end(JSON.stringify({ accepted: true, owner: id }));
     },

@@ -10,4 +10,5 @@ export const spans = new InMemorySpanExporter();
 startTracing([new SimpleSpanProcessor(spans)]);
 
 /** The finished spans of one trace. */
-export const traceSpans = (traceId: string): ReadableSpan[] => spans.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+export const traceSpans = (traceId: string): ReadableSpan[] =>
+  spans.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);

@@ -24,7 +24,14 @@ export async function startKubeApiProxy(server: string): Promise<KubeApiProxy> {
       await hook();
     }
     const forwarded = https.request(
-      { host: upstream.hostname, port: upstream.port, path: request.url, method: request.method, headers: { ...request.headers, host: upstream.host }, rejectUnauthorized: false },
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        path: request.url,
+        method: request.method,
+        headers: { ...request.headers, host: upstream.host },
+        rejectUnauthorized: false,
+      },
       (answer) => {
         response.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(response);
@@ -35,9 +42,10 @@ export async function startKubeApiProxy(server: string): Promise<KubeApiProxy> {
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   proxy.url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  proxy.close = () => new Promise<void>((resolve) => {
-    http.closeAllConnections();
-    http.close(() => resolve());
-  });
+  proxy.close = () =>
+    new Promise<void>((resolve) => {
+      http.closeAllConnections();
+      http.close(() => resolve());
+    });
   return proxy;
 }

@@ -50,17 +50,36 @@ export interface KubeControlPlane {
  * script says on stderr when it builds.
  */
 export async function resolveKubeBinaries(options: { mustExist: boolean }): Promise<KubeBinaries> {
-  const etcd = process.env.BERTH_ETCD ?? (await promisify(execFile)('sh', ['-c', 'command -v etcd']).then(({ stdout }) => stdout.trim(), () => ''));
-  if (!etcd) throw new Error('etcd is not on PATH: install Debian\'s etcd-server package (apt-get install etcd-server), or set BERTH_ETCD');
+  const etcd =
+    process.env.BERTH_ETCD ??
+    (await promisify(execFile)('sh', ['-c', 'command -v etcd']).then(
+      ({ stdout }) => stdout.trim(),
+      () => '',
+    ));
+  if (!etcd)
+    throw new Error(
+      "etcd is not on PATH: install Debian's etcd-server package (apt-get install etcd-server), or set BERTH_ETCD",
+    );
   const env = { ...process.env, ...(options.mustExist ? { BERTH_KUBE_CHECK_ONLY: '1' } : {}) };
   const dir = await new Promise<string>((resolve, reject) => {
     const child = spawn('bash', [BUILD_SCRIPT], { env, stdio: ['ignore', 'pipe', 'inherit'] });
     let stdout = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(stdout.trim()) : reject(new Error(`scripts/kube-control-plane.sh exited with ${code}: the Kubernetes control plane is not built`))));
+    child.once('exit', (code) =>
+      code === 0
+        ? resolve(stdout.trim())
+        : reject(
+            new Error(`scripts/kube-control-plane.sh exited with ${code}: the Kubernetes control plane is not built`),
+          ),
+    );
   });
-  return { apiserver: path.join(dir, 'kube-apiserver'), controllerManager: path.join(dir, 'kube-controller-manager'), scheduler: path.join(dir, 'kube-scheduler'), etcd };
+  return {
+    apiserver: path.join(dir, 'kube-apiserver'),
+    controllerManager: path.join(dir, 'kube-controller-manager'),
+    scheduler: path.join(dir, 'kube-scheduler'),
+    etcd,
+  };
 }
 
 /**
@@ -68,7 +87,11 @@ export async function resolveKubeBinaries(options: { mustExist: boolean }): Prom
  * period). Started through util-linux's setpriv so that the kernel kills it if the test run dies
  * without tearing down.
  */
-function startProcess(executable: string, args: string[], logFile: string): { child: ChildProcess; exited: Promise<unknown>; stop(): Promise<void> } {
+function startProcess(
+  executable: string,
+  args: string[],
+  logFile: string,
+): { child: ChildProcess; exited: Promise<unknown>; stop(): Promise<void> } {
   const log = openSync(logFile, 'a');
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', executable, ...args], { stdio: ['ignore', log, log] });
   const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -92,18 +115,28 @@ export const kubeConfigYaml = (server: string, token: string) =>
 /** GET over https (with a bearer token when given), accepting the apiserver's self-signed certificate. */
 export function kubeGet(url: string, token?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const request = https.get(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, rejectUnauthorized: false, timeout: 5_000 }, (response) => {
-      let body = '';
-      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
-    });
+    const request = https.get(
+      url,
+      { headers: token ? { authorization: `Bearer ${token}` } : {}, rejectUnauthorized: false, timeout: 5_000 },
+      (response) => {
+        let body = '';
+        response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+      },
+    );
     request.once('timeout', () => request.destroy(new Error(`GET ${url} timed out`)));
     request.once('error', reject);
   });
 }
 
 /** Waits until `probe` answers true, or throws naming what never came up (with the tail of its log). */
-async function waitFor(what: string, logFile: string, exited: Promise<unknown>, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+async function waitFor(
+  what: string,
+  logFile: string,
+  exited: Promise<unknown>,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
   let dead = false;
   void exited.then(() => (dead = true));
   const deadline = Date.now() + timeoutMs;
@@ -111,13 +144,19 @@ async function waitFor(what: string, logFile: string, exited: Promise<unknown>, 
     if (await probe().catch(() => false)) return;
     if (dead || Date.now() > deadline) {
       const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-15).join('\n');
-      throw new Error(`${what} ${dead ? 'exited' : `was not ready within ${timeoutMs} ms`}; the end of ${logFile}:\n${tail}`);
+      throw new Error(
+        `${what} ${dead ? 'exited' : `was not ready within ${timeoutMs} ms`}; the end of ${logFile}:\n${tail}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
 
-export async function startKubeControlPlane(options: { binaries: KubeBinaries; dir: string; startTimeoutMs?: number }): Promise<KubeControlPlane> {
+export async function startKubeControlPlane(options: {
+  binaries: KubeBinaries;
+  dir: string;
+  startTimeoutMs?: number;
+}): Promise<KubeControlPlane> {
   const { binaries, dir } = options;
   const timeoutMs = options.startTimeoutMs ?? 120_000;
   await mkdir(dir, { recursive: true });
@@ -126,15 +165,36 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
   const managerToken = randomBytes(24).toString('hex');
   const schedulerToken = randomBytes(24).toString('hex');
   // The key that signs and verifies ServiceAccount tokens (TokenRequest answers with real ones).
-  await writeFile(file('sa.key'), generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
-  await writeFile(file('tokens.csv'), `${adminToken},admin,admin,"system:masters"\n${managerToken},system:kube-controller-manager,kcm,"system:masters"\n${schedulerToken},system:kube-scheduler,scheduler,"system:masters"\n`);
+  await writeFile(
+    file('sa.key'),
+    generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }),
+  );
+  await writeFile(
+    file('tokens.csv'),
+    `${adminToken},admin,admin,"system:masters"\n${managerToken},system:kube-controller-manager,kcm,"system:masters"\n${schedulerToken},system:kube-scheduler,scheduler,"system:masters"\n`,
+  );
   // Every patch of a workload or custom resource, with who made it and what the server answered.
   await writeFile(
     file('audit-policy.yaml'),
-    ['apiVersion: audit.k8s.io/v1', 'kind: Policy', 'omitStages: [RequestReceived]', 'rules:', '  - level: Metadata', '    verbs: [patch]', '    resources: [{ group: apps }, { group: disaggregated.cluster.doris.com }]', '  - level: None', ''].join('\n'),
+    [
+      'apiVersion: audit.k8s.io/v1',
+      'kind: Policy',
+      'omitStages: [RequestReceived]',
+      'rules:',
+      '  - level: Metadata',
+      '    verbs: [patch]',
+      '    resources: [{ group: apps }, { group: disaggregated.cluster.doris.com }]',
+      '  - level: None',
+      '',
+    ].join('\n'),
   );
 
-  const [etcdPort, peerPort, apiPort, schedulerPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [etcdPort, peerPort, apiPort, schedulerPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const server = `https://127.0.0.1:${apiPort}`;
   const started: { stop(): Promise<void> }[] = [];
   const stop = async () => {
@@ -142,71 +202,137 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
   };
   try {
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-    const etcd = startProcess(binaries.etcd, [
-      '--name', 'berth-test',
-      '--data-dir', file('etcd'),
-      '--listen-client-urls', etcdUrl,
-      '--advertise-client-urls', etcdUrl,
-      '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-      '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-      '--initial-cluster', `berth-test=http://127.0.0.1:${peerPort}`,
-      '--logger', 'zap',
-      '--log-level', 'warn',
-      // A test store: no fsync per write on a busy shared disk.
-      '--unsafe-no-fsync',
-    ], file('etcd.log'));
+    const etcd = startProcess(
+      binaries.etcd,
+      [
+        '--name',
+        'berth-test',
+        '--data-dir',
+        file('etcd'),
+        '--listen-client-urls',
+        etcdUrl,
+        '--advertise-client-urls',
+        etcdUrl,
+        '--listen-peer-urls',
+        `http://127.0.0.1:${peerPort}`,
+        '--initial-advertise-peer-urls',
+        `http://127.0.0.1:${peerPort}`,
+        '--initial-cluster',
+        `berth-test=http://127.0.0.1:${peerPort}`,
+        '--logger',
+        'zap',
+        '--log-level',
+        'warn',
+        // A test store: no fsync per write on a busy shared disk.
+        '--unsafe-no-fsync',
+      ],
+      file('etcd.log'),
+    );
     started.push(etcd);
     await waitFor('etcd', file('etcd.log'), etcd.exited, async () => (await fetch(`${etcdUrl}/health`)).ok, timeoutMs);
 
-    const apiserver = startProcess(binaries.apiserver, [
-      '--etcd-servers', etcdUrl,
-      '--bind-address', '127.0.0.1',
-      '--advertise-address', '127.0.0.1',
-      '--secure-port', String(apiPort),
-      '--cert-dir', file('certs'),
-      '--authorization-mode', 'RBAC',
-      '--token-auth-file', file('tokens.csv'),
-      '--service-account-key-file', file('sa.key'),
-      '--service-account-signing-key-file', file('sa.key'),
-      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
-      // No kubelets, so no endpoints for the kubernetes Service to reconcile.
-      '--endpoint-reconciler-type', 'none',
-      '--audit-policy-file', file('audit-policy.yaml'),
-      '--audit-log-path', file('audit.log'),
-      '--audit-log-format', 'json',
-      // Each test namespace's pods land only on that test's nodes (see the header).
-      '--enable-admission-plugins', 'PodNodeSelector',
-      '--profiling=false',
-    ], file('kube-apiserver.log'));
+    const apiserver = startProcess(
+      binaries.apiserver,
+      [
+        '--etcd-servers',
+        etcdUrl,
+        '--bind-address',
+        '127.0.0.1',
+        '--advertise-address',
+        '127.0.0.1',
+        '--secure-port',
+        String(apiPort),
+        '--cert-dir',
+        file('certs'),
+        '--authorization-mode',
+        'RBAC',
+        '--token-auth-file',
+        file('tokens.csv'),
+        '--service-account-key-file',
+        file('sa.key'),
+        '--service-account-signing-key-file',
+        file('sa.key'),
+        '--service-account-issuer',
+        'https://kubernetes.default.svc.cluster.local',
+        // No kubelets, so no endpoints for the kubernetes Service to reconcile.
+        '--endpoint-reconciler-type',
+        'none',
+        '--audit-policy-file',
+        file('audit-policy.yaml'),
+        '--audit-log-path',
+        file('audit.log'),
+        '--audit-log-format',
+        'json',
+        // Each test namespace's pods land only on that test's nodes (see the header).
+        '--enable-admission-plugins',
+        'PodNodeSelector',
+        '--profiling=false',
+      ],
+      file('kube-apiserver.log'),
+    );
     started.push(apiserver);
-    await waitFor('kube-apiserver', file('kube-apiserver.log'), apiserver.exited, async () => (await kubeGet(`${server}/readyz`, adminToken)).status === 200, timeoutMs);
+    await waitFor(
+      'kube-apiserver',
+      file('kube-apiserver.log'),
+      apiserver.exited,
+      async () => (await kubeGet(`${server}/readyz`, adminToken)).status === 200,
+      timeoutMs,
+    );
 
     await writeFile(file('controller-manager.kubeconfig'), kubeConfigYaml(server, managerToken));
     await writeFile(file('scheduler.kubeconfig'), kubeConfigYaml(server, schedulerToken));
     // No --root-ca-file: the apiserver's self-signed serving certificate is not a CA.
-    const manager = startProcess(binaries.controllerManager, [
-      '--kubeconfig', file('controller-manager.kubeconfig'),
-      '--leader-elect=false',
-      '--secure-port', '0',
-      '--service-account-private-key-file', file('sa.key'),
-      '--profiling=false',
-    ], file('kube-controller-manager.log'));
+    const manager = startProcess(
+      binaries.controllerManager,
+      [
+        '--kubeconfig',
+        file('controller-manager.kubeconfig'),
+        '--leader-elect=false',
+        '--secure-port',
+        '0',
+        '--service-account-private-key-file',
+        file('sa.key'),
+        '--profiling=false',
+      ],
+      file('kube-controller-manager.log'),
+    );
     started.push(manager);
-    const scheduler = startProcess(binaries.scheduler, [
-      '--kubeconfig', file('scheduler.kubeconfig'),
-      '--leader-elect=false',
-      // Served only for its /readyz (always allowed, so no authentication set-up).
-      '--bind-address', '127.0.0.1',
-      '--secure-port', String(schedulerPort),
-      '--cert-dir', file('scheduler-certs'),
-      '--profiling=false',
-    ], file('kube-scheduler.log'));
+    const scheduler = startProcess(
+      binaries.scheduler,
+      [
+        '--kubeconfig',
+        file('scheduler.kubeconfig'),
+        '--leader-elect=false',
+        // Served only for its /readyz (always allowed, so no authentication set-up).
+        '--bind-address',
+        '127.0.0.1',
+        '--secure-port',
+        String(schedulerPort),
+        '--cert-dir',
+        file('scheduler-certs'),
+        '--profiling=false',
+      ],
+      file('kube-scheduler.log'),
+    );
     started.push(scheduler);
     // Both start side by side. Running controllers show: the ServiceAccount controller gives every
     // namespace its "default". The scheduler is ready once its informers have synced.
     await Promise.all([
-      waitFor('kube-controller-manager', file('kube-controller-manager.log'), manager.exited, async () => (await kubeGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, adminToken)).status === 200, timeoutMs),
-      waitFor('kube-scheduler', file('kube-scheduler.log'), scheduler.exited, async () => (await kubeGet(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200, timeoutMs),
+      waitFor(
+        'kube-controller-manager',
+        file('kube-controller-manager.log'),
+        manager.exited,
+        async () =>
+          (await kubeGet(`${server}/api/v1/namespaces/default/serviceaccounts/default`, adminToken)).status === 200,
+        timeoutMs,
+      ),
+      waitFor(
+        'kube-scheduler',
+        file('kube-scheduler.log'),
+        scheduler.exited,
+        async () => (await kubeGet(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200,
+        timeoutMs,
+      ),
     ]);
   } catch (error) {
     await stop();
@@ -214,4 +340,3 @@ export async function startKubeControlPlane(options: { binaries: KubeBinaries; d
   }
   return { server, adminToken, auditLog: file('audit.log'), stop };
 }
-

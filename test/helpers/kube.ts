@@ -6,7 +6,15 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  ApiextensionsV1Api,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { inject } from 'vitest';
 import type { KubernetesTarget } from '../../activities/platform/kubernetes-platform.js';
@@ -47,7 +55,14 @@ export const namespaceNodeLabel = 'berth.test/namespace';
 export async function createNamespace(kube: TestKube, prefix: string): Promise<string> {
   const name = `${prefix}-${randomUUID().slice(0, 8)}`;
   const core = kube.admin.makeApiClient(CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name, annotations: { 'scheduler.alpha.kubernetes.io/node-selector': `${namespaceNodeLabel}=${name}` } } } });
+  await core.createNamespace({
+    body: {
+      metadata: {
+        name,
+        annotations: { 'scheduler.alpha.kubernetes.io/node-selector': `${namespaceNodeLabel}=${name}` },
+      },
+    },
+  });
   for (;;) {
     try {
       await core.readNamespacedServiceAccount({ name: 'default', namespace: name });
@@ -62,12 +77,17 @@ type Manifest = KubernetesObject & Record<string, any>; // eslint-disable-line @
 
 export async function loadManifests(relativePath: string): Promise<Manifest[]> {
   const text = await readFile(fileURLToPath(new URL(`../../${relativePath}`, import.meta.url)), 'utf8');
-  return parseAllDocuments(text).map((d) => d.toJS() as Manifest).filter(Boolean);
+  return parseAllDocuments(text)
+    .map((d) => d.toJS() as Manifest)
+    .filter(Boolean);
 }
 
 /** What deploy/k8s gives the heavy pool: the worker's RBAC, and the heavy workload with its Service. */
 export async function heavyPoolManifests(): Promise<Manifest[]> {
-  return [...(await loadManifests('deploy/k8s/rbac.yaml')), ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === 'berth-heavy')];
+  return [
+    ...(await loadManifests('deploy/k8s/rbac.yaml')),
+    ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === 'berth-heavy'),
+  ];
 }
 
 const CLUSTER_SCOPED = new Set(['ClusterRole', 'ClusterRoleBinding']);
@@ -93,9 +113,11 @@ export async function applyManifests(kube: TestKube, namespace: string, manifest
 export async function applyCustomResourceDefinitions(kube: TestKube, relativePath: string): Promise<void> {
   const api = kube.admin.makeApiClient(ApiextensionsV1Api);
   for (const crd of await loadManifests(relativePath)) {
-    await KubernetesObjectApi.makeApiClient(kube.admin).create(crd).catch((error: { code?: number }) => {
-      if (error.code !== 409) throw error;
-    });
+    await KubernetesObjectApi.makeApiClient(kube.admin)
+      .create(crd)
+      .catch((error: { code?: number }) => {
+        if (error.code !== 409) throw error;
+      });
     for (;;) {
       const { status } = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
       if (status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
@@ -105,10 +127,20 @@ export async function applyCustomResourceDefinitions(kube: TestKube, relativePat
 }
 
 /** The operator resource of the custom-resource tests: a DorisDisaggregatedCluster "analytics" whose CRD is a test fixture. */
-export const computeGroupsRef = (namespace: string) => ({ group: 'disaggregated.cluster.doris.com', version: 'v1', plural: 'dorisdisaggregatedclusters', namespace, name: 'analytics' });
+export const computeGroupsRef = (namespace: string) => ({
+  group: 'disaggregated.cluster.doris.com',
+  version: 'v1',
+  plural: 'dorisdisaggregatedclusters',
+  namespace,
+  name: 'analytics',
+});
 
 /** The driver's target for it; the operator is taken to label a group's pods `app.doris.computegroup=GROUP`. */
-export const COMPUTE_GROUPS_TARGET: Extract<KubernetesTarget, { kind: 'custom-resource' }> = { kind: 'custom-resource', name: 'analytics', podSelector: (group) => `app.doris.computegroup=${group}` };
+export const COMPUTE_GROUPS_TARGET: Extract<KubernetesTarget, { kind: 'custom-resource' }> = {
+  kind: 'custom-resource',
+  name: 'analytics',
+  podSelector: (group) => `app.doris.computegroup=${group}`,
+};
 
 export interface ComputeGroupsResource {
   metadata: { generation: number };
@@ -116,23 +148,39 @@ export interface ComputeGroupsResource {
 }
 
 /** Creates the resource (and its CRD, once per run) in `namespace`. */
-export async function createComputeGroups(kube: TestKube, namespace: string, computeGroups: ComputeGroupsResource['spec']['computeGroups']): Promise<void> {
+export async function createComputeGroups(
+  kube: TestKube,
+  namespace: string,
+  computeGroups: ComputeGroupsResource['spec']['computeGroups'],
+): Promise<void> {
   await applyCustomResourceDefinitions(kube, 'test/fixtures/compute-groups-crd.yaml');
-  await KubernetesObjectApi.makeApiClient(kube.admin).create({ apiVersion: 'disaggregated.cluster.doris.com/v1', kind: 'DorisDisaggregatedCluster', metadata: { name: 'analytics', namespace }, spec: { computeGroups } });
+  await KubernetesObjectApi.makeApiClient(kube.admin).create({
+    apiVersion: 'disaggregated.cluster.doris.com/v1',
+    kind: 'DorisDisaggregatedCluster',
+    metadata: { name: 'analytics', namespace },
+    spec: { computeGroups },
+  });
 }
 
 export const readComputeGroups = async (kube: TestKube, namespace: string) =>
-  (await kube.admin.makeApiClient(CustomObjectsApi).getNamespacedCustomObject(computeGroupsRef(namespace))) as ComputeGroupsResource;
+  (await kube.admin
+    .makeApiClient(CustomObjectsApi)
+    .getNamespacedCustomObject(computeGroupsRef(namespace))) as ComputeGroupsResource;
 
 /** A real ServiceAccount token (TokenRequest), as a pod of that ServiceAccount would mount. */
 export async function serviceAccountToken(kube: TestKube, namespace: string, name: string): Promise<string> {
   const core = kube.admin.makeApiClient(CoreV1Api);
-  const request = await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const request = await core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   return request.status!.token;
 }
 
 /** The StatefulSet as the server holds it. */
-export const readStatefulSet = (kube: TestKube, namespace: string, name: string) => kube.admin.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace, name });
+export const readStatefulSet = (kube: TestKube, namespace: string, name: string) =>
+  kube.admin.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace, name });
 
 export interface AuditEvent {
   verb: string;
@@ -148,5 +196,11 @@ export async function auditedPatches(kube: TestKube, namespace: string, name: st
     .split('\n')
     .filter(Boolean)
     .map((line) => JSON.parse(line) as AuditEvent)
-    .filter((e) => e.verb === 'patch' && e.objectRef.namespace === namespace && e.objectRef.name === name && !('subresource' in e.objectRef));
+    .filter(
+      (e) =>
+        e.verb === 'patch' &&
+        e.objectRef.namespace === namespace &&
+        e.objectRef.name === name &&
+        !('subresource' in e.objectRef),
+    );
 }

@@ -24,7 +24,9 @@ export async function referenceFor(cluster: TestCluster, tables: string[]): Prom
     for (const table of tables) {
       const files: string[] = [];
       for (const segment of await cluster.meta.listSegments(table)) {
-        const object = await s3.send(new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey(table, segment.id) }));
+        const object = await s3.send(
+          new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey(table, segment.id) }),
+        );
         const file = path.join(dir, `${segment.id}.parquet`);
         await writeFile(file, await object.Body!.transformToByteArray());
         files.push(file);

@@ -15,7 +15,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  makeInformer,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { labelSelectorString } from '../../activities/platform/kubernetes-platform.js';
 import { startServiceProcess, type ServiceProcess } from '../../activities/platform/service-process.js';
 import type { TestKube } from './kube.js';
@@ -45,7 +52,8 @@ export interface TestKubelet {
 }
 
 /** Errors of a step the kubelet takes in the background; the informer's next event retries it. */
-const report = (what: string) => (error: unknown) => console.error(`test kubelet: ${what}: ${(error as Error).message}`);
+const report = (what: string) => (error: unknown) =>
+  console.error(`test kubelet: ${what}: ${(error as Error).message}`);
 
 export async function startTestKubelet(kube: TestKube, options: TestKubeletOptions): Promise<TestKubelet> {
   const { namespace } = options;
@@ -53,9 +61,13 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
   const nodeName = `test-kubelet-${randomUUID().slice(0, 8)}`;
   await mkdir(options.dir, { recursive: true });
   const now = () => new Date();
-  const node = await createTestNodes(kube, namespace, [{ name: nodeName, ...(options.node ?? { capacity: { cpu: '64', memory: '512Gi' } }) }]);
+  const node = await createTestNodes(kube, namespace, [
+    { name: nodeName, ...(options.node ?? { capacity: { cpu: '64', memory: '512Gi' } }) },
+  ]);
 
-  const workload = await kube.admin.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace, name: options.statefulSet });
+  const workload = await kube.admin
+    .makeApiClient(AppsV1Api)
+    .readNamespacedStatefulSet({ namespace, name: options.statefulSet });
   const selector = labelSelectorString(workload.spec!.selector);
   const processes = new Map<string, ServiceProcess>();
   const kubelet: TestKubelet = { nodeName, processes, started: 0, stop: async () => {} };
@@ -73,14 +85,21 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     // Only what the scheduler placed here: an unplaced pod waits for it, another node's is not ours.
     if (pod.spec!.nodeName !== nodeName || processes.has(name) || pod.status?.phase === 'Running') return;
     const container = pod.spec!.containers[0]!;
-    const literal = Object.fromEntries((container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
-    const backend = await startServiceProcess(name, QUERY_NODE, {
-      ...literal,
-      ...options.env,
-      BERTH_NODE_HOST: '127.0.0.1',
-      BERTH_NODE_PORT: '0',
-      BERTH_NODE_CACHE_DIR: path.join(options.dir, `${name}-${pod.metadata!.uid}`),
-    }, path.join(options.dir, `${name}.log`));
+    const literal = Object.fromEntries(
+      (container.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]),
+    );
+    const backend = await startServiceProcess(
+      name,
+      QUERY_NODE,
+      {
+        ...literal,
+        ...options.env,
+        BERTH_NODE_HOST: '127.0.0.1',
+        BERTH_NODE_PORT: '0',
+        BERTH_NODE_CACHE_DIR: path.join(options.dir, `${name}-${pod.metadata!.uid}`),
+      },
+      path.join(options.dir, `${name}.log`),
+    );
     processes.set(name, backend);
     kubelet.started++;
     // A container that dies on its own leaves the pod not ready (this kubelet does not restart it).
@@ -95,8 +114,23 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
             namespace,
             body: {
               status: {
-                conditions: ['ContainersReady', 'Ready'].map((type) => ({ type, status: 'False', reason: 'ContainersNotReady', lastTransitionTime: at })),
-                containerStatuses: [{ name: container.name, image: container.image, imageID: '', ready: false, started: false, restartCount: 0, state: { terminated: { exitCode: exitCode ?? 137, finishedAt: at } } }],
+                conditions: ['ContainersReady', 'Ready'].map((type) => ({
+                  type,
+                  status: 'False',
+                  reason: 'ContainersNotReady',
+                  lastTransitionTime: at,
+                })),
+                containerStatuses: [
+                  {
+                    name: container.name,
+                    image: container.image,
+                    imageID: '',
+                    ready: false,
+                    started: false,
+                    restartCount: 0,
+                    state: { terminated: { exitCode: exitCode ?? 137, finishedAt: at } },
+                  },
+                ],
               },
             },
           },
@@ -117,7 +151,17 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
             podIP: '127.0.0.1',
             startTime: startedAt,
             conditions: ['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map(condition),
-            containerStatuses: [{ name: container.name, image: container.image, imageID: '', ready: true, started: true, restartCount: 0, state: { running: { startedAt } } }],
+            containerStatuses: [
+              {
+                name: container.name,
+                image: container.image,
+                imageID: '',
+                ready: true,
+                started: true,
+                restartCount: 0,
+                state: { running: { startedAt } },
+              },
+            ],
           },
         },
       },
@@ -137,12 +181,23 @@ export async function startTestKubelet(kube: TestKube, options: TestKubeletOptio
     await stopProcess(name);
     // The containers are gone: end the graceful deletion now (only this pod, not a successor of the
     // same name). With a body, the server reads the grace period from it, not from the query.
-    await core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid } } }).catch((error: { code?: number }) => {
-      if (error.code !== 404 && error.code !== 409) throw error;
-    });
+    await core
+      .deleteNamespacedPod({
+        name,
+        namespace,
+        body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata!.uid } },
+      })
+      .catch((error: { code?: number }) => {
+        if (error.code !== 404 && error.code !== 409) throw error;
+      });
   };
 
-  const informer = makeInformer(kube.admin, `/api/v1/namespaces/${namespace}/pods`, () => core.listNamespacedPod({ namespace, labelSelector: selector }), selector);
+  const informer = makeInformer(
+    kube.admin,
+    `/api/v1/namespaces/${namespace}/pods`,
+    () => core.listNamespacedPod({ namespace, labelSelector: selector }),
+    selector,
+  );
   informer.on('add', (pod) => enqueue(pod, run));
   informer.on('update', (pod) => enqueue(pod, run));
   informer.on('delete', (pod) => enqueue(pod, (p) => stopProcess(p.metadata!.name!)));

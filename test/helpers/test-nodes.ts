@@ -44,27 +44,50 @@ export async function createTestNodes(kube: TestKube, namespace: string, specs: 
     const withPods = (r: { cpu: string; memory: string; pods?: string }) => ({ ...r, pods: r.pods ?? '110' });
     await core.createNode({
       body: {
-        metadata: { name, labels: { 'kubernetes.io/hostname': name, ...spec.labels, [namespaceNodeLabel]: namespace }, annotations: spec.annotations },
+        metadata: {
+          name,
+          labels: { 'kubernetes.io/hostname': name, ...spec.labels, [namespaceNodeLabel]: namespace },
+          annotations: spec.annotations,
+        },
         spec: { taints: spec.taints },
         status: {
           capacity: withPods(spec.capacity),
           allocatable: withPods(spec.allocatable ?? spec.capacity),
           addresses: [{ type: 'InternalIP', address: '127.0.0.1' }],
-          conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'test node', lastHeartbeatTime: now(), lastTransitionTime: now() }],
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'True',
+              reason: 'KubeletReady',
+              message: 'test node',
+              lastHeartbeatTime: now(),
+              lastTransitionTime: now(),
+            },
+          ],
         },
       },
     });
     // The node lifecycle controller reads a node's health from its lease. Its renewTime is a
     // MicroTime (six fractional digits), which the client's Date serializer cannot write: it is
     // patched as text.
-    await leases.createNamespacedLease({ namespace: 'kube-node-lease', body: { metadata: { name }, spec: { holderIdentity: name, leaseDurationSeconds: 40 } } });
+    await leases.createNamespacedLease({
+      namespace: 'kube-node-lease',
+      body: { metadata: { name }, spec: { holderIdentity: name, leaseDurationSeconds: 40 } },
+    });
     names.push(name);
   }
   const renew = () =>
     Promise.all(
       names.map((name) =>
         leases
-          .patchNamespacedLease({ namespace: 'kube-node-lease', name, body: { spec: { renewTime: now().toISOString().replace(/Z$/, '000Z') } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
+          .patchNamespacedLease(
+            {
+              namespace: 'kube-node-lease',
+              name,
+              body: { spec: { renewTime: now().toISOString().replace(/Z$/, '000Z') } },
+            },
+            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          )
           .catch(report(`renewing the lease of ${name}`)),
       ),
     );

@@ -13,14 +13,31 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { HeavyPoolActivities } from '../../activities/heavy-pool.js';
-import { launchPool, poolStatus, readAdmission, reportDemand, type PoolClientOptions } from '../../workflows/pool-client.js';
+import {
+  launchPool,
+  poolStatus,
+  readAdmission,
+  reportDemand,
+  type PoolClientOptions,
+} from '../../workflows/pool-client.js';
 import type { PreflightActivities } from '../../activities/preflight.js';
 import type { ServingScalerActivities } from '../../activities/serving-scaler.js';
 import { preflightReport } from '../../core/preflight.js';
 import { planServingChange } from '../../core/serving-scale.js';
 import { reportServingLoad, servingScalerStatus } from '../../workflows/serving-scaler-client.js';
-import { mergeTaskQueueFor, mergeWorkflowId, poolWorkflowId, servingScalerWorkflowId, type ServingScalerConfig } from '../../workflows/api.js';
-import { janitorWorkflow, poolReconcilerWorkflow, preflightWorkflow, tableMergeWorkflow } from '../../workflows/index.js';
+import {
+  mergeTaskQueueFor,
+  mergeWorkflowId,
+  poolWorkflowId,
+  servingScalerWorkflowId,
+  type ServingScalerConfig,
+} from '../../workflows/api.js';
+import {
+  janitorWorkflow,
+  poolReconcilerWorkflow,
+  preflightWorkflow,
+  tableMergeWorkflow,
+} from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
 import { workerTracingOptions } from '../../workers/tracing.js';
 import { startWorker, temporalClient, workflowBundle, type RunningWorker } from '../helpers/berth-worker.js';
@@ -45,7 +62,11 @@ const poolDoubles = (replicas: Map<string, number>): HeavyPoolActivities => ({
   },
   async observePool({ group }) {
     const n = group.startsWith('stuck') ? 0 : (replicas.get(group) ?? 0);
-    return { pods: replicas.get(group) ?? 0, backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })), confirmed: n > 0 };
+    return {
+      pods: replicas.get(group) ?? 0,
+      backends: Array.from({ length: n }, (_, i) => ({ id: `${group}-${i}`, url: 'http://127.0.0.1:9' })),
+      confirmed: n > 0,
+    };
   },
   async canaryScan({ backends }) {
     return backends.map((b) => ({ id: b.id, ok: true }));
@@ -54,7 +75,9 @@ const poolDoubles = (replicas: Map<string, number>): HeavyPoolActivities => ({
     return [];
   },
   async parkOrphanedGroups({ groups }) {
-    return { parked: groups.filter((g) => (replicas.get(g) ?? 0) > 0).map((g) => ({ group: g, replicas: replicas.get(g)! })) };
+    return {
+      parked: groups.filter((g) => (replicas.get(g) ?? 0) > 0).map((g) => ({ group: g, replicas: replicas.get(g)! })),
+    };
   },
 });
 
@@ -76,7 +99,9 @@ describe('recording workflow histories', () => {
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const preflightDouble: PreflightActivities = {
       async preflight({ group }) {
-        return preflightReport(group, 'local', [{ area: 'requests', ok: false, summary: 'recorded', detail: ['8 > 7.9'] }]);
+        return preflightReport(group, 'local', [
+          { area: 'requests', ok: false, summary: 'recorded', detail: ['8 > 7.9'] },
+        ]);
       },
     };
     const servingDoubles: ServingScalerActivities = {
@@ -92,7 +117,13 @@ describe('recording workflow histories', () => {
         return { changed: previous !== n, previous };
       },
     };
-    poolWorker = await Worker.create({ connection, taskQueue: poolQueue, workflowBundle: await workflowBundle(), ...workerTracingOptions(), activities: { ...poolDoubles(replicas), ...preflightDouble, ...servingDoubles } });
+    poolWorker = await Worker.create({
+      connection,
+      taskQueue: poolQueue,
+      workflowBundle: await workflowBundle(),
+      ...workerTracingOptions(),
+      activities: { ...poolDoubles(replicas), ...preflightDouble, ...servingDoubles },
+    });
     poolRunning = poolWorker.run();
   });
   afterAll(async () => {
@@ -104,43 +135,79 @@ describe('recording workflow histories', () => {
     await client?.connection.close();
   });
 
-  it('records a heavy pool launched by demand, serving, raised by the monitor, then parked by the reaper', { timeout: 120_000 }, async () => {
-    const group = 'recorded';
-    const options: PoolClientOptions = { client, taskQueue: poolQueue, config: { group, increment: 1, maxReplicas: 2, maxConcurrency: 1, monitorSustainMs: 300, idleTimeoutMs: 1_500, readinessConfirmMs: 20 } };
-    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 3 });
-    await expect.poll(async () => (await readAdmission(options, 'c1')).grant, { timeout: 20_000 }).toBe(1);
-    await reportDemand(options, { coordinator: 'c1', running: 1, waiting: 2, epoch: 0 });
-    await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(2);
-    await launchPool(options, 2);
-    await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 0, epoch: 0 });
-    await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('parked');
-    await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
-    await save(client, 'heavy-pool-serve-raise-reap', poolWorkflowId(group));
-  });
+  it(
+    'records a heavy pool launched by demand, serving, raised by the monitor, then parked by the reaper',
+    { timeout: 120_000 },
+    async () => {
+      const group = 'recorded';
+      const options: PoolClientOptions = {
+        client,
+        taskQueue: poolQueue,
+        config: {
+          group,
+          increment: 1,
+          maxReplicas: 2,
+          maxConcurrency: 1,
+          monitorSustainMs: 300,
+          idleTimeoutMs: 1_500,
+          readinessConfirmMs: 20,
+        },
+      };
+      await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 3 });
+      await expect.poll(async () => (await readAdmission(options, 'c1')).grant, { timeout: 20_000 }).toBe(1);
+      await reportDemand(options, { coordinator: 'c1', running: 1, waiting: 2, epoch: 0 });
+      await expect.poll(async () => (await poolStatus({ client, group })).replicasPatched, { timeout: 20_000 }).toBe(2);
+      await launchPool(options, 2);
+      await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 0, epoch: 0 });
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 20_000 }).toBe('parked');
+      await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
+      await save(client, 'heavy-pool-serve-raise-reap', poolWorkflowId(group));
+    },
+  );
 
   it('records a heavy pool whose launch misses its deadline', { timeout: 60_000 }, async () => {
     const group = 'stuck-recorded';
-    const options: PoolClientOptions = { client, taskQueue: poolQueue, config: { group, increment: 1, maxReplicas: 1, launchDeadlineMs: 1_000, readinessWaitMs: 200 } };
+    const options: PoolClientOptions = {
+      client,
+      taskQueue: poolQueue,
+      config: { group, increment: 1, maxReplicas: 1, launchDeadlineMs: 1_000, readinessWaitMs: 200 },
+    };
     await reportDemand(options, { coordinator: 'c1', running: 0, waiting: 1 });
-    await expect.poll(async () => (await poolStatus({ client, group })).lastFailure?.epoch, { timeout: 20_000 }).toBe(1);
+    await expect
+      .poll(async () => (await poolStatus({ client, group })).lastFailure?.epoch, { timeout: 20_000 })
+      .toBe(1);
     await client.workflow.getHandle(poolWorkflowId(group)).terminate('recorded');
     await save(client, 'heavy-pool-launch-deadline', poolWorkflowId(group));
   });
 
-  it('records a serving autoscaler adding a node for waiting queries and giving it back when idle', { timeout: 60_000 }, async () => {
-    const config: ServingScalerConfig = { group: 'serving-recorded', floor: 1, max: 2, sustainMs: 300, idleMs: 1_000 };
-    const options = { client, config, taskQueue: poolQueue };
-    await reportServingLoad(options, { coordinator: 'c1', running: 1, waiting: 4 });
-    await expect.poll(async () => (await servingScalerStatus(options)).replicas, { timeout: 20_000 }).toBe(2);
-    await reportServingLoad(options, { coordinator: 'c1', running: 0, waiting: 0 });
-    await expect.poll(async () => (await servingScalerStatus(options)).steps.length, { timeout: 20_000 }).toBe(2);
-    await client.workflow.getHandle(servingScalerWorkflowId(config.group)).terminate('recorded');
-    await save(client, 'serving-scaler', servingScalerWorkflowId(config.group));
-  });
+  it(
+    'records a serving autoscaler adding a node for waiting queries and giving it back when idle',
+    { timeout: 60_000 },
+    async () => {
+      const config: ServingScalerConfig = {
+        group: 'serving-recorded',
+        floor: 1,
+        max: 2,
+        sustainMs: 300,
+        idleMs: 1_000,
+      };
+      const options = { client, config, taskQueue: poolQueue };
+      await reportServingLoad(options, { coordinator: 'c1', running: 1, waiting: 4 });
+      await expect.poll(async () => (await servingScalerStatus(options)).replicas, { timeout: 20_000 }).toBe(2);
+      await reportServingLoad(options, { coordinator: 'c1', running: 0, waiting: 0 });
+      await expect.poll(async () => (await servingScalerStatus(options)).steps.length, { timeout: 20_000 }).toBe(2);
+      await client.workflow.getHandle(servingScalerWorkflowId(config.group)).terminate('recorded');
+      await save(client, 'serving-scaler', servingScalerWorkflowId(config.group));
+    },
+  );
 
   it('records a preflight', async () => {
     const workflowId = `preflight-recorded-${randomUUID()}`;
-    const report = await client.workflow.execute(preflightWorkflow, { taskQueue: poolQueue, workflowId, args: [{ group: 'recorded' }] });
+    const report = await client.workflow.execute(preflightWorkflow, {
+      taskQueue: poolQueue,
+      workflowId,
+      args: [{ group: 'recorded' }],
+    });
     expect(report.findings).toBe(1);
     await save(client, 'preflight', workflowId);
   });
@@ -148,19 +215,31 @@ describe('recording workflow histories', () => {
   it('records the reconciler', async () => {
     replicas.set('orphaned', 2);
     const workflowId = `reconciler-${randomUUID()}`;
-    await client.workflow.execute(poolReconcilerWorkflow, { taskQueue: poolQueue, workflowId, args: [{ groups: ['orphaned', 'recorded'] }] });
+    await client.workflow.execute(poolReconcilerWorkflow, {
+      taskQueue: poolQueue,
+      workflowId,
+      args: [{ groups: ['orphaned', 'recorded'] }],
+    });
     await save(client, 'pool-reconciler', workflowId);
   });
 
   it('records a table merge with its segment merge child, and the janitor', { timeout: 120_000 }, async () => {
     await cluster.ingestEvents('events', 12, 40);
     const tableWorkflowId = `merge-events-recorded-${randomUUID()}`;
-    const result = await client.workflow.execute(tableMergeWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: tableWorkflowId, args: [{ table: 'events', minInputs: 2 }] });
+    const result = await client.workflow.execute(tableMergeWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId: tableWorkflowId,
+      args: [{ table: 'events', minInputs: 2 }],
+    });
     expect(result.partitions.map((p) => p.outcome)).toContain('merged');
     await save(client, 'table-merge', tableWorkflowId);
     await save(client, 'segment-merge', mergeWorkflowId('events', '20261101'));
     const janitorId = `janitor-recorded-${randomUUID()}`;
-    await client.workflow.execute(janitorWorkflow, { taskQueue: mergeTaskQueueFor(taskQueue), workflowId: janitorId, args: [{ graceMs: 0 }] });
+    await client.workflow.execute(janitorWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId: janitorId,
+      args: [{ graceMs: 0 }],
+    });
     await save(client, 'janitor', janitorId);
   });
 });
