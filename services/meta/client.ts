@@ -10,9 +10,7 @@ import { unavailable } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
 import type {
   Backend,
-  ColumnSpec,
   Fence,
-  Lease,
   LeaseGrant,
   Member,
   NodeRegistration,
@@ -22,19 +20,8 @@ import type {
   TableVersion,
 } from './api.js';
 
-export type {
-  Backend,
-  ColumnSpec,
-  Fence,
-  Lease,
-  LeaseGrant,
-  Member,
-  NodeRegistration,
-  Segment,
-  SegmentRow,
-  TableInfo,
-  TableVersion,
-};
+// The shapes it takes and returns are meta's wire contract (api.ts).
+export type * from './api.js';
 
 /** The meta URLs in a comma-separated list, without trailing slashes. */
 export function parseMetaUrls(urls: string | readonly string[]): string[] {

@@ -20,19 +20,8 @@ import type {
   TableVersion,
 } from './api.js';
 
-// The shapes the store takes and returns are meta's wire contract.
-export type {
-  Backend,
-  ColumnSpec,
-  Fence,
-  Lease,
-  Member,
-  NodeRegistration,
-  Segment,
-  SegmentRow,
-  TableInfo,
-  TableVersion,
-};
+// The shapes it takes and returns are meta's wire contract (api.ts).
+export type * from './api.js';
 
 export interface MetaStoreOptions {
   /** A node is alive while its last heartbeat is at most this old. @default 30000 */
