@@ -145,15 +145,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   // 4. A heavy query: the verdict launches the pool from zero; show each readiness layer as it passes.
   say('heavy query (monthly cumulative window): pool before it: ' + (await poolStatus()).phase);
   const seen = new Set<string>();
+  const showPool = (s: Awaited<ReturnType<typeof poolStatus>>): void => {
+    const line = `  pool ${s.phase}: target ${s.target}, pods ${s.podsRunning}, alive backends ${s.aliveBackends}, layers ${s.layersPassed.join(' → ') || 'none'}`;
+    if (!seen.has(line)) {
+      seen.add(line);
+      say(line);
+    }
+  };
   const watch = setInterval(() => {
     void poolStatus()
-      .then((s) => {
-        const line = `  pool ${s.phase}: target ${s.target}, pods ${s.podsRunning}, alive backends ${s.aliveBackends}, layers ${s.layersPassed.join(' → ') || 'none'}`;
-        if (!seen.has(line)) {
-          seen.add(line);
-          say(line);
-        }
-      })
+      .then(showPool)
       .catch(() => {});
   }, 250);
   let heavy: QueryResult;
@@ -162,7 +163,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   } finally {
     clearInterval(watch);
   }
+  // The last layers can pass between two polls; the state the query left the pool in is always shown.
   const up = await poolStatus();
+  showPool(up);
   const verdict = heavy.stats.verdict;
   say(
     `  verdict ${verdict.class}${verdict.class === 'heavy' ? ` (${verdict.bottleneck}: ${verdict.reason})` : ''}; ${heavy.rows.length} rows in ${heavy.stats.elapsedMs} ms on ${heavy.stats.group}; workflow ${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${heavy.stats.pool?.workflowId ?? ''}`,
