@@ -55,6 +55,11 @@ export const ScanStage = Type.Object({
 export type ScanStage = Static<typeof ScanStage>;
 
 export const QueryStats = Type.Object({
+  /**
+   * `computed` by this query, or `cached`: the answer an earlier query computed over the same
+   * table versions (the result cache; the other figures are that query's).
+   */
+  result: Type.Union([Type.Literal('computed'), Type.Literal('cached')]),
   /** The routing verdict at plan time: light (serving group) or heavy (the elastic pool), with the bottleneck. */
   verdict: DefinedIn<Verdict>('core/routing-verdict.ts (Verdict)'),
   /** The compute group that ran the query. */

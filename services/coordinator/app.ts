@@ -56,6 +56,12 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     labelNames: ['route', 'verdict'],
     registers: [registry],
   });
+  const resultCount = new Counter({
+    name: 'berth_query_results_total',
+    help: 'Answers computed, and answers served from the result cache',
+    labelNames: ['result'],
+    registers: [registry],
+  });
   const queryTime = new Histogram({
     name: 'berth_query_seconds',
     help: 'Query latency, by route and verdict',
@@ -111,11 +117,12 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     const result = await queries.query(request.body.sql, gone.signal);
     const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
     queryCount.inc(labels);
+    resultCount.inc({ result: result.stats.result });
     queryTime.observe(labels, result.stats.elapsedMs / 1000);
     const { stats } = result;
     queryLog.record({
       at: Date.now(),
-      scanBytes: stats.scanBytes,
+      scanBytes: stats.result === 'cached' ? 0 : stats.scanBytes, // a kept answer scanned nothing
       computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0),
       heavy: stats.verdict.class === 'heavy',
     });

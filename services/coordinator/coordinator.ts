@@ -14,6 +14,7 @@ import { buildCoordinatorApp } from './app.js';
 import { HeavyAdmission } from './heavy-admission.js';
 import { Ingestor } from './ingest.js';
 import { PlanCache } from './plan-cache.js';
+import { ResultCache } from './result-cache.js';
 import { Planner } from './planner.js';
 import { QueryService, type HeavyPool } from './query-service.js';
 import { Scatter } from './scatter.js';
@@ -71,6 +72,8 @@ export interface CoordinatorConfig {
   queueTimeoutMs?: number;
   /** Plans kept for queries sent again (plan-cache.ts); 0 turns the cache off. @default 1000 */
   planCacheSize?: number;
+  /** JSON bytes of answers kept for queries asked again over unchanged tables (result-cache.ts); 0 turns it off. @default 0 */
+  resultCacheBytes?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
   /** @default '127.0.0.1' */
@@ -180,6 +183,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
       catalog,
       maxEntries: config.planCacheSize,
     }),
+    results: new ResultCache(config.resultCacheBytes ?? 0),
     catalog,
     engine,
     scatters,

@@ -30,6 +30,7 @@ const coordinator = await startCoordinator({
   maxQueueSize: config.BERTH_MAX_QUEUED_QUERIES,
   queueTimeoutMs: config.BERTH_QUEUE_TIMEOUT_MS,
   planCacheSize: config.BERTH_PLAN_CACHE_SIZE,
+  resultCacheBytes: config.BERTH_RESULT_CACHE_BYTES,
   queryLogSize: config.BERTH_QUERY_LOG_SIZE,
   verdictThresholds: { scanBytes: config.BERTH_HEAVY_SCAN_BYTES, memoryBytes: config.BERTH_HEAVY_MEMORY_BYTES },
   heavyPool: heavyPool && {

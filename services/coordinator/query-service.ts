@@ -5,11 +5,12 @@
  * stream into the final stage, which runs here, on the coordinator's DuckDB.
  */
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { SegmentRow } from '../meta/client.js';
+import type { SegmentRow, TableVersion } from '../meta/client.js';
 import type { ScanStats } from '../query-node/client.js';
 import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
 import type { PlanCache } from './plan-cache.js';
+import type { ResultCache } from './result-cache.js';
 import type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
 import type { ExecutablePlan } from './planner.js';
 import type { Scatter } from './scatter.js';
@@ -31,6 +32,8 @@ export interface HeavyPool {
 
 export interface QueryServiceOptions {
   plans: PlanCache;
+  /** Answers to queries asked again over unchanged tables; without it every query runs. */
+  results?: ResultCache;
   /** Table schemas and manifests, checked against meta's versions at every query. */
   catalog: TableCatalog;
   engine: SqlEngine;
@@ -57,11 +60,15 @@ export interface QueryServiceOptions {
 interface Prepared {
   plan: ExecutablePlan;
   cached: boolean;
+  /** Each table the plan reads, as of the version check that began after the query arrived. */
+  versions: Map<string, TableVersion>;
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
   total: number;
   scanBytes: number;
   verdict: Verdict;
+  /** Where the answer is kept for the next query that asks it over the same table versions; unset: not kept. */
+  resultKey?: string;
 }
 
 export class QueryService {
@@ -151,6 +158,14 @@ export class QueryService {
 
   private async answer(sql: string, started: number, signal: AbortSignal): Promise<QueryResult> {
     const prepared = await this.prepare(sql);
+    prepared.resultKey = this.options.results?.key(sql, prepared.versions, prepared.plan.reusable);
+    const kept = this.options.results?.get(prepared.resultKey);
+    if (kept) {
+      // Asked before over these very table versions: no admission, no scan, no pool.
+      const stats: QueryStats = { ...kept.stats, result: 'cached', elapsedMs: Math.round(performance.now() - started) };
+      delete stats.pool;
+      return { ...kept, stats };
+    }
     const pool = this.options.heavyPool;
     if (prepared.verdict.class === 'heavy' && pool) {
       const admission = await pool.admission.admit(signal);
@@ -200,6 +215,7 @@ export class QueryService {
     return {
       plan,
       cached,
+      versions,
       chosen,
       total,
       scanBytes,
@@ -209,7 +225,7 @@ export class QueryService {
 
   /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
   private async execute(
-    { plan, cached, chosen, total, scanBytes, verdict }: Prepared,
+    { plan, cached, chosen, total, scanBytes, verdict, resultKey }: Prepared,
     group: string,
     started: number,
     signal: AbortSignal,
@@ -245,7 +261,10 @@ export class QueryService {
             });
         }),
       );
-      const result = await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });
+      const { bytes, ...result } = await exchange.finish(plan.finalSql, {
+        signal,
+        maxBytes: this.options.maxResultBytes,
+      });
       const scans = outcomes.flatMap((o) => o?.scans ?? []);
       const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
       const perNode = (list: ScanStats[], pick: (s: ScanStats) => number) => {
@@ -254,9 +273,10 @@ export class QueryService {
         return out;
       };
       const placements = outcomes.filter((o) => o !== undefined).map((o) => o.placement);
-      return {
+      const answer: QueryResult = {
         ...result,
         stats: {
+          result: 'computed',
           verdict,
           group,
           route: plan.route,
@@ -289,6 +309,8 @@ export class QueryService {
           elapsedMs: Math.round(performance.now() - started),
         },
       };
+      this.options.results?.set(resultKey, answer, bytes);
+      return answer;
     } finally {
       await exchange.close();
     }

@@ -61,8 +61,13 @@ function exactNumber(text: string): number | string {
   return significant.length <= DOUBLE_DIGITS ? Number(text) : text;
 }
 
+/** A result and the size of its rows as JSON. */
+export interface SizedJsonResult extends JsonResult {
+  bytes: number;
+}
+
 /** Reads a streamed result chunk by chunk, and stops once its JSON passes `maxBytes`, before the rest is ever converted. */
-export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity): Promise<JsonResult> {
+export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity): Promise<SizedJsonResult> {
   const types = result.columnTypes();
   const convert = types.map(converter);
   const rows: JsonValue[][] = [];
@@ -75,7 +80,7 @@ export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity):
       rows.push(json);
     }
   }
-  return { columns: result.columnNames(), types: types.map(String), rows };
+  return { columns: result.columnNames(), types: types.map(String), rows, bytes };
 }
 
 export function toJsonResult(reader: DuckDBResultReader): JsonResult {

@@ -19,7 +19,7 @@ import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
 import { bindTables } from '../common/scanner.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
-import { readJsonResult, type JsonResult } from './result-json.js';
+import { readJsonResult, type SizedJsonResult } from './result-json.js';
 
 export interface SegmentFile {
   rows: number;
@@ -253,7 +253,7 @@ export class Exchange {
   }
 
   /** Runs the final SQL over the inputs. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413. */
-  async finish(finalSql: string, options: RunOptions = {}): Promise<JsonResult> {
+  async finish(finalSql: string, options: RunOptions = {}): Promise<SizedJsonResult> {
     return await withConnection(this.duckdb, async (c) => {
       for (const input of this.inputs) {
         const parts = this.parts.get(input.name)!;

@@ -80,6 +80,7 @@ export interface ClusterOptions {
     | 'maxQueueSize'
     | 'queueTimeoutMs'
     | 'group'
+    | 'resultCacheBytes'
   >;
 }
 
