@@ -113,6 +113,29 @@ describe('berth up and the everyday commands', () => {
         const human = await berth('query', 'SELECT count(*) AS n FROM events', '--data-dir', dataDir);
         expect(human.stdout).toMatch(/^\s*n\n3000\n/);
         expect(human.stdout).toMatch(/route aggregate/);
+        const streamed = await berth(
+          'query',
+          'SELECT level FROM events ORDER BY ts',
+          '--ndjson',
+          '--data-dir',
+          dataDir,
+        );
+        const lines = streamed.stdout
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line) as unknown);
+        expect(lines[0]).toEqual({ columns: ['level'], types: ['VARCHAR'] });
+        expect(lines).toHaveLength(1 + 3_000 + 1);
+        expect(lines.at(-1)).toMatchObject({ stats: { segments: { total: 3 } } });
+        const cutShort = await berth(
+          'query',
+          "SELECT error('no such luck') FROM events",
+          '--ndjson',
+          '--data-dir',
+          dataDir,
+        );
+        expect(cutShort.code).not.toBe(0);
+        expect(cutShort.stderr).toMatch(/no such luck/);
 
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;

@@ -10,6 +10,7 @@ import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { referenceFor, type Reference } from './helpers/reference.js';
 import { eventNdjson } from './helpers/event-data.js';
+import { streamedQuery } from './helpers/streamed-query.js';
 
 const BATCHES = 8;
 const ROWS_PER_BATCH = 2_500;
@@ -82,6 +83,45 @@ describe('the serving path', () => {
       expectSameResult(body, expected.result, ordered, name);
     },
   );
+
+  it.each(QUERY_CORPUS)(
+    'streams "$name" as NDJSON, exactly as one DuckDB answers it',
+    async ({ name, sql, ordered }) => {
+      const expected = await reference.run(sql);
+      if (!('result' in expected)) throw new Error(expected.error);
+      const answer = await streamedQuery(cluster.coordinator.url, sql);
+      expect(answer.status, answer.error?.message).toBe(200);
+      expect(answer.contentType).toBe('application/x-ndjson');
+      expectSameResult({ ...answer.head!, rows: answer.rows }, expected.result, ordered, name);
+      expect(answer.end?.stats?.route).toBeDefined();
+    },
+  );
+
+  it('answers a streamed query that fails before its first row with the error’s status, as JSON', async () => {
+    const answer = await streamedQuery(cluster.coordinator.url, 'SELECT nope FROM events');
+    expect(answer.status).toBe(400);
+    expect(answer.error?.message).toMatch(/nope/);
+    const cast = await streamedQuery(cluster.coordinator.url, 'SELECT CAST(service AS INTEGER) FROM events');
+    expect(cast.status).toBe(400); // met in the first chunk, before the status went out
+  });
+
+  it('ends a streamed answer with the error when the query fails after its first rows', async () => {
+    // DuckDB runs no further ahead of the reader than its streaming buffer (about 1 MB): row 900,000 comes late.
+    const answer = await streamedQuery(
+      cluster.coordinator.url,
+      "SELECT CASE WHEN i < 900000 THEN i ELSE error('stopped at row 900000') END AS i FROM (SELECT unnest(range(1000000)) AS i)",
+    );
+    expect(answer.status, JSON.stringify(answer.error)).toBe(200);
+    expect(answer.rows.length).toBeGreaterThan(0);
+    expect(answer.end).toMatchObject({ error: 'query_failed', status: 400 });
+    expect(answer.end?.message).toMatch(/stopped at row 900000/);
+    // Asked as JSON, the same query is refused whole, never answered with the rows before the error.
+    const json = await cluster.query(
+      "SELECT CASE WHEN i < 900000 THEN i ELSE error('stopped at row 900000') END AS i FROM (SELECT unnest(range(1000000)) AS i)",
+    );
+    expect(json.status).toBe(400);
+    expect(json.body.message).toMatch(/stopped at row 900000/);
+  });
 
   it('answers a query right after an ingest with the new rows, its plan still cached', async () => {
     const sql = 'SELECT count(*) AS n, count(DISTINCT service) AS services, max(ts) AS latest FROM fresh';

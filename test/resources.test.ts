@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { availableMemoryBytes, openSandboxedDuckDB } from '../services/common/duckdb.js';
 import { startCluster, spawnNodeProcess, type NodeProcess, type TestCluster } from './helpers/cluster.js';
 import { signalGroup } from './helpers/process-groups.js';
+import { streamedQuery } from './helpers/streamed-query.js';
 
 /** Minutes of work on one node: a three-way self join that no optimizer can shortcut. */
 const ENDLESS = 'SELECT count(*) FROM events a, events b, events c WHERE a.bytes + b.bytes + c.bytes = 17';
@@ -105,6 +106,39 @@ describe('deadlines, cancellation and caps', () => {
       );
     }
     expect((await cluster.query('SELECT * FROM events ORDER BY ts LIMIT 10')).status).toBe(200);
+  });
+
+  it('streams an answer past the cap whole to a client that asks for NDJSON', async () => {
+    const answer = await streamedQuery(cluster.coordinator.url, 'SELECT * FROM events ORDER BY ts, service, bytes');
+    expect(answer.status).toBe(200);
+    expect(answer.rows).toHaveLength(2_000);
+    expect(JSON.stringify(answer.rows).length).toBeGreaterThan(64 * 1024);
+    const first = await cluster.query('SELECT * FROM events ORDER BY ts, service, bytes LIMIT 10');
+    expect(answer.rows.slice(0, 10)).toEqual(first.body.rows);
+    expect(answer.end?.stats?.segments.scanned).toBe(2);
+  });
+
+  it('stops a streamed query when its client leaves part way, and frees its slot', async () => {
+    const client = new AbortController();
+    const response = await fetch(`${cluster.coordinator.url}/v1/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ sql: 'SELECT a.ts, b.ts, c.ts FROM events a, events b, events c' }), // 8 billion rows
+      signal: client.signal,
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false); // the first lines came
+    const running = async () =>
+      (
+        (await (await fetch(`${cluster.coordinator.url}/v1/workload-groups`)).json()) as {
+          groups: { running: number }[];
+        }
+      ).groups[0]!.running;
+    expect(await running()).toBe(1);
+    client.abort();
+    await waitFor(async () => (await running()) === 0, 'the streamed query to stop');
+    expect((await cluster.query('SELECT count(*) FROM events')).body.rows).toEqual([[2_000]]);
   });
 
   it('gives DuckDB a memory limit of a quarter of the memory available, not 80 % of the machine', async () => {

@@ -1,8 +1,9 @@
 /**
  * The query node's scanner. Scans of a segment held in part: DuckDB plans each over what the file
  * holds, the cache fills the column chunks the scan reads into the same file, and the same DuckDB
- * then scans it; every scan must see the bytes as they are now. Its connections serve one scan
- * after another: nothing one scan bound is seen by the next.
+ * then scans it; every scan must see the bytes as they are now. A scan DuckDB stops part way
+ * fails, with DuckDB's reason. Its connections serve one scan after another: nothing one scan
+ * bound is seen by the next.
  */
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -11,7 +12,8 @@ import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
-import { openSandboxedDuckDB, withConnection } from '../services/common/duckdb.js';
+import { arrowStream } from '../services/common/arrow-exchange.js';
+import { openSandboxedDuckDB, ResultCutShort, withConnection } from '../services/common/duckdb.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import { Scanner, type TableFiles } from '../services/common/scanner.js';
 import { SegmentCache, type HeldSegment } from '../services/query-node/segment-cache.js';
@@ -118,6 +120,29 @@ describe("the query node's scanner", () => {
     } finally {
       held.release();
     }
+  });
+
+  it('fails a scan that DuckDB stops part way, rather than sending its first rows as the whole', async () => {
+    // One thread reads the file in order: the rows of the last day come after megabytes of rows went out.
+    const sql = `SELECT *, repeat('x', 100) AS padding, CASE WHEN ts >= TIMESTAMP '2026-11-07' THEN error('a late row') END AS boom FROM events`;
+    const tables: TableFiles[] = [{ name: 'events', schema: EVENT_COLUMNS, files: [original] }];
+    const scanner = new Scanner(duckdb);
+    const opened = await scanner.open(sql, tables);
+    let rows = 0;
+    const sent = (async () => {
+      for await (const bytes of arrowStream(opened.result, (n) => (rows += n))) void bytes;
+    })();
+    await expect(sent).rejects.toBeInstanceOf(ResultCutShort);
+    opened.close(false);
+    expect(rows).toBeGreaterThan(2_048); // it did stop part way, after chunks went out
+    expect(rows).toBeLessThan(20_000);
+    // DuckDB's reason, from the scan run again unstreamed.
+    expect(scanner.explain(await scanner.reason(sql, tables), tables)).toMatchObject({
+      code: 'query_failed',
+      message: expect.stringMatching(/a late row/),
+    });
+    expect(await scanner.reason('SELECT count(*) FROM events', tables)).toBeUndefined();
+    scanner.close();
   });
 
   it('serves scans one after another on its connections, each seeing only its own tables', async () => {

@@ -1,16 +1,25 @@
 /** `berth query "SQL"`: runs SQL on the cluster and shows the rows and how they were served. */
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { Command } from 'commander';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, table } from '../format.js';
+import { UsageError } from '../usage-error.js';
 
 export function queryCommand(): Command {
   return new Command('query')
     .description('run a SQL query on the cluster')
     .argument('<sql>', 'one SELECT statement')
     .option('--json', 'print one JSON object: { columns, rows, stats }')
+    .option(
+      '--ndjson',
+      'stream the answer as it is made, of any size: a line of columns, a line per row, a line of stats',
+    )
     .addOption(dataDirOption())
-    .action(async (sql: string, options: { json?: boolean; dataDir: string }) => {
+    .action(async (sql: string, options: { json?: boolean; ndjson?: boolean; dataDir: string }) => {
       const cluster = await openCluster(options.dataDir);
+      if (options.ndjson) return await streamAnswer(await ask(cluster.coordinator, (c) => c.queryNdjson(sql)));
       const result = await ask(cluster.coordinator, (c) => c.query(sql));
       if (options.json) {
         console.log(JSON.stringify({ columns: result.columns, rows: result.rows, stats: result.stats }));
@@ -29,4 +38,20 @@ export function queryCommand(): Command {
           `cache ${s.cacheHits} hit(s), ${s.cacheMisses} miss(es), ${s.s3Gets} S3 GET(s)${s.fallbacks ? ` · ${s.fallbacks} fallback(s)` : ''}`,
       );
     });
+}
+
+/** Copies the lines to stdout as they come; a last line that is an error fails the command with its message. */
+async function streamAnswer(lines: Readable): Promise<void> {
+  let last = '';
+  for await (const line of createInterface({ input: lines, crlfDelay: Infinity })) {
+    if (!process.stdout.write(`${line}\n`)) await once(process.stdout, 'drain');
+    last = line;
+  }
+  let end: { stats?: unknown; message?: string } = {};
+  try {
+    end = JSON.parse(last) as typeof end;
+  } catch {
+    // cut off mid-line: the connection ended early
+  }
+  if (!end.stats) throw new UsageError(`the query failed part way: ${end.message ?? 'the answer ended early'}`);
 }

@@ -12,7 +12,7 @@
  * types it already knows. Types outside this list (ENUM, UNION, and the rest) are sent as text by
  * the planner and cast back, which is exact for them.
  */
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import duckdb from '@duckdb/node-bindings';
 import {
   DuckDBArrayType,
@@ -27,6 +27,7 @@ import {
   type DuckDBType,
 } from '@duckdb/node-api';
 import * as arrow from 'apache-arrow';
+import { resultChunks } from './duckdb.js';
 
 export const ARROW_STREAM_TYPE = 'application/vnd.apache.arrow.stream';
 
@@ -329,7 +330,7 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
   );
   // One batch per DuckDB chunk (2,048 rows), encoded as the receiver takes the bytes.
   const batches = async function* (): AsyncGenerator<arrow.RecordBatch> {
-    for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+    for await (const chunk of resultChunks(result)) {
       const rows = { count: chunk.rowCount };
       const children = types.map((t, i) => encodeVector(duckdb.data_chunk_get_vector(chunk.chunk, i), t, rows));
       onRows?.(rows.count);
@@ -341,8 +342,18 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
   };
   const writer = arrow.RecordBatchStreamWriter.throughNode();
   const source = Readable.from(batches(), { objectMode: true });
-  source.once('error', (error) => writer.destroy(error));
-  return source.pipe(writer);
+  const out = new PassThrough();
+  // Arrow's writer, destroyed with an error, rejects its own pending reads where nothing catches
+  // them (an unhandled rejection): it is closed instead, and the error ends `out`.
+  source.once('error', (error) => {
+    writer.destroy();
+    out.destroy(error);
+  });
+  out.once('close', () => {
+    source.destroy();
+    writer.destroy();
+  });
+  return source.pipe(writer).pipe(out);
 }
 
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, type DuckDBConnection, type DuckDBDataChunk, type DuckDBResult } from '@duckdb/node-api';
 import { badRequest, type DomainError } from './errors.js';
 
 export interface SandboxedDuckDBOptions {
@@ -74,6 +74,29 @@ export async function withConnection<T>(
 }
 
 export { sqlString };
+
+/** A streamed result that DuckDB stopped part way with an error (see resultChunks). */
+export class ResultCutShort extends Error {
+  override name = 'ResultCutShort';
+  constructor() {
+    super('DuckDB stopped the query part way through its rows, with an error it does not report while streaming');
+  }
+}
+
+/**
+ * A result's chunks, to its real end. DuckDB's C API ends a streamed result that fails part way
+ * (a failed cast, an overflow, error(), the memory limit) just as it ends one that is done, and
+ * the Node binding does not expose duckdb_result_error; a failed result stops calling itself
+ * streaming, which is checked at the end, so that a result cut short is never taken for a whole
+ * one. A caller that wants DuckDB's reason runs the query again unstreamed: a fault of the
+ * query's own recurs, with its message.
+ */
+export async function* resultChunks(result: DuckDBResult): AsyncGenerator<DuckDBDataChunk> {
+  const streaming = result.isStreaming;
+  for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk())
+    yield chunk;
+  if (streaming && !result.isStreaming) throw new ResultCutShort();
+}
 
 /** The memory this process may count on: its cgroup's limit (v2, then v1) when it has one, else the machine's. */
 export function availableMemoryBytes(): number {

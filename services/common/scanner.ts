@@ -139,6 +139,24 @@ export class Scanner {
     );
   }
 
+  /**
+   * Why `sql` fails, from running it again unstreamed: a streamed result DuckDB cut short does not
+   * say why (duckdb.ts, resultChunks). The error, or undefined when it runs through this time.
+   */
+  async reason(sql: string, tables: TableFiles[]): Promise<unknown> {
+    const connection = await this.take();
+    let failure: unknown;
+    try {
+      await bindTables(connection, tables);
+      await connection.run(sql);
+    } catch (error) {
+      failure = error;
+    } finally {
+      this.giveBack(connection, tables, failure === undefined);
+    }
+    return failure;
+  }
+
   /** A DuckDB error as the answer to give: the query's own fault (a 400 without the node's directories), or as it is. */
   explain(error: unknown, tables: TableFiles[]): unknown {
     return (

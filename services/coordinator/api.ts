@@ -21,6 +21,9 @@ export const CoordinatorReadiness = Type.Object({
 
 // ── queries ──
 
+/** The media type a client accepts to have POST /v1/query stream its answer as NDJSON (streamed-answer.ts). */
+export const NDJSON_TYPE = 'application/x-ndjson';
+
 /** POST /v1/query. */
 export const QueryRequest = Type.Object(
   { sql: Type.String({ minLength: 1, maxLength: 100_000 }) },

@@ -18,6 +18,7 @@ import {
   IngestParams,
   IngestQuery,
   IngestResult,
+  NDJSON_TYPE,
   NodeList,
   QueryRequest,
   QueryResult,
@@ -27,6 +28,7 @@ import {
 import type { Ingestor } from './ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
+import { StreamedAnswer } from './streamed-answer.js';
 
 export interface CoordinatorAppOptions {
   queries: QueryService;
@@ -114,7 +116,22 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) gone.abort();
     });
-    const result = await queries.query(request.body.sql, gone.signal);
+    // Asked for NDJSON: the rows go out as they are made, with no cap on their size (streamed-answer.ts).
+    const streamed = request.headers.accept?.includes(NDJSON_TYPE)
+      ? new StreamedAnswer(() => {
+          reply.hijack();
+          return reply.raw;
+        })
+      : undefined;
+    let result: QueryResult;
+    try {
+      result = await queries.query(request.body.sql, gone.signal, streamed);
+    } catch (error) {
+      if (!streamed?.started) throw error; // nothing sent yet: answered as any error is
+      request.log.warn({ err: error }, 'streamed query failed after its first line');
+      streamed.fail(error);
+      return reply;
+    }
     const labels = { route: result.stats.route, verdict: result.stats.verdict.class };
     queryCount.inc(labels);
     resultCount.inc({ result: result.stats.result });
@@ -127,7 +144,9 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       heavy: stats.verdict.class === 'heavy',
     });
     request.log.info({ stats: result.stats }, 'query answered');
-    return result;
+    if (!streamed) return result;
+    streamed.end(result.stats);
+    return reply;
   });
 
   app.post(

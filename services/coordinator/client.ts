@@ -1,6 +1,8 @@
 /** Calls the coordinator: queries, ingest of NDJSON rows, the node list and the query log's compute concentration. */
-import { callJson } from '../common/http-client.js';
-import type { ConcentrationReport, IngestResult, NodeRow, QueryResult } from './api.js';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { callJson, ServiceCallError } from '../common/http-client.js';
+import { NDJSON_TYPE, type ConcentrationReport, type IngestResult, type NodeRow, type QueryResult } from './api.js';
 
 export type { ConcentrationReport, IngestResult, NodeRow, QueryResult };
 
@@ -16,6 +18,27 @@ export class CoordinatorClient {
 
   query(sql: string): Promise<QueryResult> {
     return callJson(`${this.url}/v1/query`, { body: { sql }, timeoutMs: DATA_TIMEOUT_MS });
+  }
+
+  /**
+   * The answer as NDJSON lines, as the coordinator makes them (streamed-answer.ts): the columns,
+   * one line per row, then the stats, or an error line when the query failed after its first
+   * line. No cap on its size. An error before the first line throws, as query() does.
+   */
+  async queryNdjson(sql: string): Promise<Readable> {
+    const url = `${this.url}/v1/query`;
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: NDJSON_TYPE },
+      body: JSON.stringify({ sql }),
+      signal: AbortSignal.timeout(DATA_TIMEOUT_MS),
+    });
+    if (!response.ok || !response.body) {
+      const text = await response.text();
+      const body = (text.startsWith('{') ? JSON.parse(text) : undefined) as { error?: string; message?: string };
+      throw new ServiceCallError(response.status, body, `${url} answered ${response.status}: ${body?.message ?? text}`);
+    }
+    return Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
   }
 
   /** Ingests NDJSON rows into `table` (created on first ingest, timestamps in `timestampColumn`). */

@@ -11,15 +11,26 @@ import { HttpError } from '../common/errors.js';
 import type { HeavyAdmission } from './heavy-admission.js';
 import type { PlanCache } from './plan-cache.js';
 import type { ResultCache } from './result-cache.js';
-import type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
+import type { JsonValue, QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
 import type { ExecutablePlan } from './planner.js';
 import type { Scatter } from './scatter.js';
 import { ServingAdmission } from './serving-admission.js';
-import type { SqlEngine } from './sql-engine.js';
+import type { Exchange, SqlEngine } from './sql-engine.js';
+import type { SizedJsonResult } from './result-json.js';
 import type { TableCatalog } from './table-catalog.js';
 
 // A query's result and stats, and a workload group's figures, are the coordinator's wire contract.
 export type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus };
+
+/**
+ * Where a streamed query's answer goes as it is made (the client's connection): the columns
+ * first, then its rows batch by batch. Each call resolves once the client has taken what it was
+ * given, so DuckDB computes no further ahead than the client reads.
+ */
+export interface AnswerSink {
+  start(columns: string[], types: string[]): Promise<void>;
+  rows(batch: JsonValue[][]): Promise<void>;
+}
 
 /** The elastic heavy pool, as the coordinator sees it: its group, its admission, its queue figures. */
 export interface HeavyPool {
@@ -145,18 +156,22 @@ export class QueryService {
     return groups;
   }
 
-  /** Answers a query: on the serving group when light; admitted by the heavy pool and run on its backends when heavy. */
-  async query(sql: string, caller?: AbortSignal): Promise<QueryResult> {
+  /**
+   * Answers a query: on the serving group when light; admitted by the heavy pool and run on its
+   * backends when heavy. With a `sink`, the rows go to it as they are made (the answer's `rows`
+   * is then empty) and BERTH_MAX_RESULT_BYTES does not apply: the coordinator holds one chunk.
+   */
+  async query(sql: string, caller?: AbortSignal, sink?: AnswerSink): Promise<QueryResult> {
     const started = performance.now();
     const deadline = this.deadline(caller);
     try {
-      return await this.answer(sql, started, deadline.signal);
+      return await this.answer(sql, started, deadline.signal, sink);
     } finally {
       deadline.done();
     }
   }
 
-  private async answer(sql: string, started: number, signal: AbortSignal): Promise<QueryResult> {
+  private async answer(sql: string, started: number, signal: AbortSignal, sink?: AnswerSink): Promise<QueryResult> {
     const prepared = await this.prepare(sql);
     prepared.resultKey = this.options.results?.key(sql, prepared.versions, prepared.plan.reusable);
     const kept = this.options.results?.get(prepared.resultKey);
@@ -164,13 +179,16 @@ export class QueryService {
       // Asked before over these very table versions: no admission, no scan, no pool.
       const stats: QueryStats = { ...kept.stats, result: 'cached', elapsedMs: Math.round(performance.now() - started) };
       delete stats.pool;
-      return { ...kept, stats };
+      if (!sink) return { ...kept, stats };
+      await sink.start(kept.columns, kept.types);
+      for (let i = 0; i < kept.rows.length; i += 2048) await sink.rows(kept.rows.slice(i, i + 2048));
+      return { ...kept, rows: [], stats };
     }
     const pool = this.options.heavyPool;
     if (prepared.verdict.class === 'heavy' && pool) {
       const admission = await pool.admission.admit(signal);
       try {
-        const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends));
+        const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends), sink);
         return {
           ...result,
           stats: { ...result.stats, pool: { workflowId: pool.workflowId, waitedMs: admission.waitedMs } },
@@ -181,7 +199,7 @@ export class QueryService {
     }
     const scansSegments = prepared.chosen.some((segments) => segments.length > 0);
     return await (scansSegments ? this.serving : this.local).run(signal, () =>
-      this.execute(prepared, this.servingGroup, started, signal),
+      this.execute(prepared, this.servingGroup, started, signal, undefined, sink),
     );
   }
 
@@ -223,13 +241,17 @@ export class QueryService {
     };
   }
 
-  /** Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its final stage here; `signal` stops it everywhere. */
+  /**
+   * Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its
+   * final stage here, into one answer or, given a `sink`, streamed to it; `signal` stops it everywhere.
+   */
   private async execute(
     { plan, cached, chosen, total, scanBytes, verdict, resultKey }: Prepared,
     group: string,
     started: number,
     signal: AbortSignal,
     only?: ReadonlySet<string>,
+    sink?: AnswerSink,
   ): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
@@ -247,7 +269,13 @@ export class QueryService {
           if (chosen[i]!.length === 0) return undefined; // nothing to read: the final stage sees an empty input
           return await scatter
             .toOwners(
-              { sql: input.sql, table: input.table, segments: chosen[i]!, columns: input.columns },
+              {
+                sql: input.sql,
+                table: input.table,
+                segments: chosen[i]!,
+                columns: input.columns,
+                uncapped: sink !== undefined,
+              },
               {
                 receive: (body) => exchange.receive(input.name, body),
                 discard: (part) => exchange.discard(input.name, part),
@@ -261,10 +289,9 @@ export class QueryService {
             });
         }),
       );
-      const { bytes, ...result } = await exchange.finish(plan.finalSql, {
-        signal,
-        maxBytes: this.options.maxResultBytes,
-      });
+      const { bytes, ...result } = sink
+        ? await this.streamTo(sink, exchange, plan.finalSql, signal)
+        : await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });
       const scans = outcomes.flatMap((o) => o?.scans ?? []);
       const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
       const perNode = (list: ScanStats[], pick: (s: ScanStats) => number) => {
@@ -309,10 +336,30 @@ export class QueryService {
           elapsedMs: Math.round(performance.now() - started),
         },
       };
-      this.options.results?.set(resultKey, answer, bytes);
+      if (!sink) this.options.results?.set(resultKey, answer, bytes);
       return answer;
     } finally {
       await exchange.close();
     }
+  }
+
+  /** The final stage's rows to `sink` as DuckDB makes them; resolves once the client has taken the last. */
+  private async streamTo(
+    sink: AnswerSink,
+    exchange: Exchange,
+    finalSql: string,
+    signal: AbortSignal,
+  ): Promise<SizedJsonResult> {
+    const { columns, types, rows, close } = await exchange.stream(finalSql, signal);
+    try {
+      // The first chunk before the status: an error DuckDB meets in it is still answered as a 4xx.
+      const batches = rows[Symbol.asyncIterator]();
+      let next = await batches.next();
+      await sink.start(columns, types);
+      for (; !next.done; next = await batches.next()) await sink.rows(next.value);
+    } finally {
+      close();
+    }
+    return { columns, types, rows: [], bytes: 0 };
   }
 }

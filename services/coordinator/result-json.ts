@@ -13,6 +13,7 @@ import {
   type DuckDBResultReader,
   type DuckDBType,
 } from '@duckdb/node-api';
+import { resultChunks } from '../common/duckdb.js';
 import { resultTooLarge } from '../common/errors.js';
 import type { JsonValue } from './api.js';
 
@@ -66,21 +67,27 @@ export interface SizedJsonResult extends JsonResult {
   bytes: number;
 }
 
+/** A streamed result's rows as JSON values, one DuckDB chunk (up to 2,048 rows) at a time, fetched as the reader asks. */
+export async function* jsonChunks(result: DuckDBResult): AsyncGenerator<JsonValue[][]> {
+  const convert = result.columnTypes().map(converter);
+  for await (const chunk of resultChunks(result))
+    yield (chunk.convertRows(JsonDuckDBValueConverter) as JsonValue[][]).map((row) =>
+      row.map((value, i) => convert[i]!(value)),
+    );
+}
+
 /** Reads a streamed result chunk by chunk, and stops once its JSON passes `maxBytes`, before the rest is ever converted. */
 export async function readJsonResult(result: DuckDBResult, maxBytes = Infinity): Promise<SizedJsonResult> {
-  const types = result.columnTypes();
-  const convert = types.map(converter);
   const rows: JsonValue[][] = [];
   let bytes = 0;
-  for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
-    for (const row of chunk.convertRows(JsonDuckDBValueConverter) as JsonValue[][]) {
-      const json = row.map((value, i) => convert[i]!(value));
-      bytes += JSON.stringify(json).length + 1;
+  for await (const chunk of jsonChunks(result)) {
+    for (const row of chunk) {
+      bytes += JSON.stringify(row).length + 1;
       if (bytes > maxBytes) throw resultTooLarge(maxBytes);
-      rows.push(json);
+      rows.push(row);
     }
   }
-  return { columns: result.columnNames(), types: types.map(String), rows, bytes };
+  return { columns: result.columnNames(), types: result.columnTypes().map(String), rows, bytes };
 }
 
 export function toJsonResult(reader: DuckDBResultReader): JsonResult {

@@ -53,6 +53,8 @@ export interface ScanWork {
   segments: SegmentRow[];
   /** Columns the scan reads; every column when absent. */
   columns?: string[];
+  /** The answer streams to its client, so no cap applies to what a node sends (DuckDB spills what it holds). */
+  uncapped?: boolean;
 }
 
 export interface ScatterOutcome {
@@ -100,7 +102,7 @@ export class Scatter {
           segments: ids,
         },
       ],
-      ...this.cap,
+      ...(work.uncapped ? {} : this.cap),
     });
     return await this.run(
       members,

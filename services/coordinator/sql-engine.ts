@@ -13,13 +13,13 @@ import type { DuckDBConnection, DuckDBInstance, DuckDBType } from '@duckdb/node-
 import { quoteIdent } from '../../core/identifiers.js';
 import { selectNode, type AstNode } from '../../core/query-plan.js';
 import { appendArrowStream } from '../common/arrow-exchange.js';
-import { openSandboxedDuckDB, queryError, sqlString, withConnection } from '../common/duckdb.js';
+import { openSandboxedDuckDB, queryError, ResultCutShort, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
 import { bindTables } from '../common/scanner.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
-import { readJsonResult, type SizedJsonResult } from './result-json.js';
+import { jsonChunks, readJsonResult, type JsonValue, type SizedJsonResult } from './result-json.js';
 
 export interface SegmentFile {
   rows: number;
@@ -34,6 +34,14 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Largest result: past it, a 413. */
   maxBytes?: number;
+}
+
+/** A final stage's rows, read as DuckDB makes them; close() when done with them, read or not. */
+export interface StreamedRows {
+  columns: string[];
+  types: string[];
+  rows: AsyncIterable<JsonValue[][]>;
+  close(): void;
 }
 
 export interface BoundColumn {
@@ -255,30 +263,93 @@ export class Exchange {
   /** Runs the final SQL over the inputs. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413. */
   async finish(finalSql: string, options: RunOptions = {}): Promise<SizedJsonResult> {
     return await withConnection(this.duckdb, async (c) => {
-      for (const input of this.inputs) {
-        const parts = this.parts.get(input.name)!;
-        const columns = input.columns.map(
-          (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
-        );
-        let source: string;
-        if (parts.length > 0) source = parts.map((p) => `SELECT * FROM ${this.schema}.${p}`).join(' UNION ALL ');
-        else {
-          await c.run(`CREATE TEMP TABLE ${quoteIdent(`${input.name}_empty`)} (${this.columnsSql(input)})`);
-          source = `SELECT * FROM ${quoteIdent(`${input.name}_empty`)}`;
+      await this.bindInputs(c);
+      return await this.run(c, options.signal, async () => {
+        try {
+          return await readJsonResult(await c.stream(finalSql), options.maxBytes);
+        } catch (error) {
+          if (!(error instanceof ResultCutShort)) throw error;
+          options.signal?.throwIfAborted(); // interrupted: no reason to look for
+          // DuckDB's reason, from the query run again unstreamed; if it runs through this time, its answer.
+          return await readJsonResult(await c.run(finalSql), options.maxBytes);
         }
-        await c.run(`CREATE TEMP VIEW ${quoteIdent(input.name)} AS SELECT ${columns.join(', ')} FROM (${source})`);
-      }
-      const interrupt = () => c.interrupt();
-      options.signal?.addEventListener('abort', interrupt, { once: true });
-      try {
-        return await readJsonResult(await c.stream(finalSql), options.maxBytes);
-      } catch (error) {
-        options.signal?.throwIfAborted();
-        throw queryError(error, this.hide) ?? error;
-      } finally {
-        options.signal?.removeEventListener('abort', interrupt);
-      }
+      });
     });
+  }
+
+  /**
+   * Runs the final SQL over the inputs and hands its rows over as the reader takes them, one DuckDB
+   * chunk at a time: DuckDB computes no further ahead than the reader reads. Errors found before
+   * the first row (DuckDB's about the query: 400s) reject; later ones end `rows` with the error.
+   */
+  async stream(finalSql: string, signal?: AbortSignal): Promise<StreamedRows> {
+    const c = await this.duckdb.connect();
+    let open = true;
+    const close = () => {
+      if (open) c.closeSync();
+      open = false;
+    };
+    try {
+      await this.bindInputs(c);
+      const result = await this.run(c, signal, () => c.stream(finalSql));
+      const rows = this.rowsOf(c, jsonChunks(result), signal, finalSql);
+      return { columns: result.columnNames(), types: result.columnTypes().map(String), rows, close };
+    } catch (error) {
+      close();
+      throw error;
+    }
+  }
+
+  /** `chunks`, each read under `signal` with DuckDB's errors made 400s. */
+  private async *rowsOf(
+    c: DuckDBConnection,
+    chunks: AsyncGenerator<JsonValue[][]>,
+    signal: AbortSignal | undefined,
+    finalSql: string,
+  ): AsyncGenerator<JsonValue[][]> {
+    try {
+      for (let next = await this.run(c, signal, () => chunks.next()); !next.done;) {
+        yield next.value;
+        next = await this.run(c, signal, () => chunks.next());
+      }
+    } catch (error) {
+      if (!(error instanceof ResultCutShort)) throw error;
+      signal?.throwIfAborted(); // interrupted: no reason to look for
+      // DuckDB's reason, from the query run again unstreamed. Rows went out already: a run that goes through now cannot mend them.
+      await this.run(c, signal, () => c.run(finalSql));
+      throw error;
+    }
+  }
+
+  /** Names each input by the union of its streams, as views on this connection. */
+  private async bindInputs(c: DuckDBConnection): Promise<void> {
+    for (const input of this.inputs) {
+      const parts = this.parts.get(input.name)!;
+      const columns = input.columns.map(
+        (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
+      );
+      let source: string;
+      if (parts.length > 0) source = parts.map((p) => `SELECT * FROM ${this.schema}.${p}`).join(' UNION ALL ');
+      else {
+        await c.run(`CREATE TEMP TABLE ${quoteIdent(`${input.name}_empty`)} (${this.columnsSql(input)})`);
+        source = `SELECT * FROM ${quoteIdent(`${input.name}_empty`)}`;
+      }
+      await c.run(`CREATE TEMP VIEW ${quoteIdent(input.name)} AS SELECT ${columns.join(', ')} FROM (${source})`);
+    }
+  }
+
+  /** Runs a step of the final stage: `signal` interrupts DuckDB, and DuckDB's errors about the query become 400s. */
+  private async run<T>(c: DuckDBConnection, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
+    const interrupt = () => c.interrupt();
+    signal?.addEventListener('abort', interrupt, { once: true });
+    try {
+      return await step();
+    } catch (error) {
+      signal?.throwIfAborted();
+      throw queryError(error, this.hide) ?? error;
+    } finally {
+      signal?.removeEventListener('abort', interrupt);
+    }
   }
 
   /** Drops every row the query received, once no stream is still being appended (their scans were stopped). */

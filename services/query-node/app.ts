@@ -7,6 +7,7 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
+import { ResultCutShort } from '../common/duckdb.js';
 import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '../common/errors.js';
 import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
@@ -186,7 +187,11 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     });
     raw.on('drain', () => body.resume());
     body.once('end', () => finish());
-    body.once('error', (error) => finish(error));
+    body.once('error', (error) => {
+      if (!(error instanceof ResultCutShort) || finished || hangUp.signal.aborted) return finish(error);
+      // DuckDB does not say why it cut a streamed result short: run the scan again for its reason (its segments are still held).
+      void scanner.reason(request.body.sql, tables).then((reason) => finish(reason ?? error));
+    });
     hangUp.signal.addEventListener('abort', () => finish(hangUp.signal.reason), { once: true });
   });
 

@@ -1,0 +1,68 @@
+/**
+ * A query's answer streamed to its client as NDJSON (`Accept: application/x-ndjson`), written as
+ * the final stage makes it: a first line with the columns and their types, one line per row (a
+ * JSON array, the values as in the JSON answer), and a last line with the stats, or with the error
+ * when the query failed after its first line (its status was sent already). A client that reads
+ * slowly slows DuckDB down instead of filling the coordinator's memory: each batch is written
+ * once the client has taken the one before.
+ */
+import type { ServerResponse } from 'node:http';
+import { httpAnswerOf } from '../common/errors.js';
+import { NDJSON_TYPE, type JsonValue, type QueryStats } from './api.js';
+import type { AnswerSink } from './query-service.js';
+
+export class StreamedAnswer implements AnswerSink {
+  private raw?: ServerResponse;
+
+  /** `begin` takes the response over from the framework (fastify's reply.hijack) and gives its stream. */
+  constructor(private readonly begin: () => ServerResponse) {}
+
+  /** Whether the status went out: after that, an error can only end the stream. */
+  get started(): boolean {
+    return this.raw !== undefined;
+  }
+
+  async start(columns: string[], types: string[]): Promise<void> {
+    this.raw = this.begin();
+    this.raw.writeHead(200, { 'content-type': NDJSON_TYPE });
+    await this.write(`${JSON.stringify({ columns, types })}\n`);
+  }
+
+  async rows(batch: JsonValue[][]): Promise<void> {
+    if (batch.length > 0) await this.write(`${batch.map((row) => JSON.stringify(row)).join('\n')}\n`);
+  }
+
+  /** The last line: how the query ran. */
+  end(stats: QueryStats): void {
+    this.raw?.end(`${JSON.stringify({ stats })}\n`);
+  }
+
+  /** The last line when the query failed after the first: what went wrong, in the words of a 4xx answer where it is the query's fault. */
+  fail(error: unknown): void {
+    const answer = httpAnswerOf(error);
+    const line = answer
+      ? { error: answer.code, status: answer.status, message: answer.message }
+      : {
+          error: 'internal',
+          status: 500,
+          message: 'the query failed after its first rows (the coordinator logged why)',
+        };
+    if (this.raw && !this.raw.destroyed) this.raw.end(`${JSON.stringify(line)}\n`);
+  }
+
+  /** Writes, then waits until the client has taken it (or has gone). */
+  private async write(text: string): Promise<void> {
+    const raw = this.raw!;
+    if (raw.destroyed) throw new Error('the client went away');
+    if (raw.write(text)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        raw.off('drain', done);
+        raw.off('close', done);
+        resolve();
+      };
+      raw.on('drain', done);
+      raw.on('close', done);
+    });
+  }
+}
