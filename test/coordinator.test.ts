@@ -123,6 +123,22 @@ describe('the serving path', () => {
     expect(json.body.message).toMatch(/stopped at row 900000/);
   });
 
+  it('fails a query whose scan DuckDB stops part way on a node, with DuckDB’s reason, and the node lives on', async () => {
+    // One segment of 20,000 rows: its owner, on one thread, sends chunks of them before the rows of
+    // the last day fail. The message is not ASCII, as a trailer's must be.
+    expect((await cluster.ingest('late', await eventNdjson(0, 20_000))).status).toBe(200);
+    const sql =
+      "SELECT *, repeat('x', 100) AS padding, CASE WHEN ts >= TIMESTAMP '2026-11-07' THEN error('☃ a late row') END AS boom FROM late";
+    for (const answer of [await cluster.query(sql), await streamedQuery(cluster.coordinator.url, sql)]) {
+      const body = 'body' in answer ? answer.body : answer.error;
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      expect(body?.message).toMatch(/☃ a late row/);
+    }
+    const after = await cluster.query('SELECT count(*) AS n FROM late');
+    expect(after.body.rows).toEqual([[20_000]]);
+    expect(after.body.stats.fallbacks).toBe(0); // its owner still answers for it
+  });
+
   it('answers a query right after an ingest with the new rows, its plan still cached', async () => {
     const sql = 'SELECT count(*) AS n, count(DISTINCT service) AS services, max(ts) AS latest FROM fresh';
     expect((await cluster.ingest('fresh', await eventNdjson(0, 500))).status).toBe(200);

@@ -141,6 +141,29 @@ describe('deadlines, cancellation and caps', () => {
     expect((await cluster.query('SELECT count(*) FROM events')).body.rows).toEqual([[2_000]]);
   });
 
+  it('cuts off a streamed answer whose client stopped reading, at the deadline, and frees its slot', async () => {
+    const response = await fetch(`${cluster.coordinator.url}/v1/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ sql: 'SELECT a.*, b.*, c.ts FROM events a, events b, events c' }), // endless, and wide
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false); // then reads no more: the coordinator's writes back up
+    const running = async () =>
+      (
+        (await (await fetch(`${cluster.coordinator.url}/v1/workload-groups`)).json()) as {
+          groups: { running: number }[];
+        }
+      ).groups[0]!.running;
+    await waitFor(async () => (await running()) === 0, 'the stalled query to be cut off', DEADLINE_MS + 20_000);
+    await expect(
+      (async () => {
+        while (!(await reader.read()).done);
+      })(),
+    ).rejects.toThrow(); // cut off: no last line
+  });
+
   it('gives DuckDB a memory limit of a quarter of the memory available, not 80 % of the machine', async () => {
     const instance = await openSandboxedDuckDB({ allowedDirectories: [cluster.dir], tempDirectory: cluster.dir });
     const c = await instance.connect();

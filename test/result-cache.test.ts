@@ -13,6 +13,7 @@ import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 import { eventNdjson } from './helpers/event-data.js';
 import { referenceFor, type Reference } from './helpers/reference.js';
+import { streamedQuery } from './helpers/streamed-query.js';
 
 const at = (manifest: number, schema = 'digest-1') => new Map([['events', { manifest, schema }]]);
 const answer = (rows: number[][]) => ({ columns: ['n'], types: ['BIGINT'], rows }) as unknown as QueryResult;
@@ -40,14 +41,24 @@ describe('result cache keys', () => {
     expect(off.size.answers).toBe(0);
   });
 
-  it('stays within its byte budget and refuses an answer past an eighth of it', () => {
-    const cache = new ResultCache(8_000);
-    cache.set(cache.key('SELECT big', at(1), true), answer([[1]]), 1_500);
-    expect(cache.size.answers).toBe(0);
-    for (let i = 0; i < 40; i++) cache.set(cache.key(`SELECT ${i}`, at(1), true), answer([[i]]), 900);
-    expect(cache.size.bytes).toBeLessThanOrEqual(8_000);
-    expect(cache.get(cache.key('SELECT 39', at(1), true))?.rows).toEqual([[39]]); // the newest stays
+  it('stays within its budget and refuses an answer past an eighth of it', () => {
+    const cache = new ResultCache(80_000);
+    const padded = (i: number) => answer([[i, 'x'.repeat(2_000)]] as unknown as number[][]);
+    cache.set(cache.key('SELECT big', at(1), true), answer([['x'.repeat(6_000)]] as unknown as number[][]), 6_010);
+    expect(cache.size.answers).toBe(0); // 12,000 bytes as text, past 10,000
+    for (let i = 0; i < 40; i++) cache.set(cache.key(`SELECT ${i}`, at(1), true), padded(i), 2_010);
+    expect(cache.size.bytes).toBeLessThanOrEqual(80_000);
+    expect(cache.size.answers).toBeLessThan(40);
+    expect(cache.get(cache.key('SELECT 39', at(1), true))?.rows[0]![0]).toBe(39); // the newest stays
     expect(cache.get(cache.key('SELECT 0', at(1), true))).toBeUndefined(); // the oldest went first
+  });
+
+  it('gives each caller a copy: a kept answer cannot be changed from outside', () => {
+    const cache = new ResultCache(1 << 20);
+    const key = cache.key('SELECT 1', at(1), true);
+    cache.set(key, answer([[1]]), 4);
+    cache.get(key)!.rows.push([999]);
+    expect(cache.get(key)!.rows).toEqual([[1]]);
   });
 });
 
@@ -102,14 +113,27 @@ describe('the result cache on a cluster', () => {
     });
   });
 
-  it('never keeps an answer that reads random numbers or the clock', async () => {
+  it('never keeps an answer that reads random numbers, the clock or a sample', async () => {
     for (const sql of [
       'SELECT count(*) AS n, random() < 2 AS always FROM events',
       'SELECT count(*) AS n FROM events WHERE ts < now()',
+      'SELECT count(*) AS n FROM events WHERE ts < current_localtimestamp()', // CONSISTENT by DuckDB's word
+      'SELECT count(*) AS n, current_localtime() IS NOT NULL AS t FROM events',
+      'SELECT sum(bytes) AS b FROM events USING SAMPLE 10%',
+      'SELECT sum(bytes) AS b FROM events TABLESAMPLE 10%',
     ]) {
       expect((await cluster.query(sql)).body.stats.result).toBe('computed');
       expect((await cluster.query(sql)).body.stats.result).toBe('computed');
     }
+  });
+
+  it('streams a kept answer as NDJSON, row for row', async () => {
+    const sql = 'SELECT service, count(*) AS n FROM events GROUP BY service ORDER BY service';
+    const json = await cluster.query(sql);
+    const streamed = await streamedQuery(cluster.coordinator.url, sql);
+    expect(streamed.end?.stats?.result).toBe('cached');
+    expect(streamed.head).toEqual({ columns: json.body.columns, types: json.body.types });
+    expect(streamed.rows).toEqual(json.body.rows);
   });
 
   it('does not keep an answer past an eighth of its budget', async () => {

@@ -349,6 +349,7 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
     writer.destroy();
     out.destroy(error);
   });
+  writer.once('error', (error) => out.destroy(error)); // pipe() forwards data, not errors
   out.once('close', () => {
     source.destroy();
     writer.destroy();

@@ -140,18 +140,23 @@ export class Scanner {
   }
 
   /**
-   * Why `sql` fails, from running it again unstreamed: a streamed result DuckDB cut short does not
-   * say why (duckdb.ts, resultChunks). The error, or undefined when it runs through this time.
+   * Why `sql` fails: a streamed result DuckDB cut short does not say why (duckdb.ts,
+   * resultChunks), so it runs again as EXPLAIN ANALYZE, which meets the same error and keeps none
+   * of the rows. The error, or undefined when it runs through this time; `signal` interrupts it.
    */
-  async reason(sql: string, tables: TableFiles[]): Promise<unknown> {
+  async reason(sql: string, tables: TableFiles[], signal?: AbortSignal): Promise<unknown> {
     const connection = await this.take();
+    const interrupt = () => connection.interrupt();
+    signal?.addEventListener('abort', interrupt, { once: true });
     let failure: unknown;
     try {
+      signal?.throwIfAborted();
       await bindTables(connection, tables);
-      await connection.run(sql);
+      await connection.run(`EXPLAIN ANALYZE ${sql}`);
     } catch (error) {
       failure = error;
     } finally {
+      signal?.removeEventListener('abort', interrupt);
       this.giveBack(connection, tables, failure === undefined);
     }
     return failure;

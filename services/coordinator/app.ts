@@ -141,7 +141,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       at: Date.now(),
       scanBytes: stats.result === 'cached' ? 0 : stats.scanBytes, // a kept answer scanned nothing
       computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0),
-      heavy: stats.verdict.class === 'heavy',
+      heavy: stats.result === 'computed' && stats.verdict.class === 'heavy',
     });
     request.log.info({ stats: result.stats }, 'query answered');
     if (!streamed) return result;

@@ -95,6 +95,9 @@ export interface ExecutablePlan {
 /** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
 const INPUT_PREFIX = '__in';
 
+/** Names of what reads the clock, whatever DuckDB says of their stability. */
+const CLOCK = /^(current_|local|now$|today$|get_current_|transaction_timestamp$|statement_timestamp$)/i;
+
 export class Planner {
   constructor(
     private readonly engine: SqlEngine,
@@ -152,16 +155,20 @@ export class Planner {
    * it decomposes, `rows` sends filtered named columns for every read, `whole` every column.
    */
   /**
-   * Whether every function the query calls gives the same value in every query (DuckDB's
-   * CONSISTENT stability). Parsed as a column, `current_timestamp` and its kind are functions too.
+   * Whether the query gives the same answer over the same rows every time: every function it calls
+   * is CONSISTENT by DuckDB's stability, none reads the clock (DuckDB calls current_localtimestamp()
+   * consistent; parsed as a column, `current_timestamp` and its kind are functions too), and it
+   * takes no sample (DuckDB's samples differ from run to run).
    */
   private reusable(node: AstNode): boolean {
     let reusable = true;
     walk(node, (n) => {
-      if (n.class === 'FUNCTION' && !this.engine.consistentFunctions.has(String(n.function_name).toLowerCase()))
-        reusable = false;
-      if (n.class === 'COLUMN_REF' && (n.column_names as string[]).some((c) => /^(current_|local)/i.test(c)))
-        reusable = false;
+      if (n.class === 'FUNCTION') {
+        const name = String(n.function_name).toLowerCase();
+        if (!this.engine.consistentFunctions.has(name) || CLOCK.test(name)) reusable = false;
+      }
+      if (n.class === 'COLUMN_REF' && (n.column_names as string[]).some((c) => CLOCK.test(c))) reusable = false;
+      if (n.sample !== undefined && n.sample !== null) reusable = false;
     });
     return reusable;
   }

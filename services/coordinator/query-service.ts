@@ -28,7 +28,8 @@ export type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus };
  * given, so DuckDB computes no further ahead than the client reads.
  */
 export interface AnswerSink {
-  start(columns: string[], types: string[]): Promise<void>;
+  /** `signal` is the query's: a sink waiting on a slow client gives up when it aborts. */
+  start(columns: string[], types: string[], signal: AbortSignal): Promise<void>;
   rows(batch: JsonValue[][]): Promise<void>;
 }
 
@@ -158,8 +159,10 @@ export class QueryService {
 
   /**
    * Answers a query: on the serving group when light; admitted by the heavy pool and run on its
-   * backends when heavy. With a `sink`, the rows go to it as they are made (the answer's `rows`
-   * is then empty) and BERTH_MAX_RESULT_BYTES does not apply: the coordinator holds one chunk.
+   * backends when heavy. With a `sink`, the final stage's rows go to it as they are made (the
+   * answer's `rows` is then empty) and BERTH_MAX_RESULT_BYTES does not apply. What the scan stage
+   * sends is still held whole first, in the coordinator's DuckDB, which spills past its memory
+   * limit and fails the query past its temp-directory limit (DuckDB's: 90 % of the free disk).
    */
   async query(sql: string, caller?: AbortSignal, sink?: AnswerSink): Promise<QueryResult> {
     const started = performance.now();
@@ -180,7 +183,7 @@ export class QueryService {
       const stats: QueryStats = { ...kept.stats, result: 'cached', elapsedMs: Math.round(performance.now() - started) };
       delete stats.pool;
       if (!sink) return { ...kept, stats };
-      await sink.start(kept.columns, kept.types);
+      await sink.start(kept.columns, kept.types, signal);
       for (let i = 0; i < kept.rows.length; i += 2048) await sink.rows(kept.rows.slice(i, i + 2048));
       return { ...kept, rows: [], stats };
     }
@@ -355,7 +358,7 @@ export class QueryService {
       // The first chunk before the status: an error DuckDB meets in it is still answered as a 4xx.
       const batches = rows[Symbol.asyncIterator]();
       let next = await batches.next();
-      await sink.start(columns, types);
+      await sink.start(columns, types, signal);
       for (; !next.done; next = await batches.next()) await sink.rows(next.value);
     } finally {
       close();

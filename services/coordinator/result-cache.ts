@@ -5,8 +5,8 @@
  * are immutable and a table's manifest version moves with every commit, swap and retirement (its
  * schema digest with its schema), so the same key means the same rows in the same files: the
  * answer is what running the query again would compute. Only queries whose every function is
- * consistent (no now(), random()) are kept. Bounded by the answers' JSON bytes, least recently
- * used out first. Off unless given a budget, as Doris's SQL cache and ClickHouse's query cache are.
+ * consistent (no now(), random(), samples) are kept. Bounded by the memory the answers hold,
+ * least recently used out first. Off unless given a budget, as Doris's SQL cache and ClickHouse's query cache are.
  */
 import { LRUCache } from 'lru-cache';
 import type { TableVersion } from '../meta/client.js';
@@ -14,14 +14,14 @@ import type { QueryResult } from './api.js';
 import { normalizeSql } from './plan-cache.js';
 
 export class ResultCache {
-  private readonly answers: LRUCache<string, QueryResult> | undefined;
+  /** Each answer as JSON text: its size is what it holds, and no caller can change a kept answer. */
+  private readonly answers: LRUCache<string, string> | undefined;
+  private readonly maxEntryBytes: number;
 
-  /** `maxBytes`: the answers' JSON bytes kept in all; 0 turns the cache off. An answer past an eighth of it is not kept. */
+  /** `maxBytes`: the memory the kept answers may hold in all (two bytes a character); 0 turns the cache off. An answer past an eighth of it is not kept. */
   constructor(readonly maxBytes: number) {
-    this.answers =
-      maxBytes > 0
-        ? new LRUCache({ maxSize: maxBytes, maxEntrySize: Math.max(1, Math.floor(maxBytes / 8)) })
-        : undefined;
+    this.maxEntryBytes = Math.max(1, Math.floor(maxBytes / 8));
+    this.answers = maxBytes > 0 ? new LRUCache({ maxSize: maxBytes, maxEntrySize: this.maxEntryBytes }) : undefined;
   }
 
   /** The key of `sql` over tables at these versions, or undefined when its answer may not be kept. */
@@ -31,15 +31,18 @@ export class ResultCache {
     return JSON.stringify([normalizeSql(sql), tables.map(([name, v]) => [name, v.manifest, v.schema])]);
   }
 
+  /** A kept answer, a copy of its own. */
   get(key: string | undefined): QueryResult | undefined {
-    return key === undefined ? undefined : this.answers?.get(key);
+    const text = key === undefined ? undefined : this.answers?.get(key);
+    return text === undefined ? undefined : (JSON.parse(text) as QueryResult);
   }
 
-  /** Keeps an answer; `bytes` is its rows' JSON size. */
-  set(key: string | undefined, result: QueryResult, bytes: number): void {
-    if (key === undefined || !this.answers) return;
-    // lru-cache refuses (and counts nothing for) an entry past maxEntrySize.
-    this.answers.set(key, result, { size: Math.max(1, bytes + key.length) });
+  /** Keeps an answer; `rowBytes`, its rows' JSON size, spares serializing one too large to keep. */
+  set(key: string | undefined, result: QueryResult, rowBytes: number): void {
+    if (key === undefined || !this.answers || 2 * rowBytes > this.maxEntryBytes) return;
+    const text = JSON.stringify(result);
+    const size = 2 * (text.length + key.length);
+    if (size <= this.maxEntryBytes) this.answers.set(key, text, { size });
   }
 
   get size(): { answers: number; bytes: number } {

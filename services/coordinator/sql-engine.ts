@@ -269,9 +269,7 @@ export class Exchange {
           return await readJsonResult(await c.stream(finalSql), options.maxBytes);
         } catch (error) {
           if (!(error instanceof ResultCutShort)) throw error;
-          options.signal?.throwIfAborted(); // interrupted: no reason to look for
-          // DuckDB's reason, from the query run again unstreamed; if it runs through this time, its answer.
-          return await readJsonResult(await c.run(finalSql), options.maxBytes);
+          throw await this.reasonFor(c, finalSql, error, options.signal);
         }
       });
     });
@@ -314,10 +312,27 @@ export class Exchange {
       }
     } catch (error) {
       if (!(error instanceof ResultCutShort)) throw error;
-      signal?.throwIfAborted(); // interrupted: no reason to look for
-      // DuckDB's reason, from the query run again unstreamed. Rows went out already: a run that goes through now cannot mend them.
-      await this.run(c, signal, () => c.run(finalSql));
-      throw error;
+      throw await this.reasonFor(c, finalSql, error, signal);
+    }
+  }
+
+  /**
+   * What to throw for a final stage DuckDB cut short (duckdb.ts, resultChunks): its reason, from
+   * the query run again as EXPLAIN ANALYZE (the same error, none of the rows kept), as a 400 where
+   * it is the query's fault; the cut itself when the run goes through this time.
+   */
+  private async reasonFor(
+    c: DuckDBConnection,
+    finalSql: string,
+    cut: ResultCutShort,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
+    signal?.throwIfAborted(); // interrupted: there is no reason to look for
+    try {
+      await this.run(c, signal, () => c.run(`EXPLAIN ANALYZE ${finalSql}`));
+      return cut;
+    } catch (reason) {
+      return reason;
     }
   }
 
@@ -340,6 +355,7 @@ export class Exchange {
 
   /** Runs a step of the final stage: `signal` interrupts DuckDB, and DuckDB's errors about the query become 400s. */
   private async run<T>(c: DuckDBConnection, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
+    signal?.throwIfAborted(); // a listener added now would never hear an abort already past
     const interrupt = () => c.interrupt();
     signal?.addEventListener('abort', interrupt, { once: true });
     try {

@@ -13,6 +13,9 @@ import type { AnswerSink } from './query-service.js';
 
 export class StreamedAnswer implements AnswerSink {
   private raw?: ServerResponse;
+  private signal?: AbortSignal;
+  /** The last line went out: nothing more may. */
+  private ended = false;
 
   /** `begin` takes the response over from the framework (fastify's reply.hijack) and gives its stream. */
   constructor(private readonly begin: () => ServerResponse) {}
@@ -22,7 +25,8 @@ export class StreamedAnswer implements AnswerSink {
     return this.raw !== undefined;
   }
 
-  async start(columns: string[], types: string[]): Promise<void> {
+  async start(columns: string[], types: string[], signal: AbortSignal): Promise<void> {
+    this.signal = signal;
     this.raw = this.begin();
     this.raw.writeHead(200, { 'content-type': NDJSON_TYPE });
     await this.write(`${JSON.stringify({ columns, types })}\n`);
@@ -34,7 +38,9 @@ export class StreamedAnswer implements AnswerSink {
 
   /** The last line: how the query ran. */
   end(stats: QueryStats): void {
-    this.raw?.end(`${JSON.stringify({ stats })}\n`);
+    if (this.ended || !this.raw || this.raw.destroyed) return;
+    this.ended = true;
+    this.raw.end(`${JSON.stringify({ stats })}\n`);
   }
 
   /** The last line when the query failed after the first: what went wrong, in the words of a 4xx answer where it is the query's fault. */
@@ -47,22 +53,37 @@ export class StreamedAnswer implements AnswerSink {
           status: 500,
           message: 'the query failed after its first rows (the coordinator logged why)',
         };
-    if (this.raw && !this.raw.destroyed) this.raw.end(`${JSON.stringify(line)}\n`);
+    if (this.ended || !this.raw || this.raw.destroyed) return;
+    this.ended = true;
+    this.raw.end(`${JSON.stringify(line)}\n`);
   }
 
-  /** Writes, then waits until the client has taken it (or has gone). */
+  /**
+   * Writes, then waits until the client has taken it. A client that has gone, or that stopped
+   * reading until the query's deadline passed, fails the write: the query stops and its slot and
+   * connection are freed (the connection is cut, so the client sees no last line).
+   */
   private async write(text: string): Promise<void> {
     const raw = this.raw!;
-    if (raw.destroyed) throw new Error('the client went away');
+    const signal = this.signal!;
+    signal.throwIfAborted();
+    if (this.ended || raw.destroyed) throw new Error('the client went away');
     if (raw.write(text)) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         raw.off('drain', done);
         raw.off('close', done);
+        signal.removeEventListener('abort', done);
         resolve();
       };
       raw.on('drain', done);
       raw.on('close', done);
+      signal.addEventListener('abort', done, { once: true });
     });
+    if (signal.aborted) {
+      raw.destroy();
+      throw signal.reason;
+    }
+    if (raw.destroyed) throw new Error('the client went away');
   }
 }

@@ -11,6 +11,13 @@ import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
 export const SCAN_ERROR_TRAILER = 'x-berth-scan-error';
 
+/**
+ * A trailer's value: JSON with every character past ASCII escaped, since a header may carry no
+ * other (Node refuses the rest: a DuckDB message quoting the query's text would fail the scan).
+ */
+export const trailerJson = (value: unknown): string =>
+  JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 export const ScanRequest = Type.Object(
   {
     sql: Type.String({ minLength: 1, maxLength: 1 << 20 }),

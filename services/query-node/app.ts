@@ -22,6 +22,7 @@ import {
   PushResult,
   SCAN_ERROR_TRAILER,
   SCAN_STATS_TRAILER,
+  trailerJson,
   ScanRequest,
   WarmQuery,
   WarmResult,
@@ -164,19 +165,24 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     const maxBytes = request.body.maxResultBytes ?? Infinity;
     const body = arrowStream(scan.result, (rows) => (stats.rows += rows));
     let finished = false;
+    /** A second run for DuckDB's reason (below): the segments stay held until it ends. */
+    let reasoning: Promise<unknown> | undefined;
     const finish = (error?: unknown) => {
       if (finished) return;
       finished = true;
       body.destroy();
       scan.close(error === undefined);
-      release();
+      void (reasoning ?? Promise.resolve()).finally(release);
       stats.ms = Math.round(performance.now() - started);
-      const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: JSON.stringify(stats) };
-      if (error !== undefined) trailers[SCAN_ERROR_TRAILER] = JSON.stringify(scanError(scanner.explain(error, tables)));
+      const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: trailerJson(stats) };
+      if (error !== undefined) trailers[SCAN_ERROR_TRAILER] = trailerJson(scanError(scanner.explain(error, tables)));
       scans.inc({ outcome: error === undefined ? 'answered' : 'failed' });
-      if (!raw.destroyed) {
+      if (raw.destroyed) return;
+      try {
         raw.addTrailers(trailers);
         raw.end();
+      } catch (failure) {
+        raw.destroy(failure as Error); // the coordinator sees a scan cut off, never a whole one
       }
     };
     // Written by hand rather than piped, so that a chunk past the cap is never written after the end.
@@ -189,8 +195,12 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     body.once('end', () => finish());
     body.once('error', (error) => {
       if (!(error instanceof ResultCutShort) || finished || hangUp.signal.aborted) return finish(error);
-      // DuckDB does not say why it cut a streamed result short: run the scan again for its reason (its segments are still held).
-      void scanner.reason(request.body.sql, tables).then((reason) => finish(reason ?? error));
+      // DuckDB does not say why it cut a streamed result short: run the scan again, its rows discarded, for the reason.
+      reasoning = scanner.reason(request.body.sql, tables, hangUp.signal);
+      reasoning.then(
+        (reason) => finish(reason ?? error),
+        () => finish(error),
+      );
     });
     hangUp.signal.addEventListener('abort', () => finish(hangUp.signal.reason), { once: true });
   });
