@@ -15,6 +15,14 @@ import { streamedQuery } from './helpers/streamed-query.js';
 const BATCHES = 8;
 const ROWS_PER_BATCH = 2_500;
 
+const waitFor = async (condition: () => Promise<boolean>, what: string, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+};
+
 describe('the serving path', () => {
   let cluster: TestCluster;
   let reference: Reference;
@@ -137,6 +145,29 @@ describe('the serving path', () => {
     const after = await cluster.query('SELECT count(*) AS n FROM late');
     expect(after.body.rows).toEqual([[20_000]]);
     expect(after.body.stats.fallbacks).toBe(0); // its owner still answers for it
+  });
+
+  it('stops a streamed query when its client leaves part way, and frees its slot', async () => {
+    const client = new AbortController();
+    const response = await fetch(`${cluster.coordinator.url}/v1/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ sql: 'SELECT a.ts, b.ts, c.ts FROM events a, events b, events c' }), // endless
+      signal: client.signal,
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false); // the first lines came
+    const running = async () =>
+      (
+        (await (await fetch(`${cluster.coordinator.url}/v1/workload-groups`)).json()) as {
+          groups: { running: number }[];
+        }
+      ).groups[0]!.running;
+    expect(await running()).toBe(1);
+    client.abort();
+    await waitFor(async () => (await running()) === 0, 'the streamed query to stop', 10_000);
+    expect((await cluster.query('SELECT count(*) FROM events')).body.rows).toEqual([[BATCHES * ROWS_PER_BATCH]]);
   });
 
   it('answers a query right after an ingest with the new rows, its plan still cached', async () => {
