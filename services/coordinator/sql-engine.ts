@@ -10,6 +10,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { DuckDBConnection, DuckDBInstance, DuckDBType } from '@duckdb/node-api';
+import { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../core/identifiers.js';
 import { selectNode, type AstNode } from '../../core/query-plan.js';
 import { appendArrowStream } from '../common/arrow-exchange.js';
@@ -85,6 +86,7 @@ class ConnectionPool {
 
 export class SqlEngine {
   private readonly pool: ConnectionPool;
+  private readonly exchangeTypes = new LRUCache<string, Promise<DuckDBType[]>>({ max: 1000 });
 
   private constructor(
     private readonly duckdb: DuckDBInstance,
@@ -171,7 +173,7 @@ export class SqlEngine {
   async openExchange(inputs: ExchangeInput[]): Promise<Exchange> {
     const schema = `q_${randomUUID().replaceAll('-', '')}`;
     await this.pool.use((c) => c.run(`CREATE SCHEMA ${schema}`));
-    return new Exchange(this.duckdb, this.pool, schema, inputs, [this.scratchDir]);
+    return new Exchange(this.duckdb, this.pool, schema, inputs, [this.scratchDir], this.exchangeTypes);
   }
 
   private async scalar(sql: string): Promise<string> {
@@ -188,7 +190,6 @@ export class SqlEngine {
  */
 export class Exchange {
   private readonly parts = new Map<string, string[]>();
-  private readonly types = new Map<string, Promise<DuckDBType[]>>();
   /** Streams being appended: close() waits for them, so that none writes into a dropped schema. */
   private readonly receiving = new Set<Promise<unknown>>();
   private counter = 0;
@@ -199,6 +200,8 @@ export class Exchange {
     private readonly schema: string,
     private readonly inputs: ExchangeInput[],
     private readonly hide: readonly string[],
+    /** DuckDB's types of each column list the exchange has carried, kept across queries: asking costs a statement. */
+    private readonly types: LRUCache<string, Promise<DuckDBType[]>>,
   ) {
     for (const input of inputs) this.parts.set(input.name, []);
   }
@@ -230,16 +233,19 @@ export class Exchange {
     const part = `p${this.counter++}`;
     try {
       return await this.pool.use(async (c) => {
-        await c.run(`CREATE TABLE ${this.schema}.${part} (${this.columnsSql(input)})`);
+        const columns = this.columnsSql(input);
+        await c.run(`CREATE TABLE ${this.schema}.${part} (${columns})`);
         this.parts.get(name)!.push(part);
-        if (!this.types.has(name)) {
-          const types = c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes());
-          types.catch(() => {}); // awaited below, or by the stream after this one
-          this.types.set(name, types);
+        let types = this.types.get(columns);
+        if (!types) {
+          types = c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes());
+          const asked = types;
+          asked.catch(() => this.types.delete(columns)); // awaited below; a failure is asked again next time
+          this.types.set(columns, asked);
         }
         const appender = await c.createAppender(part, this.schema);
         try {
-          const rows = await appendArrowStream(body, appender, await this.types.get(name)!);
+          const rows = await appendArrowStream(body, appender, await types);
           appender.flushSync();
           return { part, rows };
         } finally {
