@@ -8,22 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../cli/demo.js';
-import { berth } from './helpers/berth-cli.js';
-
-const FREE_PORTS = [
-  '--temporal-port',
-  '0',
-  '--temporal-ui-port',
-  '0',
-  '--s3-port',
-  '0',
-  '--meta-port',
-  '0',
-  '--coordinator-port',
-  '0',
-  '--controller-port',
-  '0',
-];
+import { berth, FREE_PORTS } from './helpers/berth-cli.js';
 
 describe('berth up --demo', () => {
   let dataDir: string | undefined;
