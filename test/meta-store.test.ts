@@ -12,20 +12,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DomainError } from '../services/common/errors.js';
 import { SCHEMA_VERSION } from '../services/meta/migrations.js';
 import { openMetaStore } from '../services/meta/open-store.js';
-import type { MetaStore, MetaStoreOptions, Segment } from '../services/meta/store.js';
+import type { MetaStore, MetaStoreOptions } from '../services/meta/store.js';
+import { segment, table } from './helpers/meta-fixtures.js';
 import { createTestDatabase } from './helpers/postgres.js';
 
-const table = { name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
-const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({
-  id,
-  table: 'events',
-  minTs: 0,
-  maxTs: 1000,
-  rows: 10,
-  bytes: 100,
-  level: 0,
-  ...extra,
-});
 const node = (id: string, group = 'serving', vcpus = 4) => ({
   id,
   group,

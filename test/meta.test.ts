@@ -4,22 +4,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildMetaApp } from '../services/meta/app.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import { SqliteMetaStore } from '../services/meta/sqlite-store.js';
-import type { MetaStore, Segment } from '../services/meta/store.js';
+import type { MetaStore } from '../services/meta/store.js';
+import { segment, table } from './helpers/meta-fixtures.js';
 import { createTestDatabase } from './helpers/postgres.js';
 
 const TOKEN = 'test-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
-const table = { name: 'events', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
-const segment = (id: string, extra: Partial<Segment> = {}): Segment => ({
-  id,
-  table: 'events',
-  minTs: 0,
-  maxTs: 1000,
-  rows: 10,
-  bytes: 100,
-  level: 0,
-  ...extra,
-});
 
 describe('meta HTTP API', () => {
   let store: MetaStore;
