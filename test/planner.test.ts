@@ -29,8 +29,9 @@ describe('planner decompositions', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'berth-planner-'));
-    // The engine only reads files inside its own directory: put the data there.
-    engine = await SqlEngine.open(path.join(dir, 'scratch'));
+    // The engine only reads files inside its own directory: put the data there. A budget of 16 KiB
+    // holds small partials in memory and sends larger ones to tables, mid-stream: the corpus reads both.
+    engine = await SqlEngine.open(path.join(dir, 'scratch'), { exchangeMemoryBytes: 16 * 1024 });
     await mkdir(path.join(dir, 'scratch', 'data'));
     files = await writeEventFiles(path.join(dir, 'scratch', 'data'), 6, 5_000);
     planner = new Planner(engine, async (name) => (name === 'events' ? EVENTS : undefined));

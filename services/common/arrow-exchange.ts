@@ -359,29 +359,53 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
 
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────
 
+/** The record batches of an Arrow IPC stream, as they arrive. */
+export async function* arrowBatches(source: AsyncIterable<Uint8Array>): AsyncGenerator<arrow.RecordBatch> {
+  for await (const batch of await arrow.RecordBatchReader.from(source)) yield batch;
+}
+
+function expectColumns(batch: arrow.RecordBatch, types: readonly DuckDBType[]): void {
+  if (batch.numCols !== types.length)
+    throw new Error(`the exchange sent ${batch.numCols} columns where ${types.length} were expected`);
+}
+
+/** Writes rows [from, from + count) of an Arrow batch into a DuckDB chunk of `types` (count at most DuckDB's vector size). */
+export function fillChunk(
+  chunk: DuckDBDataChunk,
+  types: readonly DuckDBType[],
+  batch: arrow.RecordBatch,
+  from: number,
+  count: number,
+): void {
+  expectColumns(batch, types);
+  chunk.rowCount = count;
+  types.forEach((type, i) =>
+    decodeInto(duckdb.data_chunk_get_vector(chunk.chunk, i), type, batch.data.children[i]!, from, count),
+  );
+}
+
+/** Appends one Arrow batch to a DuckDB table through its appender, a DuckDB chunk at a time. */
+export function appendBatch(appender: DuckDBAppender, types: readonly DuckDBType[], batch: arrow.RecordBatch): void {
+  expectColumns(batch, types);
+  const chunk = DuckDBDataChunk.create(types);
+  const capacity = duckdb.vector_size();
+  for (let from = 0; from < batch.numRows; from += capacity) {
+    chunk.reset();
+    fillChunk(chunk, types, batch, from, Math.min(capacity, batch.numRows - from));
+    appender.appendDataChunk(chunk);
+  }
+}
+
 /** Appends every batch of an Arrow IPC stream to a DuckDB table through its appender; resolves with the rows appended. */
 export async function appendArrowStream(
   source: AsyncIterable<Uint8Array>,
   appender: DuckDBAppender,
   types: readonly DuckDBType[],
 ): Promise<number> {
-  const reader = await arrow.RecordBatchReader.from(source);
-  const chunk = DuckDBDataChunk.create(types);
-  const capacity = duckdb.vector_size();
   let rows = 0;
-  for await (const batch of reader) {
-    if (batch.numCols !== types.length)
-      throw new Error(`the exchange sent ${batch.numCols} columns where ${types.length} were expected`);
-    for (let from = 0; from < batch.numRows; from += capacity) {
-      const count = Math.min(capacity, batch.numRows - from);
-      chunk.reset();
-      chunk.rowCount = count;
-      types.forEach((type, i) =>
-        decodeInto(duckdb.data_chunk_get_vector(chunk.chunk, i), type, batch.data.children[i]!, from, count),
-      );
-      appender.appendDataChunk(chunk);
-      rows += count;
-    }
+  for await (const batch of arrowBatches(source)) {
+    appendBatch(appender, types, batch);
+    rows += batch.numRows;
   }
   return rows;
 }

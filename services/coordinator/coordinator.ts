@@ -74,6 +74,8 @@ export interface CoordinatorConfig {
   planCacheSize?: number;
   /** JSON bytes of answers kept for queries asked again over unchanged tables (result-cache.ts); 0 turns it off. @default 0 */
   resultCacheBytes?: number;
+  /** Scan-stage rows held in memory for final stages, over every query; past it they go to DuckDB tables. @default 64 MiB */
+  exchangeMemoryBytes?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
   verdictThresholds?: VerdictThresholds;
   /** @default '127.0.0.1' */
@@ -106,7 +108,10 @@ export interface RunningCoordinator {
 }
 
 export async function startCoordinator(config: CoordinatorConfig): Promise<RunningCoordinator> {
-  const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'), { memoryLimit: config.memoryLimit });
+  const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'), {
+    memoryLimit: config.memoryLimit,
+    exchangeMemoryBytes: config.exchangeMemoryBytes,
+  });
   const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });
   const meta = new MetaClient(config.metaUrl, config.token);
   const servingGroup = config.group ?? 'serving';

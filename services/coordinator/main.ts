@@ -31,6 +31,7 @@ const coordinator = await startCoordinator({
   queueTimeoutMs: config.BERTH_QUEUE_TIMEOUT_MS,
   planCacheSize: config.BERTH_PLAN_CACHE_SIZE,
   resultCacheBytes: config.BERTH_RESULT_CACHE_BYTES,
+  exchangeMemoryBytes: config.BERTH_EXCHANGE_MEMORY_BYTES,
   queryLogSize: config.BERTH_QUERY_LOG_SIZE,
   verdictThresholds: { scanBytes: config.BERTH_HEAVY_SCAN_BYTES, memoryBytes: config.BERTH_HEAVY_MEMORY_BYTES },
   heavyPool: heavyPool && {

@@ -262,7 +262,7 @@ export class QueryService {
     // Backends proven moments ago may be newer than this coordinator's last member poll.
     if (only && !scatter.lists(only)) await scatter.refreshMembers();
     const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
-    const exchange = await engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
+    const exchange = engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
     // One input's scan failing fails the query: the other inputs' scans stop too, before the exchange closes.
     const scanStage = new AbortController();
     const scanSignal = AbortSignal.any([signal, scanStage.signal]);

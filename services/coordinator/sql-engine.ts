@@ -9,16 +9,17 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { DuckDBConnection, DuckDBInstance, DuckDBType } from '@duckdb/node-api';
+import type { DuckDBAppender, DuckDBConnection, DuckDBInstance, DuckDBType } from '@duckdb/node-api';
 import { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../core/identifiers.js';
 import { selectNode, type AstNode } from '../../core/query-plan.js';
-import { appendArrowStream } from '../common/arrow-exchange.js';
+import { appendBatch, arrowBatches } from '../common/arrow-exchange.js';
 import { openSandboxedDuckDB, queryError, ResultCutShort, sqlString, withConnection } from '../common/duckdb.js';
 import { badRequest } from '../common/errors.js';
 import type { ColumnSpec } from '../meta/client.js';
 import type { ExchangeColumn } from './planner.js';
 import { bindTables } from '../common/scanner.js';
+import { HeldRowsStore, type HeldRows } from './held-rows.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
 import { jsonChunks, readJsonResult, type JsonValue, type SizedJsonResult } from './result-json.js';
 
@@ -59,7 +60,7 @@ export interface ExchangeInput {
 /**
  * Connections kept open for statements that leave nothing on their connection (no temp objects,
  * no settings): opening one costs about as much as a small statement. Work that creates temp
- * objects (binding, a final stage's views) takes a fresh connection instead.
+ * objects takes a fresh connection instead.
  */
 class ConnectionPool {
   private readonly idle: DuckDBConnection[] = [];
@@ -69,13 +70,22 @@ class ConnectionPool {
     private readonly maxIdle = 16,
   ) {}
 
+  async take(): Promise<DuckDBConnection> {
+    return this.idle.pop() ?? (await this.duckdb.connect());
+  }
+
+  /** Keeps the connection for the next statement; closes it when it is not `reusable` (interrupted, or a result left open). */
+  giveBack(connection: DuckDBConnection, reusable = true): void {
+    if (reusable && this.idle.length < this.maxIdle) this.idle.push(connection);
+    else connection.closeSync();
+  }
+
   async use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T> {
-    const connection = this.idle.pop() ?? (await this.duckdb.connect());
+    const connection = await this.take();
     try {
       return await work(connection);
     } finally {
-      if (this.idle.length < this.maxIdle) this.idle.push(connection);
-      else connection.closeSync();
+      this.giveBack(connection);
     }
   }
 
@@ -84,6 +94,9 @@ class ConnectionPool {
   }
 }
 
+/** Scan-stage rows a coordinator holds in memory for final stages at most, by default. */
+export const DEFAULT_EXCHANGE_MEMORY_BYTES = 64 * 1024 ** 2;
+
 export class SqlEngine {
   private readonly pool: ConnectionPool;
   private readonly exchangeTypes = new LRUCache<string, Promise<DuckDBType[]>>({ max: 1000 });
@@ -91,6 +104,8 @@ export class SqlEngine {
   private constructor(
     private readonly duckdb: DuckDBInstance,
     private readonly scratchDir: string,
+    /** Scan-stage rows the final stages read from memory. */
+    readonly heldRows: HeldRowsStore,
     readonly aggregateFunctions: ReadonlySet<string>,
     /** Functions whose every overload gives the same value in every query (DuckDB's CONSISTENT stability). */
     readonly consistentFunctions: ReadonlySet<string>,
@@ -98,15 +113,25 @@ export class SqlEngine {
     this.pool = new ConnectionPool(duckdb);
   }
 
-  /** `scratchDir` holds partial results only: the engine runs users' SQL, so it can read nothing else. */
-  static async open(scratchDir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
+  /**
+   * `scratchDir` holds partial results only: the engine runs users' SQL, so it can read nothing
+   * else. `exchangeMemoryBytes` caps the scan-stage rows held in memory for final stages, over
+   * every query (past it, rows go to tables of the engine's DuckDB).
+   */
+  static async open(
+    scratchDir: string,
+    options: { threads?: number; memoryLimit?: string; exchangeMemoryBytes?: number } = {},
+  ): Promise<SqlEngine> {
     await rm(scratchDir, { recursive: true, force: true });
     await mkdir(path.join(scratchDir, 'spill'), { recursive: true, mode: 0o700 });
+    const { exchangeMemoryBytes = DEFAULT_EXCHANGE_MEMORY_BYTES, ...settings } = options;
     const duckdb = await openSandboxedDuckDB({
       allowedDirectories: [scratchDir],
       tempDirectory: path.join(scratchDir, 'spill'),
-      ...options,
+      ...settings,
     });
+    const heldRows = new HeldRowsStore(exchangeMemoryBytes);
+    await withConnection(duckdb, async (c) => heldRows.register(c));
     const names = (sql: string) =>
       withConnection(duckdb, async (c) => new Set((await c.runAndReadAll(sql)).getRows().map((r) => String(r[0]))));
     const aggregates = await names(
@@ -115,7 +140,7 @@ export class SqlEngine {
     const consistent = await names(
       `SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 HAVING bool_and(coalesce(stability = 'CONSISTENT', false))`,
     );
-    return new SqlEngine(duckdb, scratchDir, aggregates, consistent);
+    return new SqlEngine(duckdb, scratchDir, heldRows, aggregates, consistent);
   }
 
   close(): void {
@@ -170,10 +195,8 @@ export class SqlEngine {
   }
 
   /** A place for one query's final stage: its inputs fill as the scan stage streams rows in. */
-  async openExchange(inputs: ExchangeInput[]): Promise<Exchange> {
-    const schema = `q_${randomUUID().replaceAll('-', '')}`;
-    await this.pool.use((c) => c.run(`CREATE SCHEMA ${schema}`));
-    return new Exchange(this.duckdb, this.pool, schema, inputs, [this.scratchDir], this.exchangeTypes);
+  openExchange(inputs: ExchangeInput[]): Exchange {
+    return new Exchange(this.duckdb, this.pool, this.heldRows, inputs, [this.scratchDir], this.exchangeTypes);
   }
 
   private async scalar(sql: string): Promise<string> {
@@ -181,23 +204,39 @@ export class SqlEngine {
   }
 }
 
+/** One stream's rows: held in memory, or (past the memory budget) in a table of the query's own schema. */
+interface Part {
+  name: string;
+  held?: HeldRows;
+}
+
+/** The final SQL with its inputs named, on a connection: give it back (or close it) with release(). */
+interface BoundFinal {
+  c: DuckDBConnection;
+  sql: string;
+  release(reusable: boolean): void;
+}
+
 /**
- * One query's final stage. Each stream the scan stage sends (one per node and input) is appended,
- * batch by batch as it arrives, into a table of its own in a schema of the query's own, so that a
- * stream cut short can be dropped whole and its work sent elsewhere; the final SQL then reads each
- * input as the union of its streams. DuckDB holds the rows (and spills them past its memory
- * limit), never JavaScript.
+ * One query's final stage. Each stream the scan stage sends (one per node and input) is a part of
+ * its own, so that a stream cut short can be dropped whole and its work sent elsewhere; the final
+ * SQL reads each input as the union of its parts. A part is held in memory as the batches arrive
+ * (held-rows.ts); past the process's budget it goes to a table, appended batch by batch, so that
+ * DuckDB holds the rows (and spills them past its memory limit), never JavaScript.
  */
 export class Exchange {
-  private readonly parts = new Map<string, string[]>();
-  /** Streams being appended: close() waits for them, so that none writes into a dropped schema. */
+  private readonly parts = new Map<string, Part[]>();
+  /** Streams being received: close() waits for them, so that none writes into a dropped schema. */
   private readonly receiving = new Set<Promise<unknown>>();
   private counter = 0;
+  /** The schema of the parts that went to tables, made when the first one does. */
+  private readonly schema = `q_${randomUUID().replaceAll('-', '')}`;
+  private schemaMade?: Promise<void>;
 
   constructor(
     private readonly duckdb: DuckDBInstance,
     private readonly pool: ConnectionPool,
-    private readonly schema: string,
+    private readonly heldRows: HeldRowsStore,
     private readonly inputs: ExchangeInput[],
     private readonly hide: readonly string[],
     /** DuckDB's types of each column list the exchange has carried, kept across queries: asking costs a statement. */
@@ -212,12 +251,31 @@ export class Exchange {
     return input;
   }
 
-  /** The columns as they travel: a type the exchange cannot carry as it is travels as text. */
-  private columnsSql(input: ExchangeInput): string {
-    return input.columns.map((col, i) => `c${i} ${col.asText ? 'VARCHAR' : col.type}`).join(', ');
+  /** A column's type as it travels: a type the exchange cannot carry as it is travels as text. */
+  private static travelType(col: ExchangeColumn): string {
+    return col.asText ? 'VARCHAR' : col.type;
   }
 
-  /** Appends one Arrow IPC stream to an input; resolves with its part (for discard) and its rows. */
+  /** The columns as they travel, for a table. */
+  private columnsSql(input: ExchangeInput): string {
+    return input.columns.map((col, i) => `c${i} ${Exchange.travelType(col)}`).join(', ');
+  }
+
+  /** DuckDB's types of the columns as they travel. */
+  private typesOf(input: ExchangeInput): Promise<DuckDBType[]> {
+    const columns = this.columnsSql(input);
+    let types = this.types.get(columns);
+    if (!types) {
+      const select = input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ');
+      types = this.pool.use(async (c) => (await c.runAndReadAll(`SELECT ${select} LIMIT 0`)).columnTypes());
+      const asked = types;
+      asked.catch(() => this.types.delete(columns)); // a failure is asked again next time
+      this.types.set(columns, asked);
+    }
+    return types;
+  }
+
+  /** Receives one Arrow IPC stream into an input; resolves with its part (for discard) and its rows. */
   receive(name: string, body: Readable): Promise<{ part: string; rows: number }> {
     const receiving = this.append(name, body);
     const settled: Promise<boolean> = receiving.then(
@@ -230,73 +288,98 @@ export class Exchange {
 
   private async append(name: string, body: Readable): Promise<{ part: string; rows: number }> {
     const input = this.input(name);
-    const part = `p${this.counter++}`;
+    const part: Part = { name: `p${this.counter++}` };
+    this.parts.get(name)!.push(part);
+    let rows = 0;
     try {
-      return await this.pool.use(async (c) => {
-        const columns = this.columnsSql(input);
-        await c.run(`CREATE TABLE ${this.schema}.${part} (${columns})`);
-        this.parts.get(name)!.push(part);
-        let types = this.types.get(columns);
-        if (!types) {
-          types = c.runAndReadAll(`SELECT * FROM ${this.schema}.${part} LIMIT 0`).then((r) => r.columnTypes());
-          const asked = types;
-          asked.catch(() => this.types.delete(columns)); // awaited below; a failure is asked again next time
-          this.types.set(columns, asked);
+      const types = await this.typesOf(input);
+      part.held = this.heldRows.open(types);
+      let table: { c: DuckDBConnection; appender: DuckDBAppender } | undefined;
+      try {
+        for await (const batch of arrowBatches(body)) {
+          rows += batch.numRows;
+          if (!table && this.heldRows.add(part.held!, batch)) continue;
+          table ??= await this.toTable(input, part);
+          appendBatch(table.appender, types, batch);
         }
-        const appender = await c.createAppender(part, this.schema);
-        try {
-          const rows = await appendArrowStream(body, appender, await types);
-          appender.flushSync();
-          return { part, rows };
-        } finally {
-          appender.closeSync();
-        }
-      });
+        table?.appender.flushSync();
+      } finally {
+        table?.appender.closeSync();
+        if (table) this.pool.giveBack(table.c);
+      }
+      return { part: part.name, rows };
     } catch (error) {
       body.destroy();
-      await this.discard(name, part);
+      await this.discard(name, part.name);
       throw error;
     }
   }
 
-  /** Drops what a stream cut short had appended: its work is done again elsewhere. */
-  async discard(name: string, part: string): Promise<void> {
+  /** Moves a part's held rows into a table of its own, and hands back the appender for the rest. */
+  private async toTable(input: ExchangeInput, part: Part): Promise<{ c: DuckDBConnection; appender: DuckDBAppender }> {
+    await (this.schemaMade ??= this.pool.use(async (c) => void (await c.run(`CREATE SCHEMA ${this.schema}`))));
+    const c = await this.pool.take();
+    try {
+      await c.run(`CREATE TABLE ${this.schema}.${part.name} (${this.columnsSql(input)})`);
+      const appender = await c.createAppender(part.name, this.schema);
+      const held = part.held!;
+      for (const batch of held.batches) appendBatch(appender, held.types, batch);
+      this.heldRows.drop(held);
+      part.held = undefined;
+      return { c, appender };
+    } catch (error) {
+      this.pool.giveBack(c);
+      throw error;
+    }
+  }
+
+  /** Drops what a stream cut short had sent: its work is done again elsewhere. */
+  async discard(name: string, partName: string): Promise<void> {
     const parts = this.parts.get(name)!;
-    if (parts.includes(part)) parts.splice(parts.indexOf(part), 1);
-    await this.pool.use((c) => c.run(`DROP TABLE IF EXISTS ${this.schema}.${part}`));
+    const at = parts.findIndex((p) => p.name === partName);
+    if (at < 0) return;
+    const [part] = parts.splice(at, 1);
+    if (part!.held) this.heldRows.drop(part!.held);
+    else if (this.schemaMade) await this.pool.use((c) => c.run(`DROP TABLE IF EXISTS ${this.schema}.${part!.name}`));
   }
 
   /** Runs the final SQL over the inputs. DuckDB's errors about the query are 400s; a result past `maxBytes` a 413. */
   async finish(finalSql: string, options: RunOptions = {}): Promise<SizedJsonResult> {
-    return await withConnection(this.duckdb, async (c) => {
-      await this.bindInputs(c);
-      return await this.run(c, options.signal, async () => {
+    const { c, sql, release } = await this.bindFinal(finalSql);
+    let done = false;
+    try {
+      const result = await this.run(c, options.signal, async () => {
         try {
-          return await readJsonResult(await c.stream(finalSql), options.maxBytes);
+          return await readJsonResult(await c.stream(sql), options.maxBytes);
         } catch (error) {
           if (!(error instanceof ResultCutShort)) throw error;
-          throw await this.reasonFor(c, finalSql, error, options.signal);
+          throw await this.reasonFor(c, sql, error, options.signal);
         }
       });
-    });
+      done = true;
+      return result;
+    } finally {
+      release(done && !options.signal?.aborted);
+    }
   }
 
   /**
    * Runs the final SQL over the inputs and hands its rows over as the reader takes them, one DuckDB
    * chunk at a time: DuckDB computes no further ahead than the reader reads. Errors found before
    * the first row (DuckDB's about the query: 400s) reject; later ones end `rows` with the error.
+   * close() only between two reads: a read in flight may be waiting on this thread for held rows.
    */
   async stream(finalSql: string, signal?: AbortSignal): Promise<StreamedRows> {
-    const c = await this.duckdb.connect();
+    const { c, sql, release } = await this.bindFinal(finalSql);
     let open = true;
+    let ended = false;
     const close = () => {
-      if (open) c.closeSync();
+      if (open) release(ended && !signal?.aborted);
       open = false;
     };
     try {
-      await this.bindInputs(c);
-      const result = await this.run(c, signal, () => c.stream(finalSql));
-      const rows = this.rowsOf(c, jsonChunks(result), signal, finalSql);
+      const result = await this.run(c, signal, () => c.stream(sql));
+      const rows = this.rowsOf(c, jsonChunks(result), signal, sql, () => (ended = true));
       return { columns: result.columnNames(), types: result.columnTypes().map(String), rows, close };
     } catch (error) {
       close();
@@ -304,21 +387,23 @@ export class Exchange {
     }
   }
 
-  /** `chunks`, each read under `signal` with DuckDB's errors made 400s. */
+  /** `chunks`, each read under `signal` with DuckDB's errors made 400s; `onEnd` once the last is read. */
   private async *rowsOf(
     c: DuckDBConnection,
     chunks: AsyncGenerator<JsonValue[][]>,
     signal: AbortSignal | undefined,
-    finalSql: string,
+    sql: string,
+    onEnd: () => void,
   ): AsyncGenerator<JsonValue[][]> {
     try {
       for (let next = await this.run(c, signal, () => chunks.next()); !next.done;) {
         yield next.value;
         next = await this.run(c, signal, () => chunks.next());
       }
+      onEnd();
     } catch (error) {
       if (!(error instanceof ResultCutShort)) throw error;
-      throw await this.reasonFor(c, finalSql, error, signal);
+      throw await this.reasonFor(c, sql, error, signal);
     }
   }
 
@@ -329,34 +414,55 @@ export class Exchange {
    */
   private async reasonFor(
     c: DuckDBConnection,
-    finalSql: string,
+    sql: string,
     cut: ResultCutShort,
     signal: AbortSignal | undefined,
   ): Promise<unknown> {
     signal?.throwIfAborted(); // interrupted: there is no reason to look for
     try {
-      await this.run(c, signal, () => c.run(`EXPLAIN ANALYZE ${finalSql}`));
+      await this.run(c, signal, () => c.run(`EXPLAIN ANALYZE ${sql}`));
       return cut;
     } catch (reason) {
       return reason;
     }
   }
 
-  /** Names each input by the union of its streams, as views on this connection. */
-  private async bindInputs(c: DuckDBConnection): Promise<void> {
-    for (const input of this.inputs) {
-      const parts = this.parts.get(input.name)!;
-      const columns = input.columns.map(
-        (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
+  /** One input as the union of its parts, its columns named and typed as the final SQL reads them. */
+  private inputSql(input: ExchangeInput): string {
+    const sources = this.parts
+      .get(input.name)!
+      .map((p) => (p.held ? this.heldRows.sql(p.held) : `SELECT * FROM ${this.schema}.${p.name}`));
+    if (sources.length === 0)
+      sources.push(
+        `SELECT ${input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ')} LIMIT 0`,
       );
-      let source: string;
-      if (parts.length > 0) source = parts.map((p) => `SELECT * FROM ${this.schema}.${p}`).join(' UNION ALL ');
-      else {
-        await c.run(`CREATE TEMP TABLE ${quoteIdent(`${input.name}_empty`)} (${this.columnsSql(input)})`);
-        source = `SELECT * FROM ${quoteIdent(`${input.name}_empty`)}`;
-      }
-      await c.run(`CREATE TEMP VIEW ${quoteIdent(input.name)} AS SELECT ${columns.join(', ')} FROM (${source})`);
+    const columns = input.columns.map(
+      (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
+    );
+    return `SELECT ${columns.join(', ')} FROM (${sources.join(' UNION ALL ')})`;
+  }
+
+  /**
+   * The final SQL with each input named: in a WITH clause put before it, on a pooled connection
+   * (nothing is created), or, where the SQL has a WITH clause of its own, as temp views on a
+   * connection of its own.
+   */
+  private async bindFinal(finalSql: string): Promise<BoundFinal> {
+    if (this.inputs.length === 0 || !/^\s*with\b/i.test(finalSql)) {
+      const c = await this.pool.take();
+      const named = this.inputs.map((i) => `${quoteIdent(i.name)} AS (${this.inputSql(i)})`);
+      const sql = named.length > 0 ? `WITH ${named.join(', ')} ${finalSql}` : finalSql;
+      return { c, sql, release: (reusable) => this.pool.giveBack(c, reusable) };
     }
+    const c = await this.duckdb.connect();
+    try {
+      for (const input of this.inputs)
+        await c.run(`CREATE TEMP VIEW ${quoteIdent(input.name)} AS ${this.inputSql(input)}`);
+    } catch (error) {
+      c.closeSync();
+      throw error;
+    }
+    return { c, sql: finalSql, release: () => c.closeSync() };
   }
 
   /** Runs a step of the final stage: `signal` interrupts DuckDB, and DuckDB's errors about the query become 400s. */
@@ -374,9 +480,12 @@ export class Exchange {
     }
   }
 
-  /** Drops every row the query received, once no stream is still being appended (their scans were stopped). */
+  /** Drops every row the query received, once no stream is still being received (their scans were stopped). */
   async close(): Promise<void> {
     await Promise.all(this.receiving);
+    for (const parts of this.parts.values()) for (const part of parts) if (part.held) this.heldRows.drop(part.held);
+    if (!this.schemaMade) return;
+    await this.schemaMade.catch(() => undefined);
     await this.pool.use((c) => c.run(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`));
   }
 }

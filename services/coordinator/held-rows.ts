@@ -1,0 +1,109 @@
+/**
+ * Rows of the scan stage held in the coordinator's memory until the final stage reads them,
+ * through a DuckDB table function. A small partial then reaches the final SQL without a table made,
+ * filled, committed and dropped for it: those catalog writes and the appender's synchronous commit
+ * were most of a small query's cost on the coordinator. The bytes held are capped for the whole
+ * process; a stream past the cap goes to a DuckDB table instead (sql-engine.ts, Exchange).
+ */
+import { randomUUID } from 'node:crypto';
+import { DuckDBTableFunction, VARCHAR, type DuckDBConnection, type DuckDBType } from '@duckdb/node-api';
+import duckdb from '@duckdb/node-bindings';
+import type * as arrow from 'apache-arrow';
+import { fillChunk } from '../common/arrow-exchange.js';
+import { sqlString } from '../common/duckdb.js';
+
+/** The table function's name: `SELECT * FROM berth_held_rows('<key>')` reads one stream's rows. */
+export const HELD_ROWS_FUNCTION = 'berth_held_rows';
+
+/** One stream's rows, as the batches they arrived in; its columns are c0, c1, … */
+export interface HeldRows {
+  /** Under this key, which no one can guess: the function is in every connection's catalog. */
+  readonly key: string;
+  readonly types: readonly DuckDBType[];
+  readonly batches: arrow.RecordBatch[];
+  rows: number;
+  bytes: number;
+}
+
+export class HeldRowsStore {
+  private readonly held = new Map<string, HeldRows>();
+  private used = 0;
+
+  /** `budgetBytes`: the most the process holds at once, over every query (0: nothing, every stream goes to a table). */
+  constructor(readonly budgetBytes: number) {}
+
+  /** Makes the rows readable by SQL on every connection of the instance `connection` belongs to. */
+  register(connection: DuckDBConnection): void {
+    connection.registerTableFunction(this.tableFunction());
+  }
+
+  /** A new, empty holding of rows of `types`. */
+  open(types: readonly DuckDBType[]): HeldRows {
+    const rows: HeldRows = { key: randomUUID(), types, batches: [], rows: 0, bytes: 0 };
+    this.held.set(rows.key, rows);
+    return rows;
+  }
+
+  /** Keeps `batch` with `rows` when the budget allows; false (nothing kept) when it does not. */
+  add(rows: HeldRows, batch: arrow.RecordBatch): boolean {
+    const bytes = batch.data.byteLength;
+    if (this.used + bytes > this.budgetBytes) return false;
+    this.used += bytes;
+    rows.bytes += bytes;
+    rows.rows += batch.numRows;
+    rows.batches.push(batch);
+    return true;
+  }
+
+  /** Forgets the rows (a final stage reading them keeps them until it is done). */
+  drop(rows: HeldRows): void {
+    if (!this.held.delete(rows.key)) return;
+    this.used -= rows.bytes;
+  }
+
+  /** SQL reading the held rows. */
+  sql(rows: HeldRows): string {
+    return `SELECT * FROM ${HELD_ROWS_FUNCTION}(${sqlString(rows.key)})`;
+  }
+
+  /** Bytes held now, over every query. */
+  get usedBytes(): number {
+    return this.used;
+  }
+
+  private tableFunction(): DuckDBTableFunction {
+    return DuckDBTableFunction.create({
+      name: HELD_ROWS_FUNCTION,
+      parameterTypes: [VARCHAR],
+      bindFunction: (info) => {
+        const rows = this.held.get(String(info.getParameter(0)));
+        if (!rows) return info.setError('no rows are held under that key');
+        rows.types.forEach((type, i) => info.addResultColumn(`c${i}`, type));
+        info.setCardinality(rows.rows, true);
+        info.setBindData({ rows });
+      },
+      initFunction: (info) => {
+        info.setMaxThreads(1);
+        info.setInitData({ batch: 0, row: 0 });
+      },
+      mainFunction: (info, chunk) => {
+        const { rows } = info.getBindData() as { rows: HeldRows };
+        const at = info.getInitData() as { batch: number; row: number };
+        try {
+          chunk.reset();
+          while (at.batch < rows.batches.length && at.row >= rows.batches[at.batch]!.numRows) {
+            at.batch++;
+            at.row = 0;
+          }
+          const batch = rows.batches[at.batch];
+          if (!batch) return void (chunk.rowCount = 0);
+          const count = Math.min(duckdb.vector_size(), batch.numRows - at.row);
+          fillChunk(chunk, rows.types, batch, at.row, count);
+          at.row += count;
+        } catch (error) {
+          info.setError(`reading held rows failed: ${(error as Error).message}`);
+        }
+      },
+    });
+  }
+}

@@ -1,0 +1,167 @@
+/**
+ * The coordinator's exchange (sql-engine.ts, Exchange): the scan stage's streams are held in
+ * memory up to the process's budget and past it go to DuckDB tables, mid-stream if need be; the
+ * final stage reads both alike, every value exact, and closing gives every byte back.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrowBatches, arrowStream } from '../services/common/arrow-exchange.js';
+import { readJsonResult } from '../services/coordinator/result-json.js';
+import { SqlEngine, type ExchangeInput } from '../services/coordinator/sql-engine.js';
+import { EVERY_TYPE } from './helpers/every-type.js';
+
+describe('the exchange', () => {
+  let dir: string;
+  let source: DuckDBInstance;
+  let input: ExchangeInput;
+  const halves = [`${EVERY_TYPE} WHERE i < 2500`, `${EVERY_TYPE} WHERE i >= 2500`];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-exchange-'));
+    source = await DuckDBInstance.create(':memory:');
+    const c = await source.connect();
+    const described = (await c.runAndReadAll(`DESCRIBE ${EVERY_TYPE}`)).getRows();
+    input = {
+      name: 'every',
+      columns: described.map((r) => ({ name: String(r[0]), type: String(r[1]), asText: false })),
+    };
+    c.closeSync();
+  });
+  afterAll(async () => {
+    source.closeSync();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** The source's rows of `sql` as an Arrow IPC stream, as a query node sends them. */
+  async function send(sql: string) {
+    const c = await source.connect();
+    return { body: arrowStream(await c.stream(sql)), done: () => c.closeSync() };
+  }
+
+  /** Bytes of each Arrow batch the source sends for `sql`, as the exchange counts them. */
+  async function batchBytes(sql: string): Promise<number[]> {
+    const { body, done } = await send(sql);
+    const sizes: number[] = [];
+    for await (const batch of arrowBatches(body)) sizes.push(batch.data.byteLength);
+    done();
+    return sizes;
+  }
+
+  async function expected(sql: string) {
+    const c = await source.connect();
+    const result = await readJsonResult(await c.stream(sql));
+    c.closeSync();
+    return result;
+  }
+
+  /** Sends both halves of EVERY_TYPE through an exchange of `engine` and reads them back ordered. */
+  async function roundTrip(engine: SqlEngine, finalSql = 'SELECT * FROM every ORDER BY i') {
+    const exchange = engine.openExchange([input]);
+    const held: number[] = [];
+    try {
+      for (const sql of halves) {
+        const { body, done } = await send(sql);
+        expect((await exchange.receive('every', body)).rows).toBe(2500);
+        done();
+        held.push(engine.heldRows.usedBytes);
+      }
+      return { result: await exchange.finish(finalSql), held };
+    } finally {
+      await exchange.close();
+    }
+  }
+
+  it('holds streams within its budget in memory and reads them back exactly', async () => {
+    const engine = await SqlEngine.open(path.join(dir, 'held'));
+    try {
+      const { result, held } = await roundTrip(engine);
+      const want = await expected(`${EVERY_TYPE} ORDER BY i`);
+      expect(result.types).toEqual(want.types);
+      expect(result.rows).toEqual(want.rows);
+      const [first, second] = await Promise.all(halves.map(batchBytes));
+      const sum = (sizes: number[]) => sizes.reduce((a, b) => a + b, 0);
+      expect(held).toEqual([sum(first!), sum(first!) + sum(second!)]); // both whole streams held
+      expect(engine.heldRows.usedBytes).toBe(0); // given back at close
+    } finally {
+      engine.close();
+    }
+  });
+
+  it('sends what passes the budget to a table, mid-stream, and reads both exactly', async () => {
+    const [first] = await Promise.all(halves.map(batchBytes));
+    // The budget holds the first stream's first batch: its second goes to a table, and all of the second stream.
+    const budget = first![0]!;
+    const engine = await SqlEngine.open(path.join(dir, 'spilled'), { exchangeMemoryBytes: budget });
+    try {
+      const { result, held } = await roundTrip(engine);
+      expect(held).toEqual([0, 0]); // the spilled stream's held batch went to its table
+      const want = await expected(`${EVERY_TYPE} ORDER BY i`);
+      expect(result.types).toEqual(want.types);
+      expect(result.rows).toEqual(want.rows);
+      // -0.0 and NaN survive the table and the held rows alike (JSON cannot tell -0.0 from 0.0).
+      const signs = await roundTrip(
+        engine,
+        'SELECT count(*) FILTER (WHERE signbit(negz)), count(*) FILTER (WHERE isnan(nan)) FROM every',
+      );
+      expect(signs.result.rows).toEqual([[5000, 5000]]);
+    } finally {
+      engine.close();
+    }
+  });
+
+  it('never holds more than its budget across exchanges, and a discarded stream is gone', async () => {
+    const [first] = await Promise.all(halves.map(batchBytes));
+    const budget = first!.reduce((a, b) => a + b, 0); // one whole stream
+    const engine = await SqlEngine.open(path.join(dir, 'shared'), { exchangeMemoryBytes: budget });
+    const one = engine.openExchange([input]);
+    const two = engine.openExchange([input]);
+    try {
+      const a = await send(halves[0]!);
+      await one.receive('every', a.body);
+      a.done();
+      expect(engine.heldRows.usedBytes).toBe(budget);
+      const b = await send(halves[0]!);
+      const { part } = await two.receive('every', b.body); // no room left: a table
+      b.done();
+      expect(engine.heldRows.usedBytes).toBe(budget);
+      const c = await send(halves[1]!);
+      await two.receive('every', c.body);
+      c.done();
+      await two.discard('every', part);
+      const count = await two.finish('SELECT count(*) AS n, min(i) AS lo FROM every');
+      expect(count.rows).toEqual([[2500, 2500]]);
+      await one.discard('every', 'p0');
+      expect(engine.heldRows.usedBytes).toBe(0);
+      expect((await one.finish('SELECT count(*) AS n FROM every')).rows).toEqual([[0]]);
+    } finally {
+      await one.close();
+      await two.close();
+      engine.close();
+    }
+  });
+
+  it('streams the final stage over held rows, and over inputs named in the SQL’s own WITH clause', async () => {
+    const engine = await SqlEngine.open(path.join(dir, 'streamed'));
+    const exchange = engine.openExchange([input]);
+    try {
+      const { body, done } = await send(halves[0]!);
+      await exchange.receive('every', body);
+      done();
+      const streamed = await exchange.stream('SELECT i, str FROM every ORDER BY i');
+      const rows: unknown[][] = [];
+      for await (const chunk of streamed.rows) rows.push(...chunk);
+      streamed.close();
+      const want = await expected(`SELECT i, str FROM (${halves[0]}) ORDER BY i`);
+      expect(rows).toEqual(want.rows);
+      const own = await exchange.finish('WITH odd AS (SELECT i FROM every WHERE i % 2 = 1) SELECT count(*) FROM odd');
+      expect(own.rows).toEqual([[1250]]);
+    } finally {
+      await exchange.close();
+      engine.close();
+    }
+    expect(engine.heldRows.usedBytes).toBe(0);
+  });
+});
