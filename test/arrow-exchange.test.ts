@@ -74,6 +74,20 @@ describe('the Arrow exchange', () => {
     b.closeSync();
   });
 
+  it('carries long strings whole and in order, whether DuckDB laid them out one after another or not', async () => {
+    // Out of line in DuckDB's memory: written in order, then shuffled by a sort, then one value repeated, NULLs between.
+    const sql = `SELECT i, s, CASE WHEN i % 3 = 0 THEN NULL WHEN i % 3 = 1 THEN 'the same long string each time' ELSE s END AS r
+      FROM (SELECT i, 'a long string, number ' || i || repeat('!', i % 17) AS s FROM range(0, 6000) t(i)) ORDER BY hash(i)`;
+    await exchange(sql, 'long_strings');
+    const a = await source.connect();
+    const b = await target.connect();
+    const expected = await readJsonResult(await a.stream(`SELECT * FROM (${sql}) ORDER BY i`));
+    const actual = await readJsonResult(await b.stream('SELECT * FROM long_strings ORDER BY i'));
+    expect(actual.rows).toEqual(expected.rows);
+    a.closeSync();
+    b.closeSync();
+  });
+
   it('sends a valid Arrow IPC stream that names each DuckDB type, and an empty result as no rows', async () => {
     const c = await source.connect();
     const parts: Buffer[] = [];

@@ -287,7 +287,12 @@ function fixed(vector: duckdb.Vector, width: number, rows: Rows): Uint8Array {
   return out;
 }
 
-/** DuckDB's string headers (length, then 12 inline bytes or a 4-byte prefix and a pointer) as Arrow offsets and bytes. */
+/**
+ * DuckDB's string headers (length, then 12 inline bytes or a 4-byte prefix and a pointer) as Arrow
+ * offsets and bytes. Long strings lie out of line, mostly one after another as DuckDB wrote them:
+ * each run of adjacent ones comes over in one copy (a native call per string was the node's
+ * largest cost for a column of distinct keys). A run covers exactly its strings' bytes.
+ */
 function strings(
   vector: duckdb.Vector,
   rows: Rows,
@@ -296,25 +301,36 @@ function strings(
   const headers = duckdb.vector_get_data(vector, span(rows) * 16);
   const view = new DataView(headers.buffer, headers.byteOffset, headers.byteLength);
   const offsets = new Int32Array(rows.count + 1);
-  const parts: Uint8Array[] = [];
   for (let i = 0; i < rows.count; i++) {
     const row = at(rows, i);
-    const at16 = row * 16;
     // A NULL's header may hold anything, a pointer included: it has no bytes.
-    const length = valid(row) ? view.getUint32(at16, true) : 0;
-    const bytes =
-      length <= 12
-        ? headers.subarray(at16 + 4, at16 + 4 + length)
-        : duckdb.get_data_from_pointer(headers.buffer as ArrayBuffer, headers.byteOffset + at16 + 8, length);
-    parts.push(bytes);
-    offsets[i + 1] = offsets[i]! + length;
+    offsets[i + 1] = offsets[i]! + (valid(row) ? view.getUint32(row * 16, true) : 0);
   }
   const data = new Uint8Array(offsets[rows.count]!);
-  let position = 0;
-  for (const part of parts) {
-    data.set(part, position);
-    position += part.length;
+  let run = -1; // the first of the adjacent long strings being gathered
+  let runEnd = 0; // where in DuckDB's memory they end
+  const copyRun = (until: number) => {
+    if (run < 0) return;
+    const pointerAt = headers.byteOffset + at(rows, run) * 16 + 8;
+    const length = offsets[until]! - offsets[run]!;
+    data.set(duckdb.get_data_from_pointer(headers.buffer as ArrayBuffer, pointerAt, length), offsets[run]!);
+    run = -1;
+  };
+  for (let i = 0; i < rows.count; i++) {
+    const at16 = at(rows, i) * 16;
+    const length = offsets[i + 1]! - offsets[i]!;
+    if (length <= 12) {
+      copyRun(i);
+      data.set(headers.subarray(at16 + 4, at16 + 4 + length), offsets[i]!);
+      continue;
+    }
+    // User-space pointers fit in 53 bits.
+    const pointer = view.getUint32(at16 + 8, true) + view.getUint32(at16 + 12, true) * 2 ** 32;
+    if (pointer !== runEnd) copyRun(i);
+    if (run < 0) run = i;
+    runEnd = pointer + length;
   }
+  copyRun(rows.count);
   return { valueOffsets: offsets, data };
 }
 
