@@ -12,7 +12,7 @@
  * types it already knows. Types outside this list (ENUM, UNION, and the rest) are sent as text by
  * the planner and cast back, which is exact for them.
  */
-import { PassThrough, Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import duckdb from '@duckdb/node-bindings';
 import {
   DuckDBArrayType,
@@ -334,9 +334,22 @@ function strings(
   return { valueOffsets: offsets, data };
 }
 
+/** Hands each piece of IPC the writer makes to `take` as it makes it (arrow's own queue holds them for an async reader). */
+class PieceSink extends arrow.AsyncByteQueue {
+  constructor(private readonly take: (piece: Uint8Array) => void) {
+    super();
+  }
+
+  override write(piece: Uint8Array): void {
+    if (piece.byteLength > 0) this.take(piece);
+  }
+}
+
 /**
  * A DuckDB result as an Arrow IPC stream, read from DuckDB one chunk at a time as the receiver
- * takes the bytes. `onRows` hears the row count of each batch sent.
+ * takes the bytes: each read fetches a chunk and hands on its batch as one buffer (one stream, no
+ * object-mode stages between DuckDB and the socket: those cost a small scan more than its query).
+ * `onRows` hears the row count of each batch sent.
  */
 export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => void): Readable {
   const types = result.columnTypes();
@@ -344,33 +357,52 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
   const schema = new arrow.Schema(
     types.map((t, i) => new arrow.Field(names[i]!, arrowType(t), true, new Map([['duckdb.type', t.toString()]]))),
   );
-  // One batch per DuckDB chunk (2,048 rows), encoded as the receiver takes the bytes.
-  const batches = async function* (): AsyncGenerator<arrow.RecordBatch> {
-    for await (const chunk of resultChunks(result)) {
-      const rows = { count: chunk.rowCount };
-      const children = types.map((t, i) => encodeVector(duckdb.data_chunk_get_vector(chunk.chunk, i), t, rows));
-      onRows?.(rows.count);
-      yield new arrow.RecordBatch(
-        schema,
-        arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.count, nullCount: 0, children }),
-      );
-    }
+  let pieces: Uint8Array[] = [];
+  const taken = () => {
+    const bytes = Buffer.concat(pieces);
+    pieces = [];
+    return bytes;
   };
-  const writer = arrow.RecordBatchStreamWriter.throughNode();
-  const source = Readable.from(batches(), { objectMode: true });
-  const out = new PassThrough();
-  // Arrow's writer, destroyed with an error, rejects its own pending reads where nothing catches
-  // them (an unhandled rejection): it is closed instead, and the error ends `out`.
-  source.once('error', (error) => {
-    writer.destroy();
-    out.destroy(error);
+  const writer = new arrow.RecordBatchStreamWriter().reset(new PieceSink((piece) => pieces.push(piece)), schema);
+  const chunks = resultChunks(result);
+  let reading = false;
+  return new Readable({
+    read() {
+      if (reading) return;
+      reading = true;
+      void (async () => {
+        try {
+          const next = await chunks.next();
+          reading = false;
+          if (next.done) {
+            writer.close(); // the end-of-stream marker
+            this.push(taken());
+            this.push(null);
+            return;
+          }
+          // One batch per DuckDB chunk (2,048 rows).
+          const rows = { count: next.value.rowCount };
+          const children = types.map((t, i) =>
+            encodeVector(duckdb.data_chunk_get_vector(next.value.chunk, i), t, rows),
+          );
+          writer.write(
+            new arrow.RecordBatch(
+              schema,
+              arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.count, nullCount: 0, children }),
+            ),
+          );
+          onRows?.(rows.count);
+          this.push(taken());
+        } catch (error) {
+          this.destroy(error as Error);
+        }
+      })();
+    },
+    destroy(error, done) {
+      void chunks.return(undefined).catch(() => undefined);
+      done(error);
+    },
   });
-  writer.once('error', (error) => out.destroy(error)); // pipe() forwards data, not errors
-  out.once('close', () => {
-    source.destroy();
-    writer.destroy();
-  });
-  return source.pipe(writer).pipe(out);
 }
 
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────
