@@ -25,6 +25,8 @@ export const CoordinatorConfig = Type.Object({
   BERTH_PLAN_CACHE_SIZE: Type.Integer({ minimum: 0, default: 1000 }),
   /** 0 (the default) turns the result cache off. */
   BERTH_RESULT_CACHE_BYTES: Type.Integer({ minimum: 0, default: 0 }),
+  /** Threads of the DuckDB that runs final stages; unset: the machine's cores. */
+  BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
   /** 0 sends every scan-stage stream to a DuckDB table. */
   BERTH_EXCHANGE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: 64 * 1024 ** 2 }),
   BERTH_QUERY_LOG_SIZE: Type.Integer({ minimum: 1, default: 10_000 }),

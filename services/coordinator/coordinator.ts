@@ -86,10 +86,12 @@ export interface CoordinatorConfig {
   scanTimeoutMs?: number;
   /** How long a query may take in all. @default 300000 */
   queryDeadlineMs?: number;
-  /** Largest query result, as JSON (and as Parquet from each node). @default 256 MiB */
+  /** Largest query result, as JSON (and as Arrow IPC from each node). @default 256 MiB */
   maxResultBytes?: number;
   /** DuckDB's memory limit for each of the coordinator's two engines, e.g. '2GB'. @default defaultMemoryLimit() */
   memoryLimit?: string;
+  /** Threads of the DuckDB that runs final stages. @default the machine's cores */
+  threads?: number;
   /** Deepest nesting an ingested row may have. @default 64 */
   maxIngestDepth?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
@@ -110,6 +112,7 @@ export interface RunningCoordinator {
 export async function startCoordinator(config: CoordinatorConfig): Promise<RunningCoordinator> {
   const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'), {
     memoryLimit: config.memoryLimit,
+    threads: config.threads,
     exchangeMemoryBytes: config.exchangeMemoryBytes,
   });
   const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });

@@ -44,6 +44,7 @@ const coordinator = await startCoordinator({
   queryDeadlineMs: config.BERTH_QUERY_DEADLINE_MS,
   maxResultBytes: config.BERTH_MAX_RESULT_BYTES,
   memoryLimit: config.BERTH_DUCKDB_MEMORY_LIMIT,
+  threads: config.BERTH_DUCKDB_THREADS,
   maxIngestDepth: config.BERTH_INGEST_MAX_DEPTH,
   servingScaler: servingScaler && { config: servingScaler, ...temporal },
   host: config.BERTH_COORDINATOR_HOST,
