@@ -99,7 +99,9 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   app.get('/v1/cache', { schema: { response: answers(CacheList) } }, async () => ({ segments: cache.ids() }));
 
   // No response schema: the answer is an Arrow IPC stream written by hand (its stats and errors in trailers).
-  app.post('/v1/scan', { ...auth, schema: { body: ScanRequest } }, async (request, reply) => {
+  // Logged only when it fails: a query makes a scan per owner, and two log lines each were about a
+  // twelfth of a node's main thread under load (the stats go to the coordinator, counts to /metrics).
+  app.post('/v1/scan', { ...auth, logLevel: 'warn', schema: { body: ScanRequest } }, async (request, reply) => {
     const started = performance.now();
     // The coordinator hangs up when its client leaves or its deadline passes: stop DuckDB then.
     const hangUp = new AbortController();
