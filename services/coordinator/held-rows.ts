@@ -6,13 +6,20 @@
  * process; a stream past the cap goes to a DuckDB table instead (sql-engine.ts, Exchange).
  */
 import { randomUUID } from 'node:crypto';
-import { DuckDBTableFunction, VARCHAR, type DuckDBConnection, type DuckDBType } from '@duckdb/node-api';
+import {
+  DuckDBListValue,
+  DuckDBTableFunction,
+  LIST,
+  VARCHAR,
+  type DuckDBConnection,
+  type DuckDBType,
+} from '@duckdb/node-api';
 import duckdb from '@duckdb/node-bindings';
 import type * as arrow from 'apache-arrow';
 import { fillChunk } from '../common/arrow-exchange.js';
 import { sqlString } from '../common/duckdb.js';
 
-/** The table function's name: `SELECT * FROM berth_held_rows('<key>')` reads one stream's rows. */
+/** The table function's name: `SELECT * FROM berth_held_rows(['<key>', …])` reads the rows of streams of one column list. */
 export const HELD_ROWS_FUNCTION = 'berth_held_rows';
 
 /** One stream's rows, as the batches they arrived in; its columns are c0, c1, … */
@@ -61,9 +68,9 @@ export class HeldRowsStore {
     this.used -= rows.bytes;
   }
 
-  /** SQL reading the held rows. */
-  sql(rows: HeldRows): string {
-    return `SELECT * FROM ${HELD_ROWS_FUNCTION}(${sqlString(rows.key)})`;
+  /** SQL reading the rows of streams of one column list, one after another (one call: each call is a few trips to this thread). */
+  sql(parts: readonly HeldRows[]): string {
+    return `SELECT * FROM ${HELD_ROWS_FUNCTION}([${parts.map((p) => sqlString(p.key)).join(', ')}])`;
   }
 
   /** Bytes held now, over every query. */
@@ -74,31 +81,37 @@ export class HeldRowsStore {
   private tableFunction(): DuckDBTableFunction {
     return DuckDBTableFunction.create({
       name: HELD_ROWS_FUNCTION,
-      parameterTypes: [VARCHAR],
+      parameterTypes: [LIST(VARCHAR)],
       bindFunction: (info) => {
-        const rows = this.held.get(String(info.getParameter(0)));
-        if (!rows) return info.setError('no rows are held under that key');
-        rows.types.forEach((type, i) => info.addResultColumn(`c${i}`, type));
-        info.setCardinality(rows.rows, true);
-        info.setBindData({ rows });
+        const keys = (info.getParameter(0) as DuckDBListValue | null)?.items ?? [];
+        const parts = keys.map((key) => this.held.get(String(key)));
+        if (parts.length === 0 || parts.some((p) => p === undefined))
+          return info.setError('no rows are held under that key');
+        const types = parts[0]!.types;
+        types.forEach((type, i) => info.addResultColumn(`c${i}`, type));
+        info.setCardinality(
+          parts.reduce((sum, p) => sum + p!.rows, 0),
+          true,
+        );
+        info.setBindData({ types, batches: parts.flatMap((p) => p!.batches) });
       },
       initFunction: (info) => {
         info.setMaxThreads(1);
         info.setInitData({ batch: 0, row: 0 });
       },
       mainFunction: (info, chunk) => {
-        const { rows } = info.getBindData() as { rows: HeldRows };
+        const { types, batches } = info.getBindData() as { types: DuckDBType[]; batches: arrow.RecordBatch[] };
         const at = info.getInitData() as { batch: number; row: number };
         try {
           chunk.reset();
-          while (at.batch < rows.batches.length && at.row >= rows.batches[at.batch]!.numRows) {
+          while (at.batch < batches.length && at.row >= batches[at.batch]!.numRows) {
             at.batch++;
             at.row = 0;
           }
-          const batch = rows.batches[at.batch];
+          const batch = batches[at.batch];
           if (!batch) return void (chunk.rowCount = 0);
           const count = Math.min(duckdb.vector_size(), batch.numRows - at.row);
-          fillChunk(chunk, rows.types, batch, at.row, count);
+          fillChunk(chunk, types, batch, at.row, count);
           at.row += count;
         } catch (error) {
           info.setError(`reading held rows failed: ${(error as Error).message}`);

@@ -429,9 +429,12 @@ export class Exchange {
 
   /** One input as the union of its parts, its columns named and typed as the final SQL reads them. */
   private inputSql(input: ExchangeInput): string {
-    const sources = this.parts
-      .get(input.name)!
-      .map((p) => (p.held ? this.heldRows.sql(p.held) : `SELECT * FROM ${this.schema}.${p.name}`));
+    const parts = this.parts.get(input.name)!;
+    const held = parts.flatMap((p) => (p.held ? [p.held] : []));
+    const sources = [
+      ...(held.length > 0 ? [this.heldRows.sql(held)] : []),
+      ...parts.filter((p) => !p.held).map((p) => `SELECT * FROM ${this.schema}.${p.name}`),
+    ];
     if (sources.length === 0)
       sources.push(
         `SELECT ${input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ')} LIMIT 0`,
