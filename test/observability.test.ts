@@ -163,9 +163,11 @@ describe('one trace across the durable path', () => {
       const get = async (url: string) => scrape(await (await fetch(url)).text());
 
       // The coordinator and the pool's backend after the heavy query above; a serving node.
-      expect(await get(`${cluster.coordinator.url}/metrics`)).toMatch(
-        /^berth_queries_total\{route="stages",verdict="heavy"\} 1$/m,
-      );
+      const coordinator = await get(`${cluster.coordinator.url}/metrics`);
+      expect(coordinator).toMatch(/^berth_queries_total\{route="stages",verdict="heavy"\} 1$/m);
+      // The exchange's memory: its budget, and nothing held once the queries are answered.
+      expect(coordinator).toMatch(/^berth_exchange_held_bytes\{kind="budget"\} 67108864$/m);
+      expect(coordinator).toMatch(/^berth_exchange_held_bytes\{kind="held"\} 0$/m);
       await get(`${cluster.nodes[0]!.url}/metrics`);
       expect(await get(`${backendUrls[0]}/metrics`)).toMatch(/^berth_cache_misses_total [1-9]/m);
       // The controller reads the pool's status at each scrape: the pool the query launched is ready.

@@ -25,6 +25,7 @@ import {
   TableList,
   WorkloadGroups,
 } from './api.js';
+import type { HeldRowsStore } from './held-rows.js';
 import type { Ingestor } from './ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
@@ -33,6 +34,8 @@ import { StreamedAnswer } from './streamed-answer.js';
 export interface CoordinatorAppOptions {
   queries: QueryService;
   ingestor: Ingestor;
+  /** Scan-stage rows held in memory for final stages, for /metrics. */
+  heldRows?: HeldRowsStore;
   meta: MetaClient;
   view: MemberView;
   token: string;
@@ -80,6 +83,18 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
     },
   });
+  const { heldRows } = options;
+  if (heldRows)
+    new Gauge({
+      name: 'berth_exchange_held_bytes',
+      help: 'Scan-stage rows held in memory for final stages, and the most that may be (BERTH_EXCHANGE_MEMORY_BYTES)',
+      labelNames: ['kind'],
+      registers: [registry],
+      collect() {
+        this.set({ kind: 'held' }, heldRows.usedBytes);
+        this.set({ kind: 'budget' }, heldRows.budgetBytes);
+      },
+    });
   // From the first byte of an ingest batch to its segment committed: when its rows can be queried.
   const ingestToQueryable = new Histogram({
     name: 'berth_ingest_to_queryable_seconds',

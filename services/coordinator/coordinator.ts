@@ -230,6 +230,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const app = buildCoordinatorApp({
     queries,
     ingestor,
+    heldRows: engine.heldRows,
     meta,
     view,
     token: config.token,
