@@ -28,13 +28,21 @@ export function checkToken(token: string, variable = 'BERTH_TOKEN'): string {
 /** Set by `berth up` on its children: their stdin is a pipe from it, which closes when it ends. */
 export const SUPERVISED_ENV = 'BERTH_SUPERVISED';
 
+/**
+ * `berth up` is gone, and with it the reader of this process's log: exiting the usual way would
+ * first flush the log lines still waiting to that closed pipe, which pino's exit handler retries
+ * forever (sonic-boom's flushSync sleeps and retries on EPIPE). Nothing is left to flush to: end
+ * at once.
+ */
+const supervisorGone = () => process.kill(process.pid, 'SIGKILL');
+
 /** Applies the process-wide settings and returns the service's checked token (BERTH_TOKEN of its configuration). */
 export function startService(config: { BERTH_TOKEN: string }): { token: string } {
   process.umask(0o077);
   if (process.env[SUPERVISED_ENV] === '1') {
     process.stdin.on('data', () => {});
-    process.stdin.once('end', () => process.exit(0));
-    process.stdin.once('error', () => process.exit(0));
+    process.stdin.once('end', supervisorGone);
+    process.stdin.once('error', supervisorGone);
     // Watching the pipe must not keep a service alive that is shutting down on its own.
     (process.stdin as { unref?: () => void }).unref?.();
   }
