@@ -4,11 +4,13 @@
  * final stage reads both alike, every value exact, and closing gives every byte back.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
+import { Transform } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowBatches, arrowStream } from '../services/common/arrow-exchange.js';
+import { DomainError } from '../services/common/errors.js';
 import { readJsonResult } from '../services/coordinator/result-json.js';
 import { SqlEngine, type ExchangeInput } from '../services/coordinator/sql-engine.js';
 import { EVERY_TYPE } from './helpers/every-type.js';
@@ -163,5 +165,78 @@ describe('the exchange', () => {
       engine.close();
     }
     expect(engine.heldRows.usedBytes).toBe(0);
+  });
+
+  it(
+    'leaves a final stage read only in part without hanging, and gives its memory back',
+    { timeout: 120_000 },
+    async () => {
+      // DuckDB's workers run ahead of the reader, and wait on the event loop for held rows.
+      const engine = await SqlEngine.open(path.join(dir, 'partial'), { threads: 4 });
+      const big = `SELECT i, 'row number ' || i || ' of the big one' AS s FROM range(0, 300000) t(i)`;
+      const bigInput: ExchangeInput = {
+        name: 'big',
+        columns: [
+          { name: 'i', type: 'BIGINT', asText: false },
+          { name: 's', type: 'VARCHAR', asText: false },
+        ],
+      };
+      try {
+        for (let round = 0; round < 3; round++) {
+          const exchange = engine.openExchange([bigInput]);
+          const { body, done } = await send(big);
+          await exchange.receive('big', body);
+          done();
+          expect(engine.heldRows.usedBytes).toBeGreaterThan(0);
+          // Too large to answer as JSON: a 413 part way through.
+          const refused = await exchange.finish('SELECT * FROM big', { maxBytes: 10_000 }).catch((e: unknown) => e);
+          expect(refused).toBeInstanceOf(DomainError);
+          expect((refused as DomainError).code).toBe('result_too_large');
+          // A client that leaves after the first rows.
+          const streamed = await exchange.stream('SELECT * FROM big');
+          const first = await streamed.rows[Symbol.asyncIterator]().next();
+          expect(first.done).toBe(false);
+          streamed.close();
+          await exchange.close();
+          expect(engine.heldRows.usedBytes).toBe(0);
+        }
+        // The engine still answers.
+        const { result } = await roundTrip(engine, 'SELECT count(*) FROM every');
+        expect(result.rows).toEqual([[5000]]);
+      } finally {
+        engine.close();
+      }
+    },
+  );
+
+  it('drops a stream that fails part way, held or gone to a table, and keeps the others', async () => {
+    const [first] = await Promise.all(halves.map(batchBytes));
+    for (const budget of [64 * 1024 ** 2, first![0]!]) {
+      const engine = await SqlEngine.open(path.join(dir, `failing-${budget}`), { exchangeMemoryBytes: budget });
+      const exchange = engine.openExchange([input]);
+      try {
+        const good = await send(halves[0]!);
+        await exchange.receive('every', good.body);
+        good.done();
+        const held = engine.heldRows.usedBytes;
+        // The second stream breaks after its first batch (one piece each), as a node that goes away does.
+        const bad = await send(halves[1]!);
+        let pieces = 0;
+        const cut = new Transform({
+          transform(chunk: Buffer, _encoding, next) {
+            next(++pieces > 1 ? new Error('the node went away') : null, chunk);
+          },
+        });
+        await expect(exchange.receive('every', bad.body.pipe(cut))).rejects.toThrow('the node went away');
+        bad.done();
+        expect(engine.heldRows.usedBytes).toBe(held);
+        const count = await exchange.finish('SELECT count(*) AS n, max(i) AS hi FROM every');
+        expect(count.rows).toEqual([[2500, 2499]]);
+      } finally {
+        await exchange.close();
+        engine.close();
+      }
+      expect(engine.heldRows.usedBytes).toBe(0);
+    }
   });
 });

@@ -407,9 +407,17 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
 
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────
 
-/** The record batches of an Arrow IPC stream, as they arrive. */
+/**
+ * The record batches of an Arrow IPC stream, as they arrive; a source that fails fails them.
+ * Arrow's reader, handed a Node stream, ends quietly when the stream errors (a stream cut short
+ * would read as a whole one with fewer rows): it is handed the stream's own iterator instead, whose
+ * errors it passes on.
+ */
 export async function* arrowBatches(source: AsyncIterable<Uint8Array>): AsyncGenerator<arrow.RecordBatch> {
-  for await (const batch of await arrow.RecordBatchReader.from(source)) yield batch;
+  const pieces = async function* () {
+    for await (const piece of source) yield piece;
+  };
+  for await (const batch of await arrow.RecordBatchReader.from(pieces())) yield batch;
 }
 
 function expectColumns(batch: arrow.RecordBatch, types: readonly DuckDBType[]): void {
