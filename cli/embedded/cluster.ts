@@ -178,7 +178,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     // not all of them (nor, for a node, the vCPUs it declares as its ownership weight). Measured on
     // 2 cores under bench/load: a node's CPU per query fell by a quarter from 2 threads to 1.
     const duckdbThreads =
-      process.env.BERTH_DUCKDB_THREADS ??
+      process.env.BERTH_DUCKDB_THREADS ||
       String(Math.max(1, Math.floor(os.availableParallelism() / (options.vcpus.length + 1))));
     const nodes = await Promise.all(
       options.vcpus.map((vcpus, i) =>

@@ -228,7 +228,10 @@ export class Exchange {
   private readonly parts = new Map<string, Part[]>();
   /** Streams being received: close() waits for them, so that none writes into a dropped schema. */
   private readonly receiving = new Set<Promise<unknown>>();
+  /** Final-stage connections left before their last row, being torn down: close() waits for them. */
+  private readonly retiring = new Set<Promise<void>>();
   private counter = 0;
+  private closed = false;
   /** The schema of the parts that went to tables, made when the first one does. */
   private readonly schema = `q_${randomUUID().replaceAll('-', '')}`;
   private schemaMade?: Promise<void>;
@@ -277,6 +280,10 @@ export class Exchange {
 
   /** Receives one Arrow IPC stream into an input; resolves with its part (for discard) and its rows. */
   receive(name: string, body: Readable): Promise<{ part: string; rows: number }> {
+    if (this.closed) {
+      body.destroy();
+      return Promise.reject(new Error('this exchange is closed'));
+    }
     const receiving = this.append(name, body);
     const settled: Promise<boolean> = receiving.then(
       () => this.receiving.delete(settled),
@@ -295,6 +302,7 @@ export class Exchange {
       const types = await this.typesOf(input);
       part.held = this.heldRows.open(types);
       let table: { c: DuckDBConnection; appender: DuckDBAppender } | undefined;
+      let appended = false;
       try {
         for await (const batch of arrowBatches(body)) {
           rows += batch.numRows;
@@ -303,9 +311,16 @@ export class Exchange {
           appendBatch(table.appender, types, batch);
         }
         table?.appender.flushSync();
+        appended = true;
       } finally {
-        table?.appender.closeSync();
-        if (table) this.pool.giveBack(table.c);
+        if (table) {
+          try {
+            table.appender.closeSync();
+          } catch {
+            // flushed above when all went well; otherwise the part is discarded below
+          }
+          this.pool.giveBack(table.c, appended);
+        }
       }
       return { part: part.name, rows };
     } catch (error) {
@@ -319,16 +334,23 @@ export class Exchange {
   private async toTable(input: ExchangeInput, part: Part): Promise<{ c: DuckDBConnection; appender: DuckDBAppender }> {
     await (this.schemaMade ??= this.pool.use(async (c) => void (await c.run(`CREATE SCHEMA ${this.schema}`))));
     const c = await this.pool.take();
+    let appender: DuckDBAppender | undefined;
     try {
       await c.run(`CREATE TABLE ${this.schema}.${part.name} (${this.columnsSql(input)})`);
-      const appender = await c.createAppender(part.name, this.schema);
+      appender = await c.createAppender(part.name, this.schema);
       const held = part.held!;
       for (const batch of held.batches) appendBatch(appender, held.types, batch);
       this.heldRows.drop(held);
       part.held = undefined;
       return { c, appender };
     } catch (error) {
-      this.pool.giveBack(c);
+      // Closed here, on a connection no one else uses, rather than by a finalizer at any moment.
+      try {
+        appender?.closeSync();
+      } catch {
+        // the part is discarded
+      }
+      this.pool.giveBack(c, false);
       throw error;
     }
   }
@@ -455,7 +477,7 @@ export class Exchange {
       const c = await this.pool.take();
       const named = this.inputs.map((i) => `${quoteIdent(i.name)} AS (${this.inputSql(i)})`);
       const sql = named.length > 0 ? `WITH ${named.join(', ')} ${finalSql}` : finalSql;
-      return { c, sql, release: (reusable) => this.pool.giveBack(c, reusable) };
+      return { c, sql, release: (reusable) => (reusable ? this.pool.giveBack(c) : this.retire(c)) };
     }
     const c = await this.duckdb.connect();
     try {
@@ -465,7 +487,28 @@ export class Exchange {
       c.closeSync();
       throw error;
     }
-    return { c, sql: finalSql, release: () => c.closeSync() };
+    return { c, sql: finalSql, release: (reusable) => (reusable ? c.closeSync() : this.retire(c)) };
+  }
+
+  /**
+   * Ends a connection whose query may still be running (its answer was not read to the end: a
+   * 413, a client gone). Closing it at once would tear the query down on this thread while
+   * DuckDB's workers may be waiting on this very thread for held rows: the query is interrupted
+   * and torn down by another statement, off the event loop, and the connection closed after.
+   */
+  private retire(c: DuckDBConnection): void {
+    c.interrupt();
+    const retired = c
+      .run('SELECT 1')
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .finally(() => {
+        c.closeSync();
+        this.retiring.delete(retired);
+      });
+    this.retiring.add(retired);
   }
 
   /** Runs a step of the final stage: `signal` interrupts DuckDB, and DuckDB's errors about the query become 400s. */
@@ -483,9 +526,13 @@ export class Exchange {
     }
   }
 
-  /** Drops every row the query received, once no stream is still being received (their scans were stopped). */
+  /**
+   * Drops every row the query received, once no stream is still being received (their scans were
+   * stopped) and no final stage still reads them.
+   */
   async close(): Promise<void> {
-    await Promise.all(this.receiving);
+    this.closed = true;
+    while (this.receiving.size > 0 || this.retiring.size > 0) await Promise.all([...this.receiving, ...this.retiring]);
     for (const parts of this.parts.values()) for (const part of parts) if (part.held) this.heldRows.drop(part.held);
     if (!this.schemaMade) return;
     await this.schemaMade.catch(() => undefined);
