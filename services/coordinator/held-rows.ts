@@ -4,6 +4,10 @@
  * filled, committed and dropped for it: those catalog writes and the appender's synchronous commit
  * were most of a small query's cost on the coordinator. The bytes held are capped for the whole
  * process; a stream past the cap goes to a DuckDB table instead (sql-engine.ts, Exchange).
+ *
+ * DuckDB runs these callbacks on the event loop while its own thread waits for them: nothing may
+ * hold the event loop on a connection whose query reads held rows (a synchronous close would wait
+ * for that query, which waits for the event loop). The Exchange retires such connections off it.
  */
 import { randomUUID } from 'node:crypto';
 import {
