@@ -6,7 +6,7 @@ import { PassThrough } from 'node:stream';
 import { DuckDBInstance } from '@duckdb/node-api';
 import * as arrow from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appendArrowStream, arrowStream } from '../services/common/arrow-exchange.js';
+import { appendBatch, arrowBatches, arrowStream } from '../services/common/arrow-exchange.js';
 import { readJsonResult } from '../services/coordinator/result-json.js';
 import { EVERY_TYPE } from './helpers/every-type.js';
 
@@ -46,7 +46,11 @@ describe('the Arrow exchange', () => {
         }),
       );
       const appender = await to.createAppender(table);
-      const rows = await appendArrowStream(wire, appender, result.columnTypes());
+      let rows = 0;
+      for await (const batch of arrowBatches(wire)) {
+        appendBatch(appender, result.columnTypes(), batch);
+        rows += batch.numRows;
+      }
       appender.flushSync();
       appender.closeSync();
       return { bytes, rows };

@@ -1,14 +1,15 @@
 /**
  * Rows between Berth's services as Arrow IPC streams: a query node writes its DuckDB result batch
- * by batch, and the coordinator appends each batch, as it arrives, into a table of its own DuckDB.
- * Nothing touches a file, and neither side holds more than a batch in JavaScript.
+ * by batch, and the coordinator writes each batch, as it arrives, into DuckDB chunks: a table's
+ * appender, or the final stage's reads of rows held in memory (coordinator/held-rows.ts). Nothing
+ * touches a file.
  *
  * Every value arrives as DuckDB computed it. Columns are copied as DuckDB lays them out in memory,
  * which for most types is Arrow's own layout (integers, floats, dates, times, timestamps, strings,
  * lists, structs, fixed-size arrays); a DECIMAL travels as Arrow's Decimal128, a BOOLEAN as a
  * bitmap, and the types Arrow has no exact twin for (HUGEINT, UHUGEINT, UUID, INTERVAL, TIME WITH
  * TIME ZONE, BIT, BIGNUM) as DuckDB's own bytes in a fixed-size binary or binary column. Each field
- * names its DuckDB type in the metadata key `duckdb.type`; the receiver writes into a table whose
+ * names its DuckDB type in the metadata key `duckdb.type`; the receiver writes into chunks whose
  * types it already knows. Types outside this list (ENUM, UNION, and the rest) are sent as text by
  * the planner and cast back, which is exact for them.
  */
@@ -450,20 +451,6 @@ export function appendBatch(appender: DuckDBAppender, types: readonly DuckDBType
     fillChunk(chunk, types, batch, from, Math.min(capacity, batch.numRows - from));
     appender.appendDataChunk(chunk);
   }
-}
-
-/** Appends every batch of an Arrow IPC stream to a DuckDB table through its appender; resolves with the rows appended. */
-export async function appendArrowStream(
-  source: AsyncIterable<Uint8Array>,
-  appender: DuckDBAppender,
-  types: readonly DuckDBType[],
-): Promise<number> {
-  let rows = 0;
-  for await (const batch of arrowBatches(source)) {
-    appendBatch(appender, types, batch);
-    rows += batch.numRows;
-  }
-  return rows;
 }
 
 /** Writes rows [from, from + count) of Arrow data into a fresh DuckDB vector. */
