@@ -264,13 +264,17 @@ export class Exchange {
     return input.columns.map((col, i) => `c${i} ${Exchange.travelType(col)}`).join(', ');
   }
 
+  /** No rows, of the columns as they travel. */
+  private noRowsSql(input: ExchangeInput): string {
+    return `SELECT ${input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ')} LIMIT 0`;
+  }
+
   /** DuckDB's types of the columns as they travel. */
   private typesOf(input: ExchangeInput): Promise<DuckDBType[]> {
     const columns = this.columnsSql(input);
     let types = this.types.get(columns);
     if (!types) {
-      const select = input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ');
-      types = this.pool.use(async (c) => (await c.runAndReadAll(`SELECT ${select} LIMIT 0`)).columnTypes());
+      types = this.pool.use(async (c) => (await c.runAndReadAll(this.noRowsSql(input))).columnTypes());
       const asked = types;
       asked.catch(() => this.types.delete(columns)); // a failure is asked again next time
       this.types.set(columns, asked);
@@ -457,10 +461,7 @@ export class Exchange {
       ...(held.length > 0 ? [this.heldRows.sql(held)] : []),
       ...parts.filter((p) => !p.held).map((p) => `SELECT * FROM ${this.schema}.${p.name}`),
     ];
-    if (sources.length === 0)
-      sources.push(
-        `SELECT ${input.columns.map((col, i) => `CAST(NULL AS ${Exchange.travelType(col)}) AS c${i}`).join(', ')} LIMIT 0`,
-      );
+    if (sources.length === 0) sources.push(this.noRowsSql(input));
     const columns = input.columns.map(
       (col, i) => `${col.asText ? `CAST(c${i} AS ${col.type})` : `c${i}`} AS ${quoteIdent(col.name)}`,
     );
