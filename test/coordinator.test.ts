@@ -92,6 +92,23 @@ describe('the serving path', () => {
     },
   );
 
+  it('holds every segment the corpus read over and over in its owner’s memory tier, as a DuckDB table', async () => {
+    // The two passes above read every segment many times: each owner loaded its segments on the
+    // second read, so most of those answers (all checked against DuckDB) came from the tier.
+    const placement = cluster.coordinator.view.placement!;
+    const segments = await cluster.meta.listSegments('events');
+    await waitFor(async () => {
+      return segments.every((segment) => {
+        const owner = cluster.nodes.find((n) => n.id === placement.owner(segment.id)!.id)!;
+        return owner.memory.ids().includes(segment.id);
+      });
+    }, 'every segment in its owner’s memory tier');
+    for (const node of cluster.nodes) {
+      expect(node.memory.usedBytes).toBeLessThanOrEqual(node.memory.budgetBytes);
+      expect(node.memory.counters.failedLoads).toBe(0);
+    }
+  });
+
   it.each(QUERY_CORPUS)(
     'streams "$name" as NDJSON, exactly as one DuckDB answers it',
     async ({ name, sql, ordered }) => {

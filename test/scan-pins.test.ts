@@ -16,6 +16,7 @@ import { MetaClient } from '../services/meta/client.js';
 import { buildQueryNodeApp } from '../services/query-node/app.js';
 import { Scanner } from '../services/common/scanner.js';
 import { SegmentCache } from '../services/query-node/segment-cache.js';
+import { SegmentMemory } from '../services/query-node/segment-memory.js';
 import { Warmer } from '../services/query-node/warmer.js';
 
 const TOKEN = 'scan-pins-test-token-0123456789abcdef';
@@ -71,6 +72,7 @@ describe('a scan that fails while acquiring its segments', () => {
       group: 'serving',
       token: TOKEN,
       cache: slowCache,
+      memory: await SegmentMemory.open({ duckdb, budgetBytes: 0 }),
       scanner: new Scanner(duckdb),
       view,
       warmer: new Warmer({ nodeId: 'pins-node', meta, view, cache }),

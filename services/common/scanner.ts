@@ -17,6 +17,8 @@ export interface TableFiles {
   /** The columns the scan reads; the view over the files has only these. @default every column */
   columns?: string[];
   files: string[];
+  /** Segments held as DuckDB tables (their qualified names), read with the files. */
+  inMemory?: string[];
 }
 
 /** The columns a scan of `table` reads: a scan that reads none (count(*)) still needs one for its rows, the cheapest any. */
@@ -26,13 +28,23 @@ function columnsOf(table: TableFiles): ColumnSpec[] {
   return read.length > 0 ? read : table.schema.slice(0, 1);
 }
 
-/** What `table` is for one statement: its files (only the columns the scan reads), or no rows of its schema. */
+const isEmpty = (table: TableFiles): boolean => table.files.length === 0 && !table.inMemory?.length;
+
+/**
+ * What `table` is for one statement: its files and held tables (only the columns the scan reads),
+ * in one UNION ALL with the files first, so that every column is in the files' order; or no rows
+ * of its schema.
+ */
 function tableSql(table: TableFiles): string {
   const schema = columnsOf(table);
-  if (table.files.length === 0)
+  if (isEmpty(table))
     return `SELECT ${schema.map((c) => `CAST(NULL AS ${c.type}) AS ${quoteIdent(c.name)}`).join(', ')} LIMIT 0`;
   const select = schema.length === table.schema.length ? '*' : schema.map((c) => quoteIdent(c.name)).join(', ');
-  return `SELECT ${select} FROM read_parquet([${table.files.map(sqlString).join(', ')}])`;
+  const sources = [
+    ...(table.files.length > 0 ? [`read_parquet([${table.files.map(sqlString).join(', ')}])`] : []),
+    ...(table.inMemory ?? []),
+  ];
+  return sources.map((source) => `SELECT ${select} FROM ${source}`).join(' UNION ALL ');
 }
 
 /**
@@ -51,16 +63,13 @@ export async function bindTables(
   tables: TableFiles[],
 ): Promise<void> {
   for (const table of tables) {
-    const schema = columnsOf(table);
-    if (table.files.length === 0) {
+    if (isEmpty(table)) {
+      const schema = columnsOf(table);
       await connection.run(
         `CREATE TEMP TABLE ${quoteIdent(table.name)} (${schema.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ')})`,
       );
     } else {
-      const select = schema.length === table.schema.length ? '*' : schema.map((c) => quoteIdent(c.name)).join(', ');
-      await connection.run(
-        `CREATE TEMP VIEW ${quoteIdent(table.name)} AS SELECT ${select} FROM read_parquet([${table.files.map(sqlString).join(', ')}])`,
-      );
+      await connection.run(`CREATE TEMP VIEW ${quoteIdent(table.name)} AS ${tableSql(table)}`);
     }
   }
 }
@@ -74,7 +83,7 @@ export interface OpenScan {
 
 /** Drops the temp objects bindTables made, leaving the connection as it was. */
 const unbindSql = (tables: TableFiles[]): string =>
-  tables.map((t) => `DROP ${t.files.length === 0 ? 'TABLE' : 'VIEW'} IF EXISTS ${quoteIdent(t.name)};`).join(' ');
+  tables.map((t) => `DROP ${isEmpty(t) ? 'TABLE' : 'VIEW'} IF EXISTS ${quoteIdent(t.name)};`).join(' ');
 
 export class Scanner {
   /**

@@ -30,6 +30,7 @@ import {
   type ScanStats,
 } from './api.js';
 import type { HeldSegment, SegmentCache } from './segment-cache.js';
+import type { HeldTable, SegmentMemory } from './segment-memory.js';
 import type { OpenScan, Scanner, TableFiles } from '../common/scanner.js';
 import type { Warmer } from './warmer.js';
 
@@ -38,6 +39,8 @@ export interface QueryNodeAppOptions {
   group: string;
   token: string;
   cache: SegmentCache;
+  /** Owned segments scanned again, held as DuckDB tables: read instead of their files. */
+  memory: SegmentMemory;
   scanner: Scanner;
   view: MemberView;
   warmer: Warmer;
@@ -59,9 +62,9 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     bodyLimit: 2 << 20,
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
-  const { cache, scanner, view, nodeId } = options;
+  const { cache, memory, scanner, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
-  const metrics = nodeMetrics(cache, options.warmer);
+  const metrics = nodeMetrics(cache, memory, options.warmer);
   const scans = new Counter({
     name: 'berth_scans_total',
     help: 'Scans run, by outcome',
@@ -110,20 +113,27 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     });
     const limit = pLimit(options.fetchConcurrency ?? 8);
     const held: HeldSegment[] = [];
-    const release = () => {
-      for (const segment of held.splice(0)) segment.release();
+    const heldTables: HeldTable[] = [];
+    /** Loads into the memory tier this scan offered: their files stay held until they settle. */
+    const offers: Promise<void>[] = [];
+    /** Lets go of what the scan holds once `reading` (a second run for DuckDB's reason) is done. */
+    const release = (reading?: Promise<unknown>) => {
+      const segments = held.splice(0);
+      const tables = heldTables.splice(0);
+      void Promise.allSettled([reading]).then(() => {
+        for (const table of tables) table.release();
+        void Promise.allSettled(offers).then(() => segments.forEach((segment) => segment.release()));
+      });
     };
     let scan: OpenScan;
     let tables: TableFiles[];
     // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
     const placement = view.placement;
     try {
-      tables = await settleAll(
+      const acquired = await settleAll(
         request.body.tables.map(async (table) => ({
-          name: table.name,
-          schema: table.schema,
-          columns: table.columns,
-          files: await settleAll(
+          table,
+          segments: await settleAll(
             table.segments.map((id) =>
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
@@ -131,17 +141,38 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
                 const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
                 metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
-                return segment.path;
+                return { id, owned, segment };
               }),
             ),
           ),
         })),
       );
+      const onDisk = ({ name, schema, columns }: ScanRequest['tables'][number]) => ({ name, schema, columns });
+      tables = acquired.map(({ table, segments }) => ({
+        ...onDisk(table),
+        files: segments.map(({ segment }) => segment.path),
+      }));
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
       if (held.some((s) => !s.complete)) {
         const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
         await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
+      // Segments in the memory tier are read from their tables; an owned whole file is offered to it.
+      tables = acquired.map(({ table, segments }) => {
+        const files: string[] = [];
+        const inMemory: string[] = [];
+        for (const { id, owned, segment } of segments) {
+          const inTier = memory.hold(id);
+          if (inTier) {
+            heldTables.push(inTier);
+            inMemory.push(inTier.sql);
+            continue;
+          }
+          files.push(segment.path);
+          if (owned && segment.kept && segment.complete) offers.push(memory.offer(id, segment.path));
+        }
+        return { ...onDisk(table), files, inMemory };
+      });
       scan = await scanner.open(request.body.sql, tables, hangUp.signal);
     } catch (error) {
       release();
@@ -174,7 +205,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
       finished = true;
       body.destroy();
       scan.close(error === undefined);
-      void (reasoning ?? Promise.resolve()).finally(release);
+      release(reasoning);
       stats.ms = Math.round(performance.now() - started);
       const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: trailerJson(stats) };
       if (error !== undefined) trailers[SCAN_ERROR_TRAILER] = trailerJson(scanError(scanner.explain(error, tables)));
@@ -256,6 +287,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
 
 function nodeMetrics(
   cache: SegmentCache,
+  memory: SegmentMemory,
   warmer: Warmer,
 ): { registry: Registry; segmentReads: Counter<'role' | 'cache'> } {
   const registry = new Registry();
@@ -290,6 +322,22 @@ function nodeMetrics(
       this.set(cache.usedBytes);
     },
   });
+  new Gauge({
+    name: 'berth_segment_memory_bytes',
+    help: 'The memory tier: bytes of segments held as DuckDB tables (kind="held"), and its budget (kind="budget")',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      this.set({ kind: 'held' }, memory.usedBytes);
+      this.set({ kind: 'budget' }, memory.budgetBytes);
+    },
+  });
+  counter('berth_segment_memory_loads_total', 'Segments loaded into the memory tier', () => memory.counters.loads);
+  counter(
+    'berth_segment_memory_evictions_total',
+    'Segments evicted from the memory tier',
+    () => memory.counters.evictions,
+  );
   // Warm-up, as of the warmer's last pass: of everything the node owns, and of the share that moved to it.
   const warm = (name: string, help: string, read: (w: ReturnType<Warmer['warmth']>) => number | undefined) =>
     new Gauge({

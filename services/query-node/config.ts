@@ -13,6 +13,8 @@ export const QueryNodeConfig = Type.Object({
   /** Identity and cache: keep it on a volume. @default DATA/node */
   BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
   BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),
+  /** The memory tier's budget (0: off). */
+  BERTH_NODE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: 256 * 1024 ** 2 }),
   BERTH_NODE_GROUP: GroupSetting({ default: 'serving' }),
   BERTH_NODE_HOST: Host(),
   BERTH_NODE_PORT: Port(0),

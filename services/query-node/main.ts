@@ -13,6 +13,7 @@ const { token } = startService(config);
 const node = await startQueryNode({
   cacheDir: config.BERTH_NODE_CACHE_DIR ?? path.join(config.BERTH_DATA_DIR, 'node'),
   cacheBytes: config.BERTH_NODE_CACHE_BYTES,
+  memoryBytes: config.BERTH_NODE_MEMORY_BYTES,
   group: config.BERTH_NODE_GROUP,
   host: config.BERTH_NODE_HOST,
   port: config.BERTH_NODE_PORT,

@@ -11,6 +11,7 @@ import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
 import { Scanner } from '../common/scanner.js';
 import { SegmentCache } from './segment-cache.js';
+import { SegmentMemory } from './segment-memory.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
 
@@ -19,6 +20,8 @@ export interface QueryNodeConfig {
   cacheDir: string;
   /** @default 1 GiB */
   cacheBytes?: number;
+  /** Memory for owned segments scanned again, held as DuckDB tables; 0 turns the tier off. @default 256 MiB */
+  memoryBytes?: number;
   /** @default 'serving' */
   group?: string;
   /** @default '127.0.0.1' */
@@ -53,6 +56,7 @@ export interface RunningQueryNode {
   /** Holds the node's identity and its cache: a restart on it is the same node, warm. */
   cacheDir: string;
   cache: SegmentCache;
+  memory: SegmentMemory;
   view: MemberView;
   warmer: Warmer;
   /** Resolves once meta has the node. */
@@ -87,6 +91,11 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     bucket: config.bucket,
     duckdb,
   });
+  const memory = await SegmentMemory.open({
+    duckdb,
+    budgetBytes: config.memoryBytes ?? 256 * 1024 ** 2,
+    onError: (error, segment) => app.log.warn({ err: error, segment }, 'loading a segment into memory failed'),
+  });
   const meta = new MetaClient(config.metaUrl, config.token);
   // Background loops report their failures to the app's log (it exists by the time they run).
   const view = new MemberView({
@@ -110,6 +119,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     group,
     token: config.token,
     cache,
+    memory,
     scanner,
     view,
     warmer,
@@ -139,6 +149,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
     url,
     cacheDir: config.cacheDir,
     cache,
+    memory,
     view,
     warmer,
     registered,
@@ -150,6 +161,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
       view.stop();
       warmer.stop();
       await app.close();
+      await memory.close();
       scanner.close();
       duckdb.closeSync();
       s3.destroy();
