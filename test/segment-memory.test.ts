@@ -11,7 +11,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../services/common/duckdb.js';
 import type { ColumnSpec } from '../services/meta/client.js';
-import { withTables, bindTables, type TableFiles } from '../services/common/scanner.js';
+import { bindTables, Scanner, withTables, type TableFiles } from '../services/common/scanner.js';
 import { SegmentMemory } from '../services/query-node/segment-memory.js';
 import { EVERY_TYPE } from './helpers/every-type.js';
 
@@ -109,6 +109,49 @@ describe("the query node's memory tier", () => {
       a.release();
       b.release();
     } finally {
+      await close();
+    }
+  });
+
+  it('answers a scan of held tables again from its prepared statement, also after its tables were dropped and loaded again', async () => {
+    const probe = await open(1024 ** 3);
+    await load(probe.memory, 'a', files[0]!);
+    const oneTable = probe.memory.usedBytes;
+    await probe.close();
+
+    // Room for one table: loading b drops a, loading a again drops b.
+    const { duckdb, memory, close } = await open(Math.floor(oneTable * 1.5));
+    const scanner = new Scanner(duckdb, 1); // one connection, so every scan meets the statements it kept
+    const sql = 'SELECT count(*) AS n, sum(i) AS total, max(str) AS longest, min(d38) AS least FROM events';
+    const scan = async (tables: TableFiles[]) => {
+      const { result, close: done } = await scanner.open(sql, tables);
+      const answer = { types: result.columnTypes().map(String), rows: await result.getRows() };
+      done(true);
+      return answer;
+    };
+    const scanHeld = async (id: string) => {
+      const held = memory.hold(id)!;
+      try {
+        return await scan([{ name: 'events', schema, files: [], inMemory: [held.sql] }]);
+      } finally {
+        held.release();
+      }
+    };
+    try {
+      const expectedA = await scan([{ name: 'events', schema, files: [files[0]!] }]);
+      const expectedB = await scan([{ name: 'events', schema, files: [files[1]!] }]);
+      expect(expectedA).not.toEqual(expectedB);
+      await load(memory, 'a', files[0]!);
+      expect(await scanHeld('a')).toEqual(expectedA);
+      expect(await scanHeld('a')).toEqual(expectedA); // the kept statement
+      await load(memory, 'b', files[1]!);
+      expect(memory.ids()).toEqual(['b']);
+      expect(await scanHeld('b')).toEqual(expectedB);
+      await load(memory, 'a', files[0]!); // the statement kept for a: its table was dropped and made again
+      expect(memory.ids()).toEqual(['a']);
+      expect(await scanHeld('a')).toEqual(expectedA);
+    } finally {
+      scanner.close();
       await close();
     }
   });
