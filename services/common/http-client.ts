@@ -1,4 +1,6 @@
 /** JSON over HTTP between services, with a timeout and errors that say which call failed. */
+import http from 'node:http';
+import https from 'node:https';
 import { bearer } from './auth.js';
 
 /** Thrown when another service answers a call with a non-2xx status. */
@@ -28,31 +30,68 @@ export interface CallOptions {
   contentType?: string;
 }
 
+/**
+ * Connections to other services stay open between calls. Node's own client, not fetch: fetch's
+ * machinery (WHATWG streams, Headers, a timeout signal per call) was the largest part of the
+ * coordinator's one meta call per query, about half a millisecond of its event loop.
+ */
+const agents: Record<string, http.Agent> = {
+  'http:': new http.Agent({ keepAlive: true }),
+  'https:': new https.Agent({ keepAlive: true }),
+};
+
 export async function callJson<T>(url: string, options: CallOptions = {}): Promise<T> {
-  const headers: Record<string, string> = {};
-  if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
+  const body =
+    options.body === undefined ? undefined : options.contentType ? String(options.body) : JSON.stringify(options.body);
+  const headers: Record<string, string | number> = {};
+  if (body !== undefined) {
+    headers['content-type'] = options.contentType ?? 'application/json';
+    headers['content-length'] = Buffer.byteLength(body);
+  }
   if (options.token) Object.assign(headers, bearer(options.token));
-  let response: Response;
+  let answer: { status: number; text: string };
   try {
-    response = await fetch(url, {
-      method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
-      headers,
-      body:
-        options.body === undefined
-          ? undefined
-          : options.contentType
-            ? String(options.body)
-            : JSON.stringify(options.body),
-      signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
-    });
+    answer = await send(url, options.method ?? (body === undefined ? 'GET' : 'POST'), headers, body, options.timeoutMs);
   } catch (error) {
     throw new Error(`${options.method ?? 'call'} ${url} failed: ${(error as Error).message}`, { cause: error });
   }
-  const text = await response.text();
+  const { status, text } = answer;
   const parsed = text ? (JSON.parse(text) as unknown) : undefined;
-  if (!response.ok) {
-    const body = parsed as { error?: string; message?: string } | undefined;
-    throw new ServiceCallError(response.status, body, `${url} answered ${response.status}: ${body?.message ?? text}`);
+  if (status < 200 || status > 299) {
+    const failure = parsed as { error?: string; message?: string } | undefined;
+    throw new ServiceCallError(status, failure, `${url} answered ${status}: ${failure?.message ?? text}`);
   }
   return parsed as T;
+}
+
+/** One request: the status and the body as text, or an error when there is no answer within `timeoutMs`. */
+function send(
+  url: string,
+  method: string,
+  headers: Record<string, string | number>,
+  body: string | undefined,
+  timeoutMs = 10_000,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const target = new URL(url);
+    const agent = agents[target.protocol];
+    if (!agent) throw new Error(`${target.protocol} is not HTTP`);
+    const request = (target.protocol === 'https:' ? https : http).request(target, { method, headers, agent });
+    const timer = setTimeout(() => request.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      reject(error);
+    };
+    request.once('error', fail);
+    request.once('response', (response) => {
+      const parts: Buffer[] = [];
+      response.on('data', (part: Buffer) => parts.push(part));
+      response.once('error', fail);
+      response.once('end', () => {
+        clearTimeout(timer);
+        resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString() });
+      });
+    });
+    request.end(body);
+  });
 }
