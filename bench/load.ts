@@ -8,7 +8,11 @@
  * answered. A 429 is counted as refused, and its client waits the Retry-After it was given before
  * its next query, as a well-behaved client would. Every Berth answer of the mix is first checked
  * against DuckDB's.
- * Run: npm run bench:load [-- --queries N --levels 1,8,32,128 --profile DIR --result-cache BYTES]
+ * Before the levels, both sides answer --warmup queries (2,000 by default) at concurrency 32,
+ * untimed: V8 compiles the services' hot paths after some thousands of calls, so a first level
+ * measured cold pays for that, as no long-running serving tier does (DuckDB's C++ has nothing to
+ * warm). --warmup 0 measures cold.
+ * Run: npm run bench:load [-- --queries N --levels 1,8,32,128 --warmup N --profile DIR --result-cache BYTES]
  * With --result-cache, the coordinator keeps answers (result-cache.ts): the mix repeats its 16
  * texts over unchanged tables, so after the check below every timed query is answered from it.
  * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
@@ -27,6 +31,8 @@ const option = (name: string): string | undefined =>
   process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined;
 const QUERIES = Number(option('queries')) || 400;
 const LEVELS = (option('levels') ?? '1,8,32,128').split(',').map(Number);
+const WARMUP = Number(option('warmup') ?? 2000);
+const WARMUP_CONCURRENCY = 32;
 const PROFILE = option('profile');
 /** The coordinator's result cache budget in bytes (BERTH_RESULT_CACHE_BYTES): off unless given. */
 const RESULT_CACHE = option('result-cache');
@@ -156,7 +162,7 @@ try {
 
   const baseline = await DuckDBInstance.create(':memory:');
   const connections: DuckDBConnection[] = [];
-  for (let i = 0; i < Math.max(...LEVELS); i++) connections.push(await baseline.connect());
+  for (let i = 0; i < Math.max(WARMUP_CONCURRENCY, ...LEVELS); i++) connections.push(await baseline.connect());
   await connections[0]!.run(
     `CREATE VIEW events AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`,
   );
@@ -178,6 +184,18 @@ try {
   for (const sql of MIX) {
     const [b, d] = [await berth(sql), await duckdb(0, sql)];
     if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
+  }
+
+  if (WARMUP > 0) {
+    const warm = [
+      await runLevel(WARMUP_CONCURRENCY, WARMUP, (_, sql) => berth(sql)),
+      await runLevel(WARMUP_CONCURRENCY, WARMUP, async (client, sql) => {
+        await duckdb(client, sql);
+        return {};
+      }),
+    ];
+    const failed = warm.find((level) => level.errors.length > 0);
+    if (failed) throw new Error(`the warm-up failed: ${failed.errors[0]}`);
   }
 
   const pids = await servicePids(clusterDir);
@@ -206,7 +224,7 @@ try {
 const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
 const ms = (x: number) => x.toFixed(1);
 console.log(
-  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
+  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
 );
 console.log(
   '| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |',
