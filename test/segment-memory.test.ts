@@ -66,6 +66,17 @@ describe("the query node's memory tier", () => {
     return { duckdb, memory, tablesHeld, close };
   }
 
+  /** What one segment's table weighs in a tier: budgets are set from it. */
+  async function oneTableBytes(): Promise<number> {
+    const probe = await open(1024 ** 3);
+    try {
+      await load(probe.memory, 'a', files[0]!);
+      return probe.memory.usedBytes;
+    } finally {
+      await probe.close();
+    }
+  }
+
   /** Offers a segment twice: the second offer loads it. */
   async function load(memory: SegmentMemory, id: string, file: string) {
     await memory.offer(id, file);
@@ -114,13 +125,8 @@ describe("the query node's memory tier", () => {
   });
 
   it('answers a scan of held tables again from its prepared statement, also after its tables were dropped and loaded again', async () => {
-    const probe = await open(1024 ** 3);
-    await load(probe.memory, 'a', files[0]!);
-    const oneTable = probe.memory.usedBytes;
-    await probe.close();
-
     // Room for one table: loading b drops a, loading a again drops b.
-    const { duckdb, memory, close } = await open(Math.floor(oneTable * 1.5));
+    const { duckdb, memory, close } = await open(Math.floor((await oneTableBytes()) * 1.5));
     const scanner = new Scanner(duckdb, 1); // one connection, so every scan meets the statements it kept
     const sql = 'SELECT count(*) AS n, sum(i) AS total, max(str) AS longest, min(d38) AS least FROM events';
     const scan = async (tables: TableFiles[]) => {
@@ -157,12 +163,7 @@ describe("the query node's memory tier", () => {
   });
 
   it('keeps within its budget, evicting what came first, and drops what it evicts', async () => {
-    const probe = await open(1024 ** 3);
-    await load(probe.memory, 'a', files[0]!);
-    const oneTable = probe.memory.usedBytes;
-    await probe.close();
-
-    const { memory, tablesHeld, close } = await open(Math.floor(oneTable * 1.5));
+    const { memory, tablesHeld, close } = await open(Math.floor((await oneTableBytes()) * 1.5));
     try {
       await load(memory, 'a', files[0]!);
       await load(memory, 'b', files[1]!);
@@ -176,12 +177,7 @@ describe("the query node's memory tier", () => {
   });
 
   it('drops an evicted table only when the last scan reading it lets go', async () => {
-    const probe = await open(1024 ** 3);
-    await load(probe.memory, 'a', files[0]!);
-    const oneTable = probe.memory.usedBytes;
-    await probe.close();
-
-    const { duckdb, memory, tablesHeld, close } = await open(Math.floor(oneTable * 1.5));
+    const { duckdb, memory, tablesHeld, close } = await open(Math.floor((await oneTableBytes()) * 1.5));
     try {
       await load(memory, 'a', files[0]!);
       const reading = memory.hold('a')!;
