@@ -32,6 +32,8 @@ const option = (name: string): string | undefined =>
 const QUERIES = Number(option('queries')) || 400;
 const LEVELS = (option('levels') ?? '1,8,32,128').split(',').map(Number);
 const WARMUP = Number(option('warmup') ?? 2000);
+if (!Number.isInteger(WARMUP) || WARMUP < 0)
+  throw new Error(`--warmup takes a count of queries, not ${option('warmup')}`);
 const WARMUP_CONCURRENCY = 32;
 const PROFILE = option('profile');
 /** The coordinator's result cache budget in bytes (BERTH_RESULT_CACHE_BYTES): off unless given. */

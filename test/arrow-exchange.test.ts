@@ -92,6 +92,30 @@ describe('the Arrow exchange', () => {
     b.closeSync();
   });
 
+  it('refuses a batch with a string that is not valid UTF-8, rather than taking a row as NULL', async () => {
+    const strings = arrow.vectorFromArray(['a long string, valid', 'another long string, then ü'], new arrow.Utf8());
+    const batch = new arrow.RecordBatch({ s: strings.data[0]! });
+    const to = await target.connect();
+    try {
+      await to.run('CREATE TABLE utf8_check (s VARCHAR)');
+      const appender = await to.createAppender('utf8_check');
+      const types = (await to.runAndReadAll('SELECT s FROM utf8_check')).columnTypes();
+      appendBatch(appender, types, batch); // valid: taken
+      const column = batch.data.children[0]!;
+      (column.values as Uint8Array)[column.valueOffsets[2]! - 2] = 0xff; // the second string's ü, cut
+      expect(() => appendBatch(appender, types, batch)).toThrow(
+        'the exchange was sent a string that is not valid UTF-8',
+      );
+      appender.closeSync();
+      expect((await to.runAndReadAll('SELECT s FROM utf8_check')).getRows()).toEqual([
+        ['a long string, valid'],
+        ['another long string, then ü'],
+      ]);
+    } finally {
+      to.closeSync();
+    }
+  });
+
   it('sends a valid Arrow IPC stream that names each DuckDB type, and an empty result as no rows', async () => {
     const c = await source.connect();
     const parts: Buffer[] = [];

@@ -67,12 +67,13 @@ describe('a scan that fails while acquiring its segments', () => {
     });
     const meta = new MetaClient('http://127.0.0.1:1', TOKEN);
     const view = new MemberView({ meta, group: 'serving' });
+    const memory = await SegmentMemory.open({ duckdb, budgetBytes: 0 });
     const app = buildQueryNodeApp({
       nodeId: 'pins-node',
       group: 'serving',
       token: TOKEN,
       cache: slowCache,
-      memory: await SegmentMemory.open({ duckdb, budgetBytes: 0 }),
+      memory,
       scanner: new Scanner(duckdb),
       view,
       warmer: new Warmer({ nodeId: 'pins-node', meta, view, cache }),
@@ -95,6 +96,7 @@ describe('a scan that fails while acquiring its segments', () => {
       expect(cache.pinnedSegments).toBe(0);
     } finally {
       await app.close();
+      await memory.close();
     }
   });
 });

@@ -66,6 +66,22 @@ describe("the query node's memory tier", () => {
     return { duckdb, memory, tablesHeld, close };
   }
 
+  /** What a file's pages hold uncompressed, by its footer: a floor for a table of its rows. */
+  async function uncompressedBytes(file: string): Promise<number> {
+    const reader = await DuckDBInstance.create(':memory:');
+    try {
+      return await withConnection(reader, async (c) =>
+        Number(
+          (
+            await c.runAndReadAll(`SELECT sum(total_uncompressed_size) FROM parquet_metadata(${sqlString(file)})`)
+          ).getRows()[0]![0],
+        ),
+      );
+    } finally {
+      reader.closeSync();
+    }
+  }
+
   /** What one segment's table weighs in a tier: budgets are set from it. */
   async function oneTableBytes(): Promise<number> {
     const probe = await open(1024 ** 3);
@@ -168,6 +184,8 @@ describe("the query node's memory tier", () => {
       await load(memory, 'a', files[0]!);
       await load(memory, 'b', files[1]!);
       expect(memory.usedBytes).toBeLessThanOrEqual(memory.budgetBytes);
+      // At least what the file's pages hold uncompressed, whatever DuckDB's memory did meanwhile.
+      expect(memory.usedBytes).toBeGreaterThanOrEqual(await uncompressedBytes(files[1]!));
       expect(memory.ids()).toEqual(['b']);
       expect(memory.counters.evictions).toBe(1);
       await vi.waitFor(async () => expect(await tablesHeld()).toEqual(['b']), { timeout: 30_000 });
@@ -181,15 +199,35 @@ describe("the query node's memory tier", () => {
     try {
       await load(memory, 'a', files[0]!);
       const reading = memory.hold('a')!;
+      const aBytes = memory.usedBytes;
       await load(memory, 'b', files[1]!); // evicts a, which a scan still reads
       expect(memory.hold('a')).toBeUndefined();
+      expect(memory.usedBytes).toBeGreaterThan(aBytes); // a's rows are still in memory: still counted
       await load(memory, 'a', files[0]!); // not loaded again while its old table is read
       expect(memory.counters.loads).toBe(2);
       const count = await withConnection(duckdb, (c) => c.runAndReadAll(`SELECT count(*) FROM ${reading.sql}`));
       expect(count.getRows()).toEqual([[5000n]]);
       expect(await tablesHeld()).toEqual(['a', 'b']);
+      const bothBytes = memory.usedBytes;
       reading.release();
+      expect(memory.usedBytes).toBe(bothBytes - aBytes);
       await vi.waitFor(async () => expect(await tablesHeld()).toEqual(['b']), { timeout: 30_000 });
+    } finally {
+      await close();
+    }
+  });
+
+  it('refuses a segment larger than its budget once, and does not decode it again', async () => {
+    const { memory, tablesHeld, close } = await open(Math.floor((await uncompressedBytes(files[0]!)) / 2));
+    try {
+      await load(memory, 'a', files[0]!);
+      expect(memory.counters.refusedLoads).toBe(1);
+      await load(memory, 'a', files[0]!);
+      await load(memory, 'a', files[0]!);
+      expect(memory.counters.refusedLoads).toBe(1);
+      expect(memory.hold('a')).toBeUndefined();
+      expect(memory.usedBytes).toBe(0);
+      expect(await tablesHeld()).toEqual([]);
     } finally {
       await close();
     }
@@ -218,6 +256,8 @@ describe("the query node's memory tier", () => {
       expect(failures).toHaveLength(1);
       expect(failures[0]).toMatch(/^broken: .*parquet/i);
       expect(memory.counters.failedLoads).toBe(1);
+      await load(memory, 'broken', path.join(dir, 'not-parquet.parquet'));
+      expect(memory.counters.failedLoads).toBe(1); // remembered: not tried again
       expect(memory.hold('broken')).toBeUndefined();
       expect(memory.usedBytes).toBe(0);
       expect(await tablesHeld()).toEqual([]);

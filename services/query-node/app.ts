@@ -114,15 +114,15 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     const limit = pLimit(options.fetchConcurrency ?? 8);
     const held: HeldSegment[] = [];
     const heldTables: HeldTable[] = [];
-    /** Loads into the memory tier this scan offered: their files stay held until they settle. */
-    const offers: Promise<void>[] = [];
+    /** Disk segments offered to the memory tier: each is let go when its load settles. */
+    const offered = new Map<HeldSegment, Promise<void>>();
     /** Lets go of what the scan holds once `reading` (a second run for DuckDB's reason) is done. */
     const release = (reading?: Promise<unknown>) => {
       const segments = held.splice(0);
       const tables = heldTables.splice(0);
       void Promise.allSettled([reading]).then(() => {
         for (const table of tables) table.release();
-        void Promise.allSettled(offers).then(() => segments.forEach((segment) => segment.release()));
+        for (const segment of segments) void (offered.get(segment) ?? Promise.resolve()).then(() => segment.release());
       });
     };
     let scan: OpenScan;
@@ -130,6 +130,7 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
     const placement = view.placement;
     try {
+      // A segment in the memory tier is read from its table; the others from their files.
       const acquired = await settleAll(
         request.body.tables.map(async (table) => ({
           table,
@@ -138,6 +139,12 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
               limit(async () => {
                 // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
                 const owned = placement?.owner(id)?.id === nodeId;
+                const inMemory = memory.hold(id);
+                if (inMemory) {
+                  heldTables.push(inMemory);
+                  metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: 'hit' });
+                  return { id, owned, inMemory };
+                }
                 const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
                 metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
@@ -147,32 +154,23 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
           ),
         })),
       );
-      const onDisk = ({ name, schema, columns }: ScanRequest['tables'][number]) => ({ name, schema, columns });
       tables = acquired.map(({ table, segments }) => ({
-        ...onDisk(table),
-        files: segments.map(({ segment }) => segment.path),
+        name: table.name,
+        schema: table.schema,
+        columns: table.columns,
+        files: segments.flatMap(({ segment }) => (segment ? [segment.path] : [])),
+        inMemory: segments.flatMap(({ inMemory }) => (inMemory ? [inMemory.sql] : [])),
       }));
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
       if (held.some((s) => !s.complete)) {
         const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
         await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
-      // Segments in the memory tier are read from their tables; an owned whole file is offered to it.
-      tables = acquired.map(({ table, segments }) => {
-        const files: string[] = [];
-        const inMemory: string[] = [];
-        for (const { id, owned, segment } of segments) {
-          const inTier = memory.hold(id);
-          if (inTier) {
-            heldTables.push(inTier);
-            inMemory.push(inTier.sql);
-            continue;
-          }
-          files.push(segment.path);
-          if (owned && segment.kept && segment.complete) offers.push(memory.offer(id, segment.path));
-        }
-        return { ...onDisk(table), files, inMemory };
-      });
+      // An owned segment whole on disk goes to the memory tier on its second scan.
+      for (const { segments } of acquired)
+        for (const { id, owned, segment } of segments)
+          if (segment && owned && segment.kept && segment.complete)
+            offered.set(segment, memory.offer(id, segment.path));
       scan = await scanner.open(request.body.sql, tables, hangUp.signal);
     } catch (error) {
       release();
@@ -182,8 +180,8 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     // The rows stream as DuckDB makes them; how the scan ended comes after them, in trailers.
     const stats: ScanStats = {
       node: nodeId,
-      segments: held.length,
-      hits: held.filter((s) => s.hit).length,
+      segments: held.length + heldTables.length,
+      hits: held.filter((s) => s.hit).length + heldTables.length,
       misses: held.filter((s) => !s.hit).length,
       s3Gets: held.filter((s) => s.bytesFetched > 0).length,
       bytesFromS3: held.reduce((sum, s) => sum + s.bytesFetched, 0),

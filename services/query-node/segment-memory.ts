@@ -8,11 +8,16 @@
  *
  * - Admission: a segment is loaded on its second offer (the first is only remembered), so a
  *   one-off scan over many segments loads none of them; the caller offers only segments it owns,
- *   whole on disk, and keeps the file until the load settles.
+ *   whole on disk, and keeps the file until the load settles. A segment refused (larger than the
+ *   budget) or whose load failed is not tried again while remembered. No load starts while the
+ *   tables evicted but still read weigh a tenth of the budget, or while too many loads wait: what
+ *   the tier holds passes its budget by at most that tenth and the one table being loaded.
  * - Eviction: S3-FIFO by bytes (core/s3-fifo.ts), as the disk cache. A table a scan is reading is
  *   held: evicting it defers its DROP until the last reader lets go.
- * - Bytes: what DuckDB's in-memory table storage grew by while the table was made. Loads and drops
- *   run one at a time on the tier's own connection, so that growth is the table's.
+ * - Bytes: what DuckDB's in-memory table storage grew by while the table was made (loads and drops
+ *   run one at a time on the tier's own connection), and never less than the Parquet file's
+ *   uncompressed size: the growth misleads when DuckDB moves table blocks to disk under memory
+ *   pressure, or frees a dropped table's rows only when a finished scan's result is collected.
  */
 import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { LRUCache } from 'lru-cache';
@@ -23,10 +28,12 @@ import { sqlString } from '../common/duckdb.js';
 
 export interface SegmentMemoryOptions {
   duckdb: DuckDBInstance;
-  /** Bytes of tables held at once (one load may pass it until the eviction it causes); 0 turns the tier off. */
+  /** Bytes of tables held at once (see the header for what may pass it); 0 turns the tier off. */
   budgetBytes: number;
-  /** Segments offered once that are remembered for their second offer. @default 4096 */
+  /** Segments remembered: offered once, refused or failed. @default 4096 */
   rememberOffers?: number;
+  /** Loads waiting at most; an offer past them is not taken. @default 64 */
+  maxWaitingLoads?: number;
   /** A load that failed (the memory limit, a file DuckDB cannot read): the scan is unaffected. */
   onError?: (error: unknown, id: string) => void;
 }
@@ -45,21 +52,28 @@ export class SegmentMemory {
   private readonly policy: S3Fifo<string>;
   /** Offered once and not loaded: the next offer loads. */
   private readonly offered: LRUCache<string, true>;
+  /** Refused (larger than the budget) or failed: not loaded again while remembered. */
+  private readonly refused: LRUCache<string, true>;
   private readonly loading = new Map<string, Promise<void>>();
   private readonly holds = new Map<string, number>();
-  /** Evicted while held: dropped on the last release. */
-  private readonly doomed = new Set<string>();
+  /** Evicted while held, with their bytes: dropped on the last release, counted until then. */
+  private readonly doomed = new Map<string, number>();
+  private doomedBytes = 0;
   /** Loads and drops, one at a time (see the header on bytes). */
-  private readonly serial = pLimit(1);
+  private readonly serial = pLimit({ concurrency: 1, rejectOnClear: true });
   private closed = false;
-  readonly counters = { loads: 0, failedLoads: 0, evictions: 0 };
+  readonly counters = { loads: 0, refusedLoads: 0, failedLoads: 0, evictions: 0 };
 
   private constructor(
     private readonly options: SegmentMemoryOptions,
     private readonly connection: DuckDBConnection,
   ) {
-    this.policy = new S3Fifo<string>({ maxSize: options.budgetBytes, onEvict: (id) => this.evicted(id) });
+    this.policy = new S3Fifo<string>({
+      maxSize: options.budgetBytes,
+      onEvict: (id, bytes) => this.evicted(id, bytes),
+    });
     this.offered = new LRUCache({ max: options.rememberOffers ?? 4096 });
+    this.refused = new LRUCache({ max: options.rememberOffers ?? 4096 });
   }
 
   static async open(options: SegmentMemoryOptions): Promise<SegmentMemory> {
@@ -68,9 +82,9 @@ export class SegmentMemory {
     return new SegmentMemory(options, connection);
   }
 
-  /** Bytes of the tables held. */
+  /** Bytes of the tables held, and of those evicted that scans still read. */
   get usedBytes(): number {
-    return this.policy.usedSize;
+    return this.policy.usedSize + this.doomedBytes;
   }
 
   get budgetBytes(): number {
@@ -95,7 +109,11 @@ export class SegmentMemory {
         const left = (this.holds.get(id) ?? 1) - 1;
         if (left > 0) return void this.holds.set(id, left);
         this.holds.delete(id);
-        if (this.doomed.delete(id)) this.drop(id);
+        const bytes = this.doomed.get(id);
+        if (bytes === undefined) return;
+        this.doomed.delete(id);
+        this.doomedBytes -= bytes;
+        this.drop(id);
       },
     };
   }
@@ -105,16 +123,22 @@ export class SegmentMemory {
    * promise settles when the load has (it never rejects); keep the file until then.
    */
   offer(id: string, path: string): Promise<void> {
-    if (this.closed || this.options.budgetBytes <= 0 || this.policy.has(id) || this.doomed.has(id)) {
-      return Promise.resolve(); // a doomed table is still read: it is dropped before it can come back
+    if (this.closed || this.options.budgetBytes <= 0 || this.policy.has(id) || this.refused.has(id)) {
+      return Promise.resolve();
     }
+    // A doomed table is still read: it is dropped before it can come back.
+    if (this.doomed.has(id)) return Promise.resolve();
     const loading = this.loading.get(id);
     if (loading) return loading;
     if (!this.offered.has(id)) {
       this.offered.set(id, true);
       return Promise.resolve();
     }
-    const load = this.serial(() => this.load(id, path)).finally(() => this.loading.delete(id));
+    const full = this.doomedBytes >= this.options.budgetBytes / 10;
+    if (full || this.serial.pendingCount >= (this.options.maxWaitingLoads ?? 64)) return Promise.resolve();
+    const load = this.serial(() => this.load(id, path))
+      .catch(() => {}) // cleared by close()
+      .finally(() => this.loading.delete(id));
     this.loading.set(id, load);
     return load;
   }
@@ -131,23 +155,28 @@ export class SegmentMemory {
     if (this.closed || this.policy.has(id)) return;
     this.offered.delete(id);
     try {
-      const before = await this.tableBytes();
+      const [before, floor] = [await this.tableBytes(), await this.uncompressedBytes(path)];
       await this.connection.run(`CREATE TABLE ${tableSql(id)} AS SELECT * FROM read_parquet(${sqlString(path)})`);
-      const bytes = Math.max(1, (await this.tableBytes()) - before);
-      if (!this.policy.set(id, bytes))
-        await this.connection.run(`DROP TABLE ${tableSql(id)}`); // larger than the budget
-      else this.counters.loads++;
+      const bytes = Math.max(floor, (await this.tableBytes()) - before, 1);
+      if (this.policy.set(id, bytes)) this.counters.loads++;
+      else {
+        this.counters.refusedLoads++;
+        this.refused.set(id, true); // larger than the budget
+        await this.connection.run(`DROP TABLE ${tableSql(id)}`);
+      }
     } catch (error) {
       this.counters.failedLoads++;
+      this.refused.set(id, true);
       await this.connection.run(`DROP TABLE IF EXISTS ${tableSql(id)}`).catch(() => {});
       this.options.onError?.(error, id);
     }
   }
 
-  private evicted(id: string): void {
+  private evicted(id: string, bytes: number): void {
     this.counters.evictions++;
-    if (this.holds.has(id)) this.doomed.add(id);
-    else this.drop(id);
+    if (!this.holds.has(id)) return this.drop(id);
+    this.doomed.set(id, bytes);
+    this.doomedBytes += bytes;
   }
 
   private drop(id: string): void {
@@ -157,6 +186,14 @@ export class SegmentMemory {
         .run(`DROP TABLE IF EXISTS ${tableSql(id)}`)
         .catch((error) => this.options.onError?.(error, id));
     });
+  }
+
+  /** What the file's pages hold uncompressed: a table of its rows takes at least that. */
+  private async uncompressedBytes(path: string): Promise<number> {
+    const reader = await this.connection.runAndReadAll(
+      `SELECT coalesce(sum(total_uncompressed_size), 0) FROM parquet_metadata(${sqlString(path)})`,
+    );
+    return Number(reader.getRows()[0]?.[0] ?? 0);
   }
 
   /** DuckDB's in-memory table storage, in bytes. */
