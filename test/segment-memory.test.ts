@@ -233,6 +233,20 @@ describe("the query node's memory tier", () => {
     }
   });
 
+  it('settles every offer when closed with a load and a drop waiting, and leaves no promise rejected', async () => {
+    const { memory, close } = await open(Math.floor((await oneTableBytes()) * 1.5));
+    await load(memory, 'a', files[0]!);
+    await memory.offer('b', files[1]!);
+    await memory.offer('c', files[2]!);
+    const loadingB = memory.offer('b', files[1]!);
+    const loadingC = memory.offer('c', files[2]!);
+    await loadingB; // b evicted a: a's drop waits behind c's load
+    await close();
+    await loadingC;
+    await expect(memory.offer('d', files[0]!)).resolves.toBeUndefined(); // closed: nothing more is taken
+    expect(memory.counters.loads).toBeGreaterThanOrEqual(2);
+  });
+
   it('holds nothing when its budget is 0', async () => {
     const { memory, tablesHeld, close } = await open(0);
     try {

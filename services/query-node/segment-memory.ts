@@ -180,12 +180,12 @@ export class SegmentMemory {
   }
 
   private drop(id: string): void {
-    void this.serial(async () => {
+    this.serial(async () => {
       if (this.closed || this.policy.has(id)) return; // loaded again since
       await this.connection
         .run(`DROP TABLE IF EXISTS ${tableSql(id)}`)
         .catch((error) => this.options.onError?.(error, id));
-    });
+    }).catch(() => {}); // cleared by close(): the tables go with the instance
   }
 
   /** What the file's pages hold uncompressed: a table of its rows takes at least that. */
