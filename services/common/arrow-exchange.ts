@@ -547,9 +547,11 @@ function writeStrings(vector: duckdb.Vector, data: arrow.Data, start: number, co
     duckdb.vector_assign_string_element_len(vector, firstLong, bytes.subarray(base, end));
     // DuckDB checks a VARCHAR's UTF-8 as it takes it, and marks a row it refuses NULL, not failing.
     const validity = duckdb.vector_get_validity(vector, Math.ceil(count / 64) * 8);
-    const row = start + firstLong;
-    const wasValid = data.nullCount === 0 || !data.nullBitmap || (data.nullBitmap[row >> 3]! & (1 << (row & 7))) !== 0;
-    if (wasValid && validity && !duckdb.validity_row_is_valid(validity, firstLong))
+    if (
+      data.getValid(start - data.offset + firstLong) &&
+      validity &&
+      !duckdb.validity_row_is_valid(validity, firstLong)
+    )
       throw new Error('the exchange was sent a string that is not valid UTF-8');
     const headersNow = duckdb.vector_get_data(vector, count * 16);
     const owned = new DataView(headersNow.buffer, headersNow.byteOffset + firstLong * 16, 16);

@@ -3,6 +3,9 @@ import { Type, type Static } from 'typebox';
 import { Bytes, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
 import { HttpUrl } from '../common/schemas.js';
 
+/** The memory tier's budget when none is given (services/query-node/segment-memory.ts). */
+export const DEFAULT_MEMORY_BYTES = 256 * 1024 ** 2;
+
 export const QueryNodeConfig = Type.Object({
   ...Settings.common,
   ...Settings.s3,
@@ -14,7 +17,7 @@ export const QueryNodeConfig = Type.Object({
   BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
   BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),
   /** The memory tier's budget (0: off). */
-  BERTH_NODE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: 256 * 1024 ** 2 }),
+  BERTH_NODE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_MEMORY_BYTES }),
   BERTH_NODE_GROUP: GroupSetting({ default: 'serving' }),
   BERTH_NODE_HOST: Host(),
   BERTH_NODE_PORT: Port(0),

@@ -11,6 +11,7 @@ import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
 import { Scanner } from '../common/scanner.js';
 import { SegmentCache } from './segment-cache.js';
+import { DEFAULT_MEMORY_BYTES } from './config.js';
 import { SegmentMemory } from './segment-memory.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
@@ -93,7 +94,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   });
   const memory = await SegmentMemory.open({
     duckdb,
-    budgetBytes: config.memoryBytes ?? 256 * 1024 ** 2,
+    budgetBytes: config.memoryBytes ?? DEFAULT_MEMORY_BYTES,
     onError: (error, segment) => app.log.warn({ err: error, segment }, 'loading a segment into memory failed'),
   });
   const meta = new MetaClient(config.metaUrl, config.token);

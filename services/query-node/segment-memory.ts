@@ -91,14 +91,14 @@ export class SegmentMemory {
     return this.options.budgetBytes;
   }
 
-  /** Segment ids held in memory. */
+  /** Segment ids held in memory (an evicted table a scan still reads is no longer among them). */
   ids(): string[] {
-    return this.policy.keys().filter((id) => !this.doomed.has(id));
+    return this.policy.keys();
   }
 
   /** The segment's table, held for reading, when the tier has it. */
   hold(id: string): HeldTable | undefined {
-    if (this.doomed.has(id) || !this.policy.hit(id)) return undefined;
+    if (!this.policy.hit(id)) return undefined;
     this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
     let released = false;
     return {
@@ -152,7 +152,7 @@ export class SegmentMemory {
   }
 
   private async load(id: string, path: string): Promise<void> {
-    if (this.closed || this.policy.has(id)) return;
+    if (this.closed) return;
     this.offered.delete(id);
     try {
       const [before, floor] = [await this.tableBytes(), await this.uncompressedBytes(path)];
@@ -181,7 +181,7 @@ export class SegmentMemory {
 
   private drop(id: string): void {
     this.serial(async () => {
-      if (this.closed || this.policy.has(id)) return; // loaded again since
+      if (this.closed) return;
       await this.connection
         .run(`DROP TABLE IF EXISTS ${tableSql(id)}`)
         .catch((error) => this.options.onError?.(error, id));
