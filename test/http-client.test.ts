@@ -76,6 +76,32 @@ describe('calls between services', () => {
     await expect.poll(() => open.size, { timeout: 10_000 }).toBe(0);
   });
 
+  it('sends a call again on a new connection when the server closed the kept-alive one as it went out', async () => {
+    // The first connection is closed by the server on its second call, before any answer: as a
+    // service that stops or restarts closes the connections it kept.
+    const connections: import('node:net').Socket[] = [];
+    const closing = http.createServer((request, response) => {
+      if (!connections.includes(request.socket)) connections.push(request.socket);
+      const calls = ((request.socket as { calls?: number }).calls ?? 0) + 1;
+      (request.socket as { calls?: number }).calls = calls;
+      if (connections.indexOf(request.socket) === 0 && calls === 2) return request.socket.destroy();
+      request.resume().on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ connection: connections.indexOf(request.socket) }));
+      });
+    });
+    await new Promise<void>((resolve) => closing.listen(0, '127.0.0.1', resolve));
+    const closingUrl = `http://127.0.0.1:${(closing.address() as AddressInfo).port}/x`;
+    try {
+      expect(await callJson(closingUrl)).toEqual({ connection: 0 });
+      expect(await callJson(closingUrl, { method: 'PUT', body: { n: 1 } })).toEqual({ connection: 1 });
+      expect(connections).toHaveLength(2);
+    } finally {
+      closing.closeAllConnections();
+      await new Promise((resolve) => closing.close(resolve));
+    }
+  });
+
   it('says which call failed when nothing listens', async () => {
     const failure = await callJson('http://127.0.0.1:1/x', { method: 'DELETE' }).catch((error: unknown) => error);
     expect((failure as Error).message).toMatch(/^DELETE http:\/\/127\.0\.0\.1:1\/x failed: .*ECONNREFUSED/);

@@ -66,26 +66,42 @@ export async function callJson<T>(url: string, options: CallOptions = {}): Promi
   return parsed as T;
 }
 
-/** One request: the status and the body as text, or an error when there is no answer within `timeoutMs`. */
+/**
+ * One request: the status and the body as text, or an error when there is no answer within
+ * `timeoutMs`. A kept-alive connection the server closed just as the call went out on it (a
+ * service stopping or restarting) fails with a reset before any answer: the server never took the
+ * call, so it goes out once more, on a new connection, within the same deadline.
+ */
 function send(
   url: string,
   method: string,
   headers: Record<string, string | number>,
   body: string | undefined,
   timeoutMs = 10_000,
+  pooled = true,
 ): Promise<{ status: number; text: string }> {
+  const startedAt = Date.now();
   return new Promise((resolve, reject) => {
     const target = new URL(url);
     const agent = agents[target.protocol];
     if (!agent) throw new Error(`${target.protocol} is not HTTP`);
-    const request = (target.protocol === 'https:' ? https : http).request(target, { method, headers, agent });
+    const request = (target.protocol === 'https:' ? https : http).request(target, {
+      method,
+      headers,
+      agent: pooled ? agent : false,
+    });
     const timer = setTimeout(() => request.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-    const fail = (error: Error) => {
+    let answered = false;
+    const fail = (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(error);
+      const stale = request.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+      if (!stale) return reject(error);
+      const left = timeoutMs - (Date.now() - startedAt);
+      send(url, method, headers, body, Math.max(left, 1), false).then(resolve, reject);
     };
     request.once('error', fail);
     request.once('response', (response) => {
+      answered = true;
       const parts: Buffer[] = [];
       response.on('data', (part: Buffer) => parts.push(part));
       response.once('error', fail);
