@@ -78,9 +78,9 @@ function send(
   headers: Record<string, string | number>,
   body: string | undefined,
   timeoutMs = 10_000,
+  deadline = Date.now() + timeoutMs,
   pooled = true,
 ): Promise<{ status: number; text: string }> {
-  const startedAt = Date.now();
   return new Promise((resolve, reject) => {
     const target = new URL(url);
     const agent = agents[target.protocol];
@@ -90,14 +90,16 @@ function send(
       headers,
       agent: pooled ? agent : false,
     });
-    const timer = setTimeout(() => request.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)),
+      Math.max(deadline - Date.now(), 0),
+    );
     let answered = false;
     const fail = (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       const stale = request.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
       if (!stale) return reject(error);
-      const left = timeoutMs - (Date.now() - startedAt);
-      send(url, method, headers, body, Math.max(left, 1), false).then(resolve, reject);
+      send(url, method, headers, body, timeoutMs, deadline, false).then(resolve, reject);
     };
     request.once('error', fail);
     request.once('response', (response) => {
