@@ -79,15 +79,15 @@ describe('calls between services', () => {
   it('sends a call again on a new connection when the server closed the kept-alive one as it went out', async () => {
     // The first connection is closed by the server on its second call, before any answer: as a
     // service that stops or restarts closes the connections it kept.
-    const connections: import('node:net').Socket[] = [];
+    const calls = new Map<import('node:net').Socket, number>(); // per connection, in the order they opened
     const closing = http.createServer((request, response) => {
-      if (!connections.includes(request.socket)) connections.push(request.socket);
-      const calls = ((request.socket as { calls?: number }).calls ?? 0) + 1;
-      (request.socket as { calls?: number }).calls = calls;
-      if (connections.indexOf(request.socket) === 0 && calls === 2) return request.socket.destroy();
+      const call = (calls.get(request.socket) ?? 0) + 1;
+      calls.set(request.socket, call);
+      const connection = [...calls.keys()].indexOf(request.socket);
+      if (connection === 0 && call === 2) return request.socket.destroy();
       request.resume().on('end', () => {
         response.writeHead(200, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ connection: connections.indexOf(request.socket) }));
+        response.end(JSON.stringify({ connection }));
       });
     });
     await new Promise<void>((resolve) => closing.listen(0, '127.0.0.1', resolve));
@@ -95,7 +95,7 @@ describe('calls between services', () => {
     try {
       expect(await callJson(closingUrl)).toEqual({ connection: 0 });
       expect(await callJson(closingUrl, { method: 'PUT', body: { n: 1 } })).toEqual({ connection: 1 });
-      expect(connections).toHaveLength(2);
+      expect(calls.size).toBe(2);
     } finally {
       closing.closeAllConnections();
       await new Promise((resolve) => closing.close(resolve));
