@@ -36,8 +36,8 @@ export interface CallOptions {
  * coordinator's one meta call per query, about half a millisecond of its event loop.
  */
 const agents: Record<string, http.Agent> = {
-  // An idle socket closes after 4 s, as fetch's did: long before a server closes it (fastify: 72 s),
-  // so a call never goes out on a socket the server is closing.
+  // An idle socket closes after 4 s, as fetch's did: long before a server closes it (fastify: 72 s).
+  // A server that stops closes its sockets sooner: send() repeats a call that met one.
   'http:': new http.Agent({ keepAlive: true, timeout: 4_000 }),
   'https:': new https.Agent({ keepAlive: true, timeout: 4_000 }),
 };

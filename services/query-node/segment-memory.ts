@@ -123,11 +123,9 @@ export class SegmentMemory {
    * promise settles when the load has (it never rejects); keep the file until then.
    */
   offer(id: string, path: string): Promise<void> {
-    if (this.closed || this.options.budgetBytes <= 0 || this.policy.has(id) || this.refused.has(id)) {
-      return Promise.resolve();
-    }
     // A doomed table is still read: it is dropped before it can come back.
-    if (this.doomed.has(id)) return Promise.resolve();
+    const taken = this.policy.has(id) || this.doomed.has(id) || this.refused.has(id);
+    if (this.closed || this.options.budgetBytes <= 0 || taken) return Promise.resolve();
     const loading = this.loading.get(id);
     if (loading) return loading;
     if (!this.offered.has(id)) {
