@@ -16,5 +16,7 @@ FROM node:24-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build /app /app
+# A volume mounted here starts owned by node, so `berth seaweedfs-keys` can write SeaweedFS's keys.
+RUN mkdir -p /etc/seaweedfs && chown node:node /etc/seaweedfs
 USER node
 CMD ["node", "bin/berth.js", "--help"]

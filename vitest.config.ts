@@ -1,13 +1,51 @@
 import { defineConfig } from 'vitest/config';
 
+/** Test files that start no server: `npm run test:unit` runs them alone, in about a minute. */
+const UNIT = [
+  'admission',
+  'arrow-exchange',
+  'deploy-files',
+  'exchange',
+  'http-client',
+  'json-typing',
+  'member-view',
+  'merge-commit',
+  'ownership-hash',
+  'ownership',
+  'plan-cache',
+  'planner',
+  'pool-rules',
+  'preflight',
+  'python-tool',
+  'routing-verdict',
+  's3-fifo',
+  'segment-memory',
+  'serving-admission',
+  'sqlite',
+  'storable-types',
+  'vcpus',
+].map((name) => `test/${name}.test.ts`);
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Temporal's native bridge misbehaves in worker threads: one process per test file.
     pool: 'forks',
-    globalSetup: ['test/global-setup.ts'],
-    setupFiles: ['test/setup-each-file.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    projects: [
+      { extends: true, test: { name: 'unit', include: UNIT } },
+      {
+        extends: true,
+        // The real servers, started once for the whole run (test/global-setup.ts).
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts'],
+          exclude: UNIT,
+          globalSetup: ['test/global-setup.ts'],
+          // Temporal's worker logs kept to warnings; the unit files never load the worker.
+          setupFiles: ['test/setup-each-file.ts'],
+        },
+      },
+    ],
   },
 });

@@ -2,4 +2,7 @@
 import { defineConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
-export default defineConfig({ test: { ...base.test, include: ['test/record/**/*.ts'] } });
+// The integration project's settings (the real servers), over the recorder's files alone.
+export default defineConfig({
+  test: { ...base.test, projects: undefined, globalSetup: ['test/global-setup.ts'], include: ['test/record/**/*.ts'] },
+});

@@ -9,7 +9,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { LEASE_LOST } from '../workflows/api.js';
+import { LEASE_LOST } from '../workflows/contracts/segment-merge.js';
 
 export interface LongStep {
   /** Aborted when the activity is cancelled or its lease is lost; `reason` says which. */

@@ -13,7 +13,8 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { CANARY_ROWS } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
-import { poolWorkflowId, type ReconcileInput, type ReconcileResult } from '../workflows/api.js';
+import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
+import type { ReconcileInput, ReconcileResult } from '../workflows/contracts/pool-reconciler.js';
 import { ensureCanaryObject } from './canary-object.js';
 import { ComputeGroupNotFoundError, type ComputePlatform } from './platform/compute-platform.js';
 

@@ -2,6 +2,10 @@
  * Activities of the janitor: delete the objects of retired segments once in-flight queries can no
  * longer need them, and objects that were uploaded but never committed. Nothing active is touched:
  * an object is deleted only when the manifest says its segment is retired, or does not know it.
+ *
+ * A retired segment's row outlives its object: meta keeps it (retired, its object recorded as gone)
+ * for its dedup window after the retirement, so that a batch sent again in that time commits
+ * nothing, and deletes it when the janitor asks it to purge once the window has passed.
  */
 import { DeleteObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { segmentObjectKey } from '../core/identifiers.js';
@@ -17,11 +21,17 @@ export interface JanitorActivityDeps {
 }
 
 const SEGMENT_KEY = /^tables\/([^/]+)\/([^/]+)\.parquet$/;
+/** Rows one purge call deletes at most: each call is one short write on meta's store. */
+const PURGE_BATCH = 1_000;
 
 export const createJanitorActivities = (deps: JanitorActivityDeps) => {
   const now = deps.now ?? Date.now;
   return {
-    /** Deletes retired segments' objects retired more than `graceMs` ago, then forgets them. */
+    /**
+     * Deletes retired segments' objects retired more than `graceMs` ago and records them gone
+     * (their rows stay for meta's dedup window), then has meta delete the rows past that window.
+     * Returns the ids whose objects it deleted.
+     */
     async deleteRetiredSegments(input: { graceMs: number }): Promise<string[]> {
       return await runLongStep(async ({ signal, progress }) => {
         const deleted: string[] = [];
@@ -34,6 +44,13 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           await deps.meta.forgetSegment(segment.id);
           deleted.push(segment.id);
           progress({ deleted: deleted.length, of: retired.length });
+        }
+        let purged = 0;
+        for (let batch = PURGE_BATCH; batch === PURGE_BATCH;) {
+          signal.throwIfAborted();
+          batch = await deps.meta.purgeRetired(PURGE_BATCH);
+          purged += batch;
+          progress({ deleted: deleted.length, of: retired.length, purged });
         }
         return deleted;
       });

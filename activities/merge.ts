@@ -23,12 +23,15 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import pLimit from 'p-limit';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
+import { epochMsSql } from '../core/time-bounds.js';
+import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
+import { columnsDisagree, describe } from '../services/common/parquet-columns.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
-import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/api.js';
+import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED, SEGMENT_DISAGREES } from '../workflows/contracts/segment-merge.js';
 
 export interface MergeActivityDeps {
   s3: S3Client;
@@ -300,9 +303,15 @@ async function withMergedFile<T>(
       async (c) => {
         await c.run(`CREATE TEMP VIEW inputs AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
         await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
+        const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), table.columns);
+        if (disagreement)
+          throw ApplicationFailure.nonRetryable(
+            `the merged segment ${id} disagrees with table "${input.table}": ${disagreement}`,
+            SEGMENT_DISAGREES,
+          );
         const [rows, minTs, maxTs] = (
           await c.runAndReadAll(
-            `SELECT count(*), epoch_ms(min(${ts})), ceil(epoch_us(max(${ts})) / 1000) FROM read_parquet(${sqlString(out)})`,
+            `SELECT count(*), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM read_parquet(${sqlString(out)})`,
           )
         ).getRows()[0]!;
         return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
@@ -326,7 +335,7 @@ async function push(
 ): Promise<PushOutcome> {
   let owner: string | null = null;
   try {
-    const members = await deps.meta.members(deps.group ?? 'serving');
+    const members = await deps.meta.members(deps.group ?? DEFAULT_SERVING_GROUP);
     owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(segmentId)?.id ?? null;
     const member = members.find((m) => m.id === owner);
     if (!member) return { owner: null, accepted: false, reason: 'no live query node' };

@@ -5,16 +5,17 @@
  * query node's policy, S3-FIFO by bytes (core/s3-fifo.ts), and with the plain LRU by bytes it
  * replaced (lru-cache) as the baseline. Ownership is the real core/ownership Placement; only the
  * reads are simulated, so the run is deterministic and takes seconds.
- * Run: npm run bench:cache
+ * Run: npm run bench:cache; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { LRUCache } from 'lru-cache';
 import { Placement, type WeightedNode } from '../core/ownership.js';
 import { S3Fifo } from '../core/s3-fifo.js';
+import { sized } from './smoke.js';
 
-const SEGMENTS = 4_000;
+const SEGMENTS = sized(4_000, 400);
 const NODES = 4;
-const QUERIES = 3_000;
-const WARMUP = 500;
+const QUERIES = sized(3_000, 300);
+const WARMUP = sized(500, 50);
 /** Each node's budget as a multiple of its 1/N share of the working set. */
 const BUDGETS = [1.1, 0.75, 0.5];
 

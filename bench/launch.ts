@@ -10,28 +10,40 @@
  *   the pool's backends (a second coordinator whose serving group is the pool's group: the same
  *   planner and scatter, no admission), in interleaved rounds.
  * - 100 concurrent launch calls on a running pool against 100 calls of the controller's health check.
- * Run: npm run bench:launch
+ * Run: npm run bench:launch; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
-import { tokenFile } from '../cli/embedded/cluster.js';
+import { s3IdentitiesFile, tokenFile } from '../cli/embedded/cluster.js';
+import { readS3Credentials } from '../cli/embedded/s3-server.js';
 import { callJson } from '../services/common/http-client.js';
 import { ControllerClient } from '../services/controller/client.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { sized } from './smoke.js';
 import { median, percentile } from './stats.js';
 
-const BOOT_DELAY_MS = 2_000;
-const ROUNDS = 3;
-const CALLERS = 100;
-const QUERIES = 100;
-const CONCURRENCY = 50;
-const QUERY_ROUNDS = 4;
+const BOOT_DELAY_MS = sized(2_000, 200);
+const ROUNDS = sized(3, 1);
+const CALLERS = sized(100, 5);
+const QUERIES = sized(100, 4);
+const CONCURRENCY = sized(50, 2);
+const QUERY_ROUNDS = sized(4, 1);
+const ROWS_PER_FILE = sized(100_000, 2_000);
+/**
+ * How long the pool stays up with nothing admitted: longer than a burst straight to its backends
+ * (which it does not see) takes, or it parks under that burst. A burst of the median query takes
+ * tens of seconds on 2 busy cores; each launch round after the first waits this long for the park.
+ */
+const IDLE_TIMEOUT_MS = 120_000;
+/** The longest wait for the pool or a process to reach a state. */
+const UNTIL_MS = IDLE_TIMEOUT_MS + 180_000;
+/** Heavy: an exact quantile does not decompose, so the final stage runs the query's own SQL over the owners' rows. */
 const QUERY =
-  'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
+  'SELECT service, count(DISTINCT user_id) AS users, median(ts) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
 const BASE = path.join(os.tmpdir(), 'berth-bench-launch');
 
 await rm(BASE, { recursive: true, force: true });
@@ -42,7 +54,7 @@ const c = await db.connect();
 for (let f = 0; f < 4; f++) {
   const file = path.join(BASE, `events-${f}.parquet`);
   await c.run(`COPY (SELECT TIMESTAMP '2026-11-01' + to_seconds(i) AS ts, ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
-      'u' || (hash(i * 7) % 50000)::VARCHAR AS user_id FROM range(${f * 100_000}, ${(f + 1) * 100_000}) t(i)) TO '${file}' (FORMAT parquet)`);
+      'u' || (hash(i * 7) % 50000)::VARCHAR AS user_id FROM range(${f * ROWS_PER_FILE}, ${(f + 1) * ROWS_PER_FILE}) t(i)) TO '${file}' (FORMAT parquet)`);
   files.push(file);
 }
 c.closeSync();
@@ -54,8 +66,7 @@ const bench = await startBenchCluster(
   [2],
   256 * 1024 * 1024,
   {
-    // Long enough to stay up through a straight-to-backends burst between two pooled ones.
-    idleTimeoutMs: 30_000,
+    idleTimeoutMs: IDLE_TIMEOUT_MS,
     bootDelayMs: BOOT_DELAY_MS,
     maxReplicas: 2,
     maxConcurrency: CONCURRENCY,
@@ -64,14 +75,20 @@ const bench = await startBenchCluster(
 ); // every shape that runs its own SQL in the final stage is heavy here
 const { endpoints } = bench.cluster;
 const token = (await readFile(tokenFile(dataDir), 'utf8')).trim();
+const s3Credentials = await readS3Credentials(s3IdentitiesFile(dataDir));
 const controller = new ControllerClient(endpoints.controller, token);
 const status = () => controller.poolStatus('heavy');
 const launch = () => controller.launch('heavy', 2);
-const until = async <T>(read: () => Promise<T>, test: (value: T) => boolean): Promise<number> => {
-  for (;;) {
-    if (test(await read())) return performance.now();
+/** When `test` first holds of what `read` returns; throws after UNTIL_MS, naming what it waited for. */
+const until = async <T>(what: string, read: () => Promise<T>, test: (value: T) => boolean): Promise<number> => {
+  const deadline = performance.now() + UNTIL_MS;
+  let last: T | undefined;
+  while (performance.now() < deadline) {
+    last = await read();
+    if (test(last)) return performance.now();
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+  throw new Error(`waited ${UNTIL_MS} ms for ${what}; last seen: ${JSON.stringify(last)}`);
 };
 const query = (url: string) => new CoordinatorClient(url).query(QUERY);
 /** Sends QUERIES queries, CONCURRENCY at a time; returns the wall time in ms. */
@@ -85,21 +102,29 @@ const burst = async (url: string, group: string) => {
         if (body.stats.group !== group) throw new Error(`ran on ${body.stats.group}, not ${group}`);
       }
     }),
-  );
-  return performance.now() - started;
+  ).catch((error: unknown) => {
+    const after = `${(performance.now() - started).toFixed(0)} ms`;
+    throw new Error(`a burst to ${url} failed after ${after} (the pool parks after ${IDLE_TIMEOUT_MS} ms idle)`, {
+      cause: error,
+    });
+  });
+  const ms = performance.now() - started;
+  console.error(`${QUERIES} queries to ${url}: ${ms.toFixed(0)} ms`);
+  return ms;
 };
 
 /** One launch from parked: the whole time, and the platform's part of it. */
 const launchRound = async () => {
-  await until(status, (s) => s.phase === 'parked');
+  await until('the pool to park', status, (s) => s.phase === 'parked');
   const started = performance.now();
   const startedAt = Date.now();
   await launch();
   const alive = await until(
+    'meta to list both new backends alive',
     () => bench.meta.backends('heavy'),
     (b) => b.filter((x) => x.alive && Date.parse(x.lastStartTime) >= startedAt).length >= 2,
   );
-  const ready = await until(status, (s) => s.serveReady);
+  const ready = await until('the pool to be serve-ready', status, (s) => s.serveReady);
   return { total: ready - started, platform: alive - started };
 };
 
@@ -121,6 +146,9 @@ try {
       BERTH_MEMBER_POLL_MS: '1000',
       BERTH_S3_ENDPOINT: endpoints.s3,
       BERTH_S3_BUCKET: endpoints.bucket,
+      // Its /readyz checks S3 with these, as every coordinator's does.
+      BERTH_S3_ACCESS_KEY_ID: s3Credentials.accessKeyId,
+      BERTH_S3_SECRET_ACCESS_KEY: s3Credentials.secretAccessKey,
       BERTH_HEAVY_SCAN_BYTES: String(1e15),
       BERTH_HEAVY_MEMORY_BYTES: String(1e15),
     },
@@ -130,6 +158,7 @@ try {
   const straight: number[] = [];
   try {
     await until(
+      'the direct coordinator to be ready',
       async () => (await fetch(`${direct.url}/readyz`)).status,
       (code) => code === 200,
     );

@@ -16,30 +16,34 @@
  * With --result-cache, the coordinator keeps answers (result-cache.ts): the mix repeats its 16
  * texts over unchanged tables, so after the check below every timed query is answered from it.
  * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
- * and write their profiles into DIR when the cluster stops.
+ * and write their profiles into DIR when the cluster stops. BERTH_BENCH_SMOKE=1 runs it small
+ * (bench/smoke.ts), and fails on any Berth error.
  */
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { readJsonResult } from '../services/coordinator/result-json.js';
+import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
+import { failInSmoke, sized } from './smoke.js';
 import { percentile } from './stats.js';
 
 const option = (name: string): string | undefined =>
   process.argv.includes(`--${name}`) ? process.argv[process.argv.indexOf(`--${name}`) + 1] : undefined;
-const QUERIES = Number(option('queries')) || 400;
-const LEVELS = (option('levels') ?? '1,8,32,128').split(',').map(Number);
-const WARMUP = Number(option('warmup') ?? 2000);
+const QUERIES = Number(option('queries')) || sized(400, 16);
+const LEVELS = (option('levels') ?? sized('1,8,32,128', '1,4')).split(',').map(Number);
+const WARMUP = Number(option('warmup') ?? sized(2000, 16));
 if (!Number.isInteger(WARMUP) || WARMUP < 0)
   throw new Error(`--warmup takes a count of queries, not ${option('warmup')}`);
-const WARMUP_CONCURRENCY = 32;
+const WARMUP_CONCURRENCY = sized(32, 4);
 const PROFILE = option('profile');
 /** The coordinator's result cache budget in bytes (BERTH_RESULT_CACHE_BYTES): off unless given. */
 const RESULT_CACHE = option('result-cache');
-const FILES = 8;
-const ROWS_PER_FILE = 25_000;
+const FILES = sized(8, 2);
+const ROWS_PER_FILE = sized(25_000, 2_000);
+/** The query nodes, by the vCPUs each declares. */
+const NODES = sized([1, 1, 1], [1, 1]);
 const SERVICES = ['api', 'web', 'auth', 'search'];
 
 /** The mix: four shapes, each in four variants (another hour, another service), in a fixed order. */
@@ -155,7 +159,7 @@ if (PROFILE) {
 }
 if (RESULT_CACHE) process.env.BERTH_RESULT_CACHE_BYTES = RESULT_CACHE;
 const clusterDir = path.join(os.tmpdir(), 'berth-bench-load', 'cluster');
-const bench = await startBenchCluster(clusterDir, [1, 1, 1], 1024 ** 3);
+const bench = await startBenchCluster(clusterDir, NODES, 1024 ** 3);
 delete process.env.NODE_OPTIONS;
 const results: { berth: Level; duckdb: Level; cpu: Map<string, number> }[] = [];
 try {
@@ -216,6 +220,8 @@ try {
       `concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`,
     );
     results.push({ berth: b, duckdb: d, cpu });
+    failInSmoke(`Berth's queries at concurrency ${concurrency}`, b.errors.length, b.errors[0]);
+    failInSmoke(`DuckDB's queries at concurrency ${concurrency}`, d.errors.length, d.errors[0]);
   }
   for (const c of connections) c.closeSync();
   baseline.closeSync();
@@ -226,7 +232,7 @@ try {
 const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
 const ms = (x: number) => x.toFixed(1);
 console.log(
-  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, 3 query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
+  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, ${NODES.length} query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
 );
 console.log(
   '| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |',

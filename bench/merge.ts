@@ -5,7 +5,7 @@
  * way, in interleaved rounds. Then where the time goes: the workflow's activities as its history
  * records them, and the transfers alone (the inputs' GETs, the merged object's PUT, its push to the
  * owner), timed from this process against the same S3 API and node in the same rounds.
- * Run: npm run bench:merge
+ * Run: npm run bench:merge; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { createWriteStream } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
@@ -23,14 +23,15 @@ import { segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
-import { MERGE_TASK_QUEUE } from '../workflows/api.js';
+import { MERGE_TASK_QUEUE } from '../workflows/contracts/shared.js';
 import type { segmentMergeWorkflow } from '../workflows/index.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { sized } from './smoke.js';
 import { median } from './stats.js';
 
-const SEGMENTS = 50;
-const ROWS_PER_SEGMENT = 40_000;
-const ROUNDS = 3;
+const SEGMENTS = sized(50, 4);
+const ROWS_PER_SEGMENT = sized(40_000, 2_000);
+const ROUNDS = sized(3, 1);
 const BASE = path.join(os.tmpdir(), 'berth-bench-merge');
 
 await rm(BASE, { recursive: true, force: true });

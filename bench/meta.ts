@@ -6,31 +6,36 @@
  * - PostgreSQL with synchronous_commit=off: the same durability;
  * - PostgreSQL as shipped (synchronous_commit=on: every commit waits for its WAL flush).
  * PostgreSQL is measured with one call in flight (SQLite's calls run one at a time anyway) and
- * with 16 (what several meta replicas, or one busy one, send). A local throwaway cluster.
- * Run: npm run bench:meta [-- --seconds 1 --rounds 3]
+ * with 16 (what several meta replicas, or one busy one, send). A local throwaway cluster
+ * (bench/bench-postgres.ts).
+ * Run: npm run bench:meta [-- --seconds 1 --rounds 3]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startPostgresServer } from '../cli/embedded/postgres-server.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore, Segment } from '../services/meta/store.js';
+import { benchPostgres } from './bench-postgres.js';
+import { sized } from './smoke.js';
 import { median } from './stats.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' } },
+  options: {
+    seconds: { type: 'string', default: sized('1', '0.05') },
+    rounds: { type: 'string', default: sized('3', '1') },
+  },
 });
 const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
-const NODES = 1_000;
-const DAYS = 30;
-const SEGMENTS_PER_DAY = 100;
+const NODES = sized(1_000, 50);
+const DAYS = sized(30, 3);
+const SEGMENTS_PER_DAY = sized(100, 10);
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 10, 1);
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-bench-meta-'));
-const postgres = await startPostgresServer({ durable: true });
+const postgres = await benchPostgres();
 const database = await postgres.createDatabase();
 const sqlite = await openMetaStore({ database: path.join(dir, 'meta.sqlite') });
 const pgAsync = await openMetaStore({
@@ -56,6 +61,7 @@ const seg = (id: string, day: number, level = 0): Segment => ({
   level,
 });
 let unique = 0; // ids never repeat across rounds and stores
+const count = (x: number) => x.toLocaleString('en-US');
 
 // The state every operation runs against: 1,000 nodes in one group, a month of 100 segments a day
 // (both PostgreSQL stores share one database).
@@ -81,11 +87,11 @@ const operations: Operation[] = [
     call: (s) =>
       s.registerNode({ id: `new-${unique++}`, group: 'other', url: 'http://10.1.0.1:7410', vcpus: 4, startedAt: T0 }),
   },
-  { name: 'members (1,000 nodes)', kind: 'registry', call: (s) => s.members('serving') },
-  { name: 'backends (1,000 nodes)', kind: 'registry', call: (s) => s.backends('serving') },
+  { name: `members (${count(NODES)} nodes)`, kind: 'registry', call: (s) => s.members('serving') },
+  { name: `backends (${count(NODES)} nodes)`, kind: 'registry', call: (s) => s.backends('serving') },
   { name: 'commit a segment', kind: 'manifest', call: (s) => s.commitSegment(seg(`new-${unique++}`, DAYS)) },
   {
-    name: 'list a day of segments (of 3,000)',
+    name: `list a day of segments (of ${count(DAYS * SEGMENTS_PER_DAY)})`,
     kind: 'manifest',
     call: (s, i) => s.listSegments('events', { from: T0 + (i % DAYS) * DAY, to: T0 + ((i % DAYS) + 1) * DAY - 1 }),
   },

@@ -10,17 +10,21 @@
  *   - balance: the most loaded node's share over its weight's share (1.000 is perfect);
  *   - segments moved on add, remove and reweight, and how many of them moved between nodes that
  *     the change did not touch (the minimum is 0).
- * Run: npm run bench:ownership [-- --segments N]
+ * Run: npm run bench:ownership [-- --segments N]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import HashRing from 'hashring';
 import { Placement, type WeightedNode } from '../core/ownership.js';
 import { MemberView } from '../services/common/member-view.js';
-import { Scatter } from '../services/coordinator/scatter.js';
+import { Scatter } from '../services/coordinator/execution/scatter.js';
 import type { Member, MetaClient } from '../services/meta/client.js';
+import { sized } from './smoke.js';
 import { median } from './stats.js';
 
-const SEGMENTS = Number(process.argv[process.argv.indexOf('--segments') + 1]) || 1_000_000;
-const ROUNDS = 3;
+const SEGMENTS = Number(process.argv[process.argv.indexOf('--segments') + 1]) || sized(1_000_000, 2_000);
+const ROUNDS = sized(3, 1);
+/** Segments the planning section groups, and its rounds. */
+const PLANNED = sized(100_000, 2_000);
+const PLANNING_ROUNDS = sized(7, 2);
 
 interface Router {
   name: string;
@@ -84,7 +88,7 @@ const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
 
 console.log(`# bench/ownership — ${SEGMENTS.toLocaleString('en-US')} segment ids, Node ${process.version}\n`);
 const rate = (x: number) => Math.round(x).toLocaleString('en-US');
-console.log('## Owner lookups (best of 3 interleaved rounds)\n');
+console.log(`## Owner lookups (best of ${ROUNDS} interleaved rounds)\n`);
 console.log(
   '| nodes | berth lookups/s (computed) | hashring lookups/s | computed / hashring | berth lookups/s (remembered in the epoch) | remembered / hashring |',
 );
@@ -102,9 +106,10 @@ for (const n of [8, 16, 128]) {
   );
 }
 
-console.log('\n## Planning: 100,000 segments grouped by owner over 128 nodes (median of 7 interleaved rounds)\n');
+console.log(
+  `\n## Planning: ${PLANNED.toLocaleString('en-US')} segments grouped by owner over 128 nodes (median of ${PLANNING_ROUNDS} interleaved rounds)\n`,
+);
 {
-  const PLANNED = 100_000;
   const members: Member[] = cluster(128).map((n) => ({
     ...n,
     url: `http://127.0.0.1:${20_000 + Number(n.id.slice(5))}`,
@@ -162,7 +167,7 @@ console.log('\n## Planning: 100,000 segments grouped by owner over 128 nodes (me
     ring: [] as number[],
     floor: [] as number[],
   };
-  for (let round = 0; round < 7; round++) {
+  for (let round = 0; round < PLANNING_ROUNDS; round++) {
     runs.warm.push(time((s) => warm.plan(s)));
     // A membership change (one node's weight) starts a new epoch: its first query computes every owner.
     const changed = members.map((m, i) => (i === round ? { ...m, weight: m.weight + 1 } : m));

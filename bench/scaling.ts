@@ -9,9 +9,11 @@
  *    its size on disk, and the time to plan a query over one month of one table, both as the
  *    coordinator reads the manifest today (the whole table through MetaClient, then filtered) and
  *    with the time range pushed down to the store; plus a commit's latency at that size.
- * Figures go to SCALING.md. Run: npm run bench:scaling [-- --nodes 1000 --segments 10000000 --seconds 20]
+ * Figures go to SCALING.md. Run: npm run bench:scaling [-- --nodes 1000 --segments 10000000 --seconds 20];
+ * BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts), and fails on any call's error.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -21,20 +23,21 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { Placement } from '../core/ownership.js';
-import { startPostgresServer } from '../cli/embedded/postgres-server.js';
 import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
 import { MetaClient } from '../services/meta/client.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore } from '../services/meta/store.js';
+import { benchPostgres } from './bench-postgres.js';
+import { failInSmoke, sized } from './smoke.js';
 import { median, percentile } from './stats.js';
 
 const { values: args } = parseArgs({
   options: {
-    nodes: { type: 'string', default: '1000' },
-    segments: { type: 'string', default: '10000000' },
-    tables: { type: 'string', default: '10' },
+    nodes: { type: 'string', default: sized('1000', '100') },
+    segments: { type: 'string', default: sized('10000000', '7300') },
+    tables: { type: 'string', default: sized('10', '2') },
     days: { type: 'string', default: '365' },
-    seconds: { type: 'string', default: '20' },
+    seconds: { type: 'string', default: sized('20', '1') },
   },
 });
 const NODES = Number(args.nodes);
@@ -48,7 +51,7 @@ const HEARTBEAT_MS = 5_000;
 const POLL_MS = 10_000;
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 0, 1);
-const TOKEN = 'scaling-bench';
+const TOKEN = randomBytes(32).toString('hex');
 const META_SCRIPT = fileURLToPath(new URL('../services/meta/main.js', import.meta.url));
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
@@ -317,7 +320,7 @@ async function commitLatency(store: MetaStore): Promise<number> {
 // ── the run ──────────────────────────────────────────────────────────────────────────────────
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-bench-scaling-'));
-const postgres = await startPostgresServer({ durable: true });
+const postgres = await benchPostgres();
 const pgUrl = await postgres.createDatabase();
 const sqliteDir = path.join(dir, 'sqlite-meta');
 const sqliteFile = path.join(sqliteDir, 'meta.sqlite');
@@ -379,6 +382,13 @@ try {
       const commitMs = await commitLatency(store);
       const today = await planMonth(meta, store, false, 1);
       figures[name] = { registry: reg, loadS, sizeBytes, today, pushed, commitMs };
+      failInSmoke(`${name}: heartbeats`, reg.heartbeat.errors);
+      failInSmoke(`${name}: member polls`, reg.poll.errors);
+      failInSmoke(
+        `${name}: manifest reads`,
+        [today, pushed].filter((f) => f.failed).length,
+        today.failed ?? pushed.failed,
+      );
     } finally {
       await store.close();
     }

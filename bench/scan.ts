@@ -10,24 +10,27 @@
  * one DuckDB and against the same query whole on one node that reads every segment itself (the
  * gather route Berth had before the two stages), with the bytes Berth moved between nodes set
  * against the compressed size of the columns the query reads.
- * Run: npm run bench:scan [-- --files N --rows-per-file N]
+ * Run: npm run bench:scan [-- --files N --rows-per-file N]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { tokenFile } from '../cli/embedded/cluster.js';
-import { readJsonResult } from '../services/coordinator/result-json.js';
+import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
+import { sized } from './smoke.js';
 import { median } from './stats.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback;
-const FILES = arg('files', 48);
-const ROWS_PER_FILE = arg('rows-per-file', 500_000);
-const ROUNDS = 5;
+const FILES = arg('files', sized(48, 4));
+const ROWS_PER_FILE = arg('rows-per-file', sized(500_000, 5_000));
+const ROUNDS = sized(5, 1);
+/** The query nodes, by the vCPUs each declares. */
+const NODES = sized([2, 2, 2, 2], [2, 2]);
 const QUERY =
   'SELECT service, count(*) AS n, sum(bytes) AS bytes, avg(latency_ms) AS latency, max(latency_ms) AS worst FROM events GROUP BY service ORDER BY service';
 /** Two more columns than QUERY. */
@@ -85,7 +88,7 @@ const bytesOf = (columns: string[]) => columns.reduce((sum, c) => sum + columnBy
 // No warmer passes while the cold queries run: they would fetch whole segments in the background.
 process.env.BERTH_WARM_INTERVAL_MS = String(3_600_000);
 const clusterDir = path.join(BASE, 'cluster');
-const bench = await startBenchCluster(clusterDir, [2, 2, 2, 2], Math.ceil(totalBytes / 2)); // room for a node's share and more
+const bench = await startBenchCluster(clusterDir, NODES, Math.ceil(totalBytes / 2)); // room for a node's share and more
 const { cluster } = bench;
 try {
   await bench.load('events', files);
@@ -173,11 +176,11 @@ try {
     `# bench/scan — ${(totalBytes / 1e9).toFixed(2)} GB of Parquet in ${files.length} segments, ${(FILES * ROWS_PER_FILE).toLocaleString('en-US')} rows, ${os.availableParallelism()} cores\n`,
   );
   console.log(`Query: \`${QUERY}\`\n`);
-  console.log('| run | median of 5 (ms) | vs one DuckDB |');
+  console.log(`| run | median of ${ROUNDS} (ms) | vs one DuckDB |`);
   console.log('|---|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${d.toFixed(0)} | 1.00× |`);
   console.log(
-    `| Berth, warm caches: coordinator + 4 query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`,
+    `| Berth, warm caches: coordinator + ${NODES.length} query nodes, route ${cold.result.stats.route} | ${b.toFixed(0)} | **${(b / d).toFixed(2)}×** the time |`,
   );
   console.log(`\nCache misses in the timed rounds: ${misses}.\n`);
   console.log(
@@ -197,11 +200,11 @@ try {
   const [wb, wd, wg] = [median(windowTimes.berth), median(windowTimes.duckdb), median(windowTimes.gather)];
   const projected = bytesOf(WINDOW_COLUMNS);
   console.log(`\nWindow query: \`${WINDOW_QUERY.replaceAll(/\s+/g, ' ')}\`\n`);
-  console.log('| run | median of 5 (ms) | vs one DuckDB | bytes moved between nodes |');
+  console.log(`| run | median of ${ROUNDS} (ms) | vs one DuckDB | bytes moved between nodes |`);
   console.log('|---|---:|---:|---:|');
   console.log(`| one DuckDB over the local files (baseline) | ${wd.toFixed(0)} | 1.00× | — |`);
   console.log(
-    `| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.kind).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`,
+    `| Berth, two stages (scan: ${windowCheck.result.stats.stages.scan.map((s) => s.split).join(', ')} on the owners; final on the coordinator) | ${wb.toFixed(0)} | **${(wb / wd).toFixed(2)}×** | ${bytesMoved.toLocaleString('en-US')} B |`,
   );
   console.log(
     `| the gather route: the whole query on one node, which reads the segments it does not own from S3 | ${wg.toFixed(0)} | ${(wg / wd).toFixed(2)}× | ${gatherBytesFromS3.toLocaleString('en-US')} B of segments |`,

@@ -1,6 +1,7 @@
 /** The `berth` command. */
 import { Command } from 'commander';
 import { costCommand } from './commands/cost.js';
+import { doctorCommand } from './commands/doctor.js';
 import { ingestCommand } from './commands/ingest.js';
 import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
@@ -8,6 +9,7 @@ import { placementCommand } from './commands/placement.js';
 import { poolCommand } from './commands/pool.js';
 import { preflightCommand } from './commands/preflight.js';
 import { queryCommand } from './commands/query.js';
+import { seaweedfsKeysCommand } from './commands/seaweedfs-keys.js';
 import { servingCommand } from './commands/serving.js';
 import { setupCommand } from './commands/setup.js';
 import { upCommand } from './commands/up.js';
@@ -23,9 +25,11 @@ const program = new Command('berth')
   .addCommand(poolCommand())
   .addCommand(preflightCommand())
   .addCommand(costCommand())
+  .addCommand(doctorCommand())
   .addCommand(servingCommand())
   .addCommand(placementCommand())
-  .addCommand(setupCommand());
+  .addCommand(setupCommand())
+  .addCommand(seaweedfsKeysCommand());
 
 try {
   await program.parseAsync();

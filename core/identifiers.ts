@@ -14,8 +14,17 @@ export const MAX_COLUMN_NAME_LENGTH = 200;
 /** A table's timestamp column: a plain SQL identifier. */
 export const COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-/** The UTC day (YYYYMMDD) a segment belongs to: that of its earliest timestamp. */
-export const partitionOf = (minTs: number) => new Date(minTs).toISOString().slice(0, 10).replaceAll('-', '');
+/** The first and last instants whose days a partition's eight digits can name. */
+const FIRST_DAY_MS = Date.parse('0000-01-01T00:00:00Z');
+const LAST_DAY_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * The UTC day (YYYYMMDD) a segment belongs to: that of its earliest timestamp. Instants before
+ * year 0 (-infinity among them) fall in 00000101 and those after 9999 in 99991231, so
+ * that every partition has eight digits.
+ */
+export const partitionOf = (minTs: number) =>
+  new Date(Math.min(Math.max(minTs, FIRST_DAY_MS), LAST_DAY_MS)).toISOString().slice(0, 10).replaceAll('-', '');
 
 /** A segment's id: its table, level, day partition (YYYYMMDD) and a digest of its content or inputs. */
 export const segmentId = (table: string, level: number, partition: string, digest: string) =>

@@ -9,6 +9,7 @@
  *
  * Thresholds are configuration: the seed's heavy tail is a few percent of executions.
  */
+import type { Split } from './query-plan/decompose.js';
 
 export interface VerdictThresholds {
   /** Bytes to scan at or above which any query is heavy (scan-bound). @default 8 GiB */
@@ -22,8 +23,12 @@ export const DEFAULT_VERDICT_THRESHOLDS: VerdictThresholds = { scanBytes: 8 * 10
 export type Verdict = { class: 'light' } | { class: 'heavy'; bottleneck: 'scan' | 'memory'; reason: string };
 
 export interface VerdictInput {
-  /** What the final stage does: `partial` finishes one aggregate or select's partials; `rows` runs the query's own SQL (windows, joins, subqueries, exact quantiles) over what the owners send, holding its state in one place. */
-  route: 'partial' | 'rows';
+  /**
+   * The query's split: `aggregate` and `select` finish one read's partials; `rows` runs the
+   * query's own SQL (windows, joins, subqueries, exact quantiles) over the rows the owners send,
+   * holding its state in one place.
+   */
+  split: Split;
   /** Bytes of the segments left after pruning. */
   scanBytes: number;
 }
@@ -32,7 +37,7 @@ export function routingVerdict(
   input: VerdictInput,
   thresholds: VerdictThresholds = DEFAULT_VERDICT_THRESHOLDS,
 ): Verdict {
-  if (input.route === 'rows' && input.scanBytes >= thresholds.memoryBytes) {
+  if (input.split === 'rows' && input.scanBytes >= thresholds.memoryBytes) {
     return {
       class: 'heavy',
       bottleneck: 'memory',

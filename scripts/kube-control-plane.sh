@@ -1,36 +1,41 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane the test suite runs (kube-apiserver, kube-controller-manager and
-# kube-scheduler) from the Go module proxy, once per version, into a cache outside the repo.
+# Builds the Kubernetes control plane the test suite runs (etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler) from the Go module proxy, once per version, into a
+# cache outside the repo.
 #
-# Why a build: no registry this project may use ships these binaries. `go install` refuses them (their
-# go.mod carries replace directives), so scripts/kube-control-plane/ is a pinned wrapper module whose
-# go.mod requires the release and maps every staging module to its published twin; go.sum pins it all.
-# From scratch this takes about 12 minutes and 2.6 GB of memory on a 2-core machine; when the
-# binaries are already in the cache it does nothing. etcd is not built here: tests take Debian's
-# etcd-server (see .ci/run).
+# Why a build: no registry this project may use ships the Kubernetes binaries, and a fresh machine
+# has no etcd. `go install` refuses both (their go.mod files carry replace directives), so
+# scripts/kube-control-plane/ and scripts/etcd/ are pinned wrapper modules that require the releases
+# (the first maps every Kubernetes staging module to its published twin); their go.sum pin it all.
+# From scratch this takes about 15 minutes and 2.6 GB of memory on a 2-core machine (etcd about 2 of
+# them); what is already in the cache is not built again.
 #
 # Prints the cache directory on stdout. BERTH_KUBE_DIR overrides where the binaries go;
 # BERTH_KUBE_CHECK_ONLY=1 fails instead of building (the test suite under CI, where this ran first).
 set -euo pipefail
 
 module_dir="$(cd "$(dirname "$0")/kube-control-plane" && pwd)"
+etcd_dir="$(cd "$(dirname "$0")/etcd" && pwd)"
 version="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$module_dir/go.mod")"
+etcd_version="$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' "$etcd_dir/go.mod")"
 cache="${BERTH_KUBE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/kube/$version}"
 commands=(kube-apiserver kube-controller-manager kube-scheduler)
 
-built=1
-for c in "${commands[@]}"; do [[ -x "$cache/$c" ]] || built=0; done
-if [[ $built == 1 ]]; then
+missing=()
+for c in "${commands[@]}"; do [[ -x "$cache/$c" ]] || { missing=("${commands[@]}"); break; }; done
+etcd_built="$("$cache/etcd" --version 2>/dev/null | head -n 1 || true)"
+[[ $etcd_built == "etcd Version: ${etcd_version#v}" ]] || missing+=(etcd)
+if [[ ${#missing[@]} == 0 ]]; then
   echo "$cache"
   exit 0
 fi
 
 if [[ -n "${BERTH_KUBE_CHECK_ONLY:-}" ]]; then
-  echo "kube-control-plane: ${commands[*]} $version are not built in $cache: run scripts/kube-control-plane.sh" >&2
+  echo "kube-control-plane: ${missing[*]} ($version, etcd $etcd_version) not built in $cache: run scripts/kube-control-plane.sh" >&2
   exit 1
 fi
-command -v go >/dev/null || { echo "kube-control-plane: go is not on PATH (needed once to build $version)" >&2; exit 1; }
-echo "kube-control-plane: building ${commands[*]} $version into $cache (about 12 minutes from scratch)" >&2
+command -v go >/dev/null || { echo "kube-control-plane: go is not on PATH (needed once to build ${missing[*]})" >&2; exit 1; }
+echo "kube-control-plane: building ${missing[*]} ($version, etcd $etcd_version) into $cache (about 15 minutes from scratch)" >&2
 
 # The version the binaries report: the apiserver derives its API compatibility version from it.
 minor="${version#v1.}"; minor="${minor%%.*}"
@@ -44,12 +49,17 @@ mkdir -p "$(dirname "$cache")"
 staging="$(mktemp -d "$(dirname "$cache")/.build-$version.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 started=$SECONDS
-(
-  cd "$module_dir"
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$staging/" \
-    "${commands[@]/#/k8s.io/kubernetes/cmd/}"
-)
+if [[ ${missing[0]} != etcd ]]; then
+  (
+    cd "$module_dir"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$staging/" \
+      "${commands[@]/#/k8s.io/kubernetes/cmd/}"
+  )
+fi
+if [[ ${missing[-1]} == etcd ]]; then
+  (cd "$etcd_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$staging/etcd" .)
+fi
 mkdir -p "$cache"
-for c in "${commands[@]}"; do mv -f "$staging/$c" "$cache/$c"; done
+for c in "${missing[@]}"; do mv -f "$staging/$c" "$cache/$c"; done
 echo "kube-control-plane: built in $((SECONDS - started)) s" >&2
 echo "$cache"

@@ -1,13 +1,14 @@
 /**
  * The Arrow IPC exchange between the stages: every type it carries, NULLs at every level, nested
- * values and chunk boundaries arrive in another DuckDB exactly as the first one computed them.
+ * values and chunk boundaries arrive in another DuckDB exactly as the first one computed them, and
+ * bytes too few for the type they are read as are refused, never read past.
  */
 import { PassThrough } from 'node:stream';
 import { DuckDBInstance } from '@duckdb/node-api';
 import * as arrow from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendBatch, arrowBatches, arrowStream } from '../services/common/arrow-exchange.js';
-import { readJsonResult } from '../services/coordinator/result-json.js';
+import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { EVERY_TYPE } from './helpers/every-type.js';
 
 describe('the Arrow exchange', () => {
@@ -111,6 +112,25 @@ describe('the Arrow exchange', () => {
         ['a long string, valid'],
         ['another long string, then ü'],
       ]);
+    } finally {
+      to.closeSync();
+    }
+  });
+
+  it('refuses to read values wider than the bytes a batch holds, rather than read past its buffer', async () => {
+    // Three 8-byte doubles taken for 16-byte HUGEINTs would need 48 bytes of a 24-byte buffer.
+    const doubles = arrow.makeData({ type: new arrow.Float64(), length: 3, data: Float64Array.from([1.5, -2, 3]) });
+    const batch = new arrow.RecordBatch({ h: doubles });
+    const to = await target.connect();
+    try {
+      await to.run('CREATE TABLE wide_check (h HUGEINT)');
+      const appender = await to.createAppender('wide_check');
+      const types = (await to.runAndReadAll('SELECT h FROM wide_check')).columnTypes();
+      expect(() => appendBatch(appender, types, batch)).toThrow(
+        'the exchange sent 24 bytes of HUGEINT where 48 are needed',
+      );
+      appender.closeSync();
+      expect((await to.runAndReadAll('SELECT count(*) FROM wide_check')).getRows()).toEqual([[0n]]);
     } finally {
       to.closeSync();
     }

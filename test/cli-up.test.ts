@@ -61,7 +61,7 @@ describe('berth up and the everyday commands', () => {
 
   it(
     'runs the cluster, ingests and queries through the CLI, stops on Ctrl-C and resumes its data',
-    { timeout: 240_000 },
+    { timeout: 300_000 },
     async () => {
       const first = await runUntilReady(dataDir);
       try {
@@ -194,6 +194,37 @@ describe('berth up and the everyday commands', () => {
           (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
         ) as { rows: number[][] };
         expect(back.rows).toEqual([[3_000]]);
+
+        // So are its own servers. While SeaweedFS is down, ingest is a 503 naming S3 and commits nothing.
+        const token = (await readFile(path.join(dataDir, 'token'), 'utf8')).trim();
+        const ingest = (body: Uint8Array) =>
+          fetch(`${first.endpoints.coordinator}/v1/tables/events/rows`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${token}` },
+            body,
+          }).then(async (r) => ({ status: r.status, body: (await r.json()) as { error?: string; message?: string } }));
+        const serverPid = (pattern: RegExp) =>
+          descendants(first.up.child.pid!).find((pid) => pattern.test(cmdline(pid)) && !/tether/.test(cmdline(pid)))!;
+        process.kill(serverPid(new RegExp(`mini .*-dir=${path.join(dataDir, 'seaweedfs')}`)), 'SIGKILL');
+        const whileDown = await ingest(await eventNdjson(3_000, 3_010));
+        expect(whileDown.status, whileDown.body.message).toBe(503);
+        expect(whileDown.body).toMatchObject({ error: 's3_unavailable', message: expect.stringMatching(/^S3 /) });
+        await first.up.waitFor(/s3 exited \(code 137\); restarting it in 1 s/);
+        await first.up.waitFor(/s3 restarted/);
+        expect((await ingest(await eventNdjson(3_000, 3_010))).status).toBe(200);
+
+        process.kill(serverPid(/server start-dev/), 'SIGKILL');
+        await first.up.waitFor(/temporal exited \(code 137\); restarting it in 1 s/);
+        await first.up.waitFor(/temporal restarted/);
+        // Its history is kept, and the worker finds it again: a merge runs as a workflow.
+        const remerged = await berth('merge', '--table', 'events', '--json', '--data-dir', dataDir);
+        expect(remerged.code, remerged.stderr).toBe(0);
+        expect(JSON.parse(remerged.stdout)).toMatchObject({ table: 'events' });
+        expect(remerged.stderr).toMatch(/merging events: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\//);
+        const counted = JSON.parse(
+          (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
+        ) as { rows: number[][] };
+        expect(counted.rows, 'every acknowledged row once, none of the refused batch').toEqual([[3_010]]);
       } finally {
         first.up.child.kill('SIGINT');
       }
@@ -210,7 +241,7 @@ describe('berth up and the everyday commands', () => {
         const again = JSON.parse(
           (await berth('query', 'SELECT count(*) AS n FROM events', '--json', '--data-dir', dataDir)).stdout,
         ) as { rows: number[][] };
-        expect(again.rows).toEqual([[3_000]]);
+        expect(again.rows).toEqual([[3_010]]);
       } finally {
         // No child outlives `berth up`, even one killed without a chance to clean up.
         const children = descendants(second.up.child.pid!);

@@ -10,7 +10,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { createS3Client } from '../services/common/s3-client.js';
-import { toJsonResult } from '../services/coordinator/result-json.js';
+import { toJsonResult } from '../services/common/final-stage/result-json.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';

@@ -1,6 +1,6 @@
 /**
  * Each process's configuration schema: values that do not fit are refused at boot naming the
- * variable, defaults are filled in, and the README's configuration table says what the schemas
+ * variable, defaults are filled in, and docs/configuration.md's table says what the schemas
  * say (every variable, the processes that read it, its default).
  */
 import { readFile } from 'node:fs/promises';
@@ -14,14 +14,14 @@ import { CoordinatorConfig } from '../services/coordinator/config.js';
 import { MetaConfig } from '../services/meta/config.js';
 import { QueryNodeConfig } from '../services/query-node/config.js';
 import { WorkerConfig } from '../workers/config.js';
-import { POOL_DEFAULTS } from '../workflows/api.js';
+import { POOL_DEFAULTS } from '../workflows/contracts/heavy-pool.js';
 import { spawnOwned } from './helpers/process-groups.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TOKEN = 'config-test-token-0123456789abcdef';
 const BASE = { BERTH_TOKEN: TOKEN, BERTH_META_URL: 'http://127.0.0.1:1' };
 
-/** The name the README's service column gives each process. */
+/** The name docs/configuration.md's service column gives each process. */
 const PROCESSES: Record<string, TObject> = {
   meta: MetaConfig,
   node: QueryNodeConfig,
@@ -105,7 +105,7 @@ describe('a process’s configuration', () => {
   });
 });
 
-/** A default as the README writes it: sizes in GiB or MiB, switches as off/on, the rest as code. */
+/** A default as docs/configuration.md writes it: sizes in GiB or MiB, switches as off/on, the rest as code. */
 function readmeDefault(value: unknown): string {
   if (typeof value === 'boolean') return value ? 'on' : 'off';
   if (typeof value === 'number' && value >= 1024 ** 2) {
@@ -131,7 +131,7 @@ interface ReadmeRow {
 }
 
 async function readmeConfigurationTable(): Promise<ReadmeRow[]> {
-  const readme = await readFile(path.join(ROOT, 'README.md'), 'utf8');
+  const readme = await readFile(path.join(ROOT, 'docs', 'configuration.md'), 'utf8');
   const lines = readme.split('\n');
   const start = lines.indexOf('| variable | service | default | meaning |');
   expect(start).toBeGreaterThan(0);
@@ -153,7 +153,7 @@ async function readmeConfigurationTable(): Promise<ReadmeRow[]> {
   return rows;
 }
 
-describe('the README’s configuration table', () => {
+describe('docs/configuration.md’s configuration table', () => {
   it('lists every variable of every process, with the processes that read it and the default its schema has', async () => {
     const rows = await readmeConfigurationTable();
     const documented = new Map(
@@ -175,19 +175,19 @@ describe('the README’s configuration table', () => {
       }
     }
     for (const variable of readers.keys())
-      if (!documented.has(variable)) problems.push(`${variable}: not in the README`);
+      if (!documented.has(variable)) problems.push(`${variable}: not in docs/configuration.md`);
     for (const [variable, { row, index }] of documented) {
       const setting = settings.get(variable);
       if (!setting) {
-        problems.push(`${variable}: in the README, read by no process`);
+        problems.push(`${variable}: in docs/configuration.md, read by no process`);
         continue;
       }
       const said = [...row.processes].sort().join(', ');
       const read = readers.get(variable)!.sort().join(', ');
-      if (said !== read) problems.push(`${variable}: the README says ${said}, read by ${read}`);
+      if (said !== read) problems.push(`${variable}: docs/configuration.md says ${said}, read by ${read}`);
       if (setting.default === undefined) {
         if (!Type.IsOptional(setting) && !row.defaults.includes('(required)'))
-          problems.push(`${variable}: required, the README gives "${row.defaults}"`);
+          problems.push(`${variable}: required, docs/configuration.md gives "${row.defaults}"`);
         continue;
       }
       const shown =
@@ -197,7 +197,9 @@ describe('the README’s configuration table', () => {
               .split(',')
               .map((cell) => cell.trim())[index];
       if (shown !== readmeDefault(setting.default))
-        problems.push(`${variable}: the README's default is ${shown}, the schema's ${readmeDefault(setting.default)}`);
+        problems.push(
+          `${variable}: docs/configuration.md's default is ${shown}, the schema's ${readmeDefault(setting.default)}`,
+        );
     }
     expect(problems).toEqual([]);
   });

@@ -11,6 +11,7 @@ describe('the controller', () => {
   let client: Client;
   let app: ReturnType<typeof buildControllerApp>;
   const group = `ctl-${randomUUID().slice(0, 8)}`;
+  const taskQueue = `nobody-${randomUUID()}`;
 
   beforeAll(async () => {
     client = await temporalClient();
@@ -19,7 +20,7 @@ describe('the controller', () => {
       client,
       pools: [{ group }],
       token: TOKEN,
-      taskQueue: `nobody-${randomUUID()}`,
+      taskQueue,
       logger: false,
     });
   });
@@ -39,6 +40,15 @@ describe('the controller', () => {
       expect(response.statusCode).toBe(401);
     }
     expect((await app.inject(`/v1/pools/${group}/status`)).json()).toMatchObject({ phase: 'parked', target: 0 });
+  });
+
+  it('refuses a preflight without the token: it starts a workflow and reports install details', async () => {
+    for (const headers of [{}, { authorization: 'Bearer not-the-token' }]) {
+      const response = await app.inject({ url: `/v1/pools/${group}/preflight`, headers });
+      expect(response.statusCode).toBe(401);
+    }
+    const workflows = client.workflow.list({ query: `TaskQueue = "${taskQueue}"` });
+    for await (const workflow of workflows) expect.unreachable(`a workflow ran: ${workflow.workflowId}`);
   });
 
   it.each([0, -1, 2.5, 1e9, '2', true, null])(

@@ -231,10 +231,10 @@ describe('the serving path', () => {
       "SELECT service, median(latency_ms) FROM events WHERE level = 'error' GROUP BY service",
     );
     expect(body.stats.verdict).toEqual({ class: 'light' });
-    expect(body.stats.route).toBe('stages');
+    expect(body.stats.route).toBe('rows');
     expect(body.stats.reason).toMatch(/does not decompose/);
     const [scan] = body.stats.stages.scan;
-    expect(scan).toMatchObject({ table: 'events', kind: 'rows', columns: ['service', 'level', 'latency_ms'] });
+    expect(scan).toMatchObject({ table: 'events', split: 'rows', columns: ['service', 'level', 'latency_ms'] });
     // Only error rows moved: the filter ran on the owners.
     const errors = (await cluster.query("SELECT count(*) FROM events WHERE level = 'error'")).body.rows[0]![0];
     expect(scan!.rows).toBe(errors);
@@ -269,6 +269,25 @@ describe('the serving path', () => {
     expect((await cluster.ingest('Bad-Name', '{"ts": "2026-11-01"}\n')).status).toBe(400);
     const huge = await cluster.ingest('events', Buffer.alloc(9 * 1024 * 1024, 'x'));
     expect(huge.status).toBe(413);
+    // Chunked, with no length to refuse up front: still a 413 the client reads, not a reset.
+    const chunk = Buffer.alloc(256 * 1024, 'x');
+    let sent = 0;
+    const chunked = await fetch(`${cluster.coordinator.url}/v1/tables/events/rows`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-ndjson', authorization: `Bearer ${TOKEN}` },
+      duplex: 'half',
+      body: new ReadableStream({
+        pull(controller) {
+          if ((sent += chunk.length) > 12 * 1024 * 1024) controller.close();
+          else controller.enqueue(chunk);
+        },
+      }),
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(await chunked.json()).toEqual({
+      error: 'body_too_large',
+      message: `the body exceeds the limit of ${8 * 1024 * 1024} bytes`,
+    });
     expect((await cluster.meta.listSegments('events')).length).toBe(before);
   });
 

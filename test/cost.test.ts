@@ -25,7 +25,7 @@ import {
 } from '../core/node-hours.js';
 import { buildControllerApp } from '../services/controller/app.js';
 import { launchPool, poolStatus } from '../workflows/pool-client.js';
-import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';

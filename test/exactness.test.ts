@@ -228,7 +228,7 @@ describe('exact answers', () => {
     const { body } = await cluster.query(
       'SELECT DISTINCT 170141183460469231731687303715884105727::HUGEINT AS h, count(*) OVER () > 0 AS any FROM events',
     );
-    expect(body.stats.route).toBe('stages');
+    expect(body.stats.route).toBe('rows');
     expect(body.types).toEqual(['HUGEINT', 'BOOLEAN']);
     expect(body.rows).toEqual([['170141183460469231731687303715884105727', true]]);
   });
@@ -240,7 +240,7 @@ describe('exact answers', () => {
         if (!('error' in (await reference.run(`SELECT ${value}::${type}`)))) holding.push(`${value}::${type}`);
     }
     const selectCase = selectCaseOf(fc.oneof(anyNumber, fc.constantFrom(...holding)));
-    const routes = { aggregate: 0, select: 0, stages: 0, refused: 0 };
+    const routes = { aggregate: 0, select: 0, rows: 0, refused: 0 };
     const differences: string[] = [];
     const check = async ({ sql, ordered }: Case): Promise<boolean> => {
       const expected = await reference.run(sql);
@@ -292,7 +292,7 @@ describe('exact answers', () => {
     expect(differences).toEqual([]);
     // Every route really ran: a generator drifting into one shape would hide the others.
     expect(Object.values(routes).reduce((a, b) => a + b)).toBe(2_000);
-    for (const route of ['aggregate', 'select', 'stages'] as const)
+    for (const route of ['aggregate', 'select', 'rows'] as const)
       expect(routes[route], `${route}: ${JSON.stringify(routes)}`).toBeGreaterThan(200);
     // And refusals stay among them (about 170 in 2,000), from constants that fail on any plan.
     expect(routes.refused, JSON.stringify(routes)).toBeGreaterThan(50);

@@ -1,18 +1,21 @@
 /**
- * The coordinator's exchange (sql-engine.ts, Exchange): the scan stage's streams are held in
+ * The final stage's exchange (common/final-stage/exchange.ts): the scan stage's streams are held in
  * memory up to the process's budget and past it go to DuckDB tables, mid-stream if need be; the
- * final stage reads both alike, every value exact, and closing gives every byte back.
+ * final stage reads both alike, every value exact, and closing gives every byte back. A stream
+ * whose columns are not the planned ones is refused before any of its rows are taken.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
+import * as arrow from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowBatches, arrowStream } from '../services/common/arrow-exchange.js';
-import { DomainError } from '../services/common/errors.js';
-import { readJsonResult } from '../services/coordinator/result-json.js';
-import { SqlEngine, type ExchangeInput } from '../services/coordinator/sql-engine.js';
+import { DomainError, HTTP_STATUS } from '../services/common/errors.js';
+import { readJsonResult } from '../services/common/final-stage/result-json.js';
+import { SqlEngine } from '../services/coordinator/sql-engine.js';
+import type { ExchangeInput } from '../services/coordinator/stages.js';
 import { EVERY_TYPE } from './helpers/every-type.js';
 
 describe('the exchange', () => {
@@ -37,10 +40,12 @@ describe('the exchange', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** The source's rows of `sql` as an Arrow IPC stream, as a query node sends them. */
+  /** The source's rows of `sql` as an Arrow IPC stream, as a query node sends them: its columns named c0, c1, … */
   async function send(sql: string) {
     const c = await source.connect();
-    return { body: arrowStream(await c.stream(sql)), done: () => c.closeSync() };
+    const names = (await c.runAndReadAll(`DESCRIBE ${sql}`)).getRows().map((_, i) => `c${i}`);
+    const result = await c.stream(`SELECT * FROM (${sql}) AS sent(${names.join(', ')})`);
+    return { body: arrowStream(result), done: () => c.closeSync() };
   }
 
   /** Bytes of each Arrow batch the source sends for `sql`, as the exchange counts them. */
@@ -238,5 +243,82 @@ describe('the exchange', () => {
       }
       expect(engine.heldRows.usedBytes).toBe(0);
     }
+  });
+
+  describe('a stream whose schema disagrees with the plan', () => {
+    let refusals = 0;
+    const planned = (type: string): ExchangeInput => ({
+      name: 'x_input',
+      columns: [{ name: 'x', type, asText: false }],
+    });
+
+    /** Receives `body` into an exchange planned with one column `x` of `type`: the refusal, and what the final stage then reads. */
+    async function refusal(type: string, body: Readable, done = () => {}) {
+      const engine = await SqlEngine.open(path.join(dir, `refused-${refusals++}`));
+      const exchange = engine.openExchange([planned(type)]);
+      try {
+        const error = await exchange.receive('x_input', body).catch((e: unknown) => e);
+        done();
+        const after = await exchange.finish('SELECT count(*) AS n FROM x_input');
+        return { error, rows: after.rows, held: engine.heldRows.usedBytes };
+      } finally {
+        await exchange.close();
+        engine.close();
+      }
+    }
+
+    it.each([
+      [
+        'a DOUBLE where the plan has a HUGEINT',
+        'HUGEINT',
+        'SELECT i::DOUBLE AS c0 FROM range(5000) t(i)',
+        /column "x" as DOUBLE where HUGEINT was expected/,
+      ],
+      [
+        'a BIGINT where the plan has an INTEGER',
+        'INTEGER',
+        'SELECT i AS c0 FROM range(5000) t(i)',
+        /column "x" as BIGINT where INTEGER was expected/,
+      ],
+      [
+        'a column under another name',
+        'BIGINT',
+        'SELECT i AS x FROM range(5000) t(i)',
+        /field "x" where "c0" \(column "x"\) was expected/,
+      ],
+      [
+        'more columns than planned',
+        'BIGINT',
+        'SELECT i AS c0, i AS c1 FROM range(5000) t(i)',
+        /2 columns where 1 were expected/,
+      ],
+    ])('refuses %s with a 500 naming the column, and takes none of its rows', async (_label, type, sql, message) => {
+      const c = await source.connect();
+      const { error, rows, held } = await refusal(type, arrowStream(await c.stream(sql)), () => c.closeSync());
+      expect(error).toBeInstanceOf(DomainError);
+      expect(error).toMatchObject({ kind: 'inconsistent', code: 'exchange_schema_mismatch' });
+      expect(HTTP_STATUS[(error as DomainError).kind]).toBe(500);
+      expect((error as DomainError).message).toMatch(message);
+      expect(rows).toEqual([[0]]);
+      expect(held).toBe(0);
+    });
+
+    it('refuses a field whose Arrow type is not the one the DuckDB type it names travels as', async () => {
+      // 8-byte doubles that say they are HUGEINTs: read as such, each value would take 16 bytes of an 8-byte buffer.
+      const doubles = arrow.makeData({ type: new arrow.Float64(), length: 3, data: Float64Array.from([1, -2, 3]) });
+      const field = new arrow.Field('c0', doubles.type, true, new Map([['duckdb.type', 'HUGEINT']]));
+      const schema = new arrow.Schema([field]);
+      const batch = new arrow.RecordBatch(
+        schema,
+        arrow.makeData({ type: new arrow.Struct([field]), length: 3, nullCount: 0, children: [doubles] }),
+      );
+      const ipc = arrow.tableToIPC(new arrow.Table(schema, batch), 'stream');
+      const { error, rows } = await refusal('HUGEINT', Readable.from([ipc]));
+      expect(error).toMatchObject({ kind: 'inconsistent', code: 'exchange_schema_mismatch' });
+      expect((error as DomainError).message).toMatch(
+        /column "x" \(HUGEINT\) as Arrow Float64 where FixedSizeBinary\[16\] was expected/,
+      );
+      expect(rows).toEqual([[0]]);
+    });
   });
 });

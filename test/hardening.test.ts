@@ -7,12 +7,15 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createS3Client } from '../services/common/s3-client.js';
-import { SegmentWriter } from '../services/coordinator/segment-writer.js';
+import { SegmentWriter } from '../services/coordinator/ingest/segment-writer.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 describe('hardening of the serving path', () => {
   let cluster: TestCluster;
@@ -123,7 +126,7 @@ describe('hardening of the serving path', () => {
     it('answers a two-stage query that ends in a comment', async () => {
       const { status, body } = await cluster.query('SELECT median(latency_ms) AS m FROM events -- the median');
       expect(status, body.message).toBe(200);
-      expect(body.stats.route).toBe('stages');
+      expect(body.stats.route).toBe('rows');
     });
   });
 
@@ -222,6 +225,40 @@ describe('hardening of the serving path', () => {
       );
       expect(status).toBe(400);
       expect(body.message).toBe('line 1: field "s".__proto__: a field may not be named __proto__');
+    });
+
+    it.each([
+      ['an empty body', '', 'no_rows', 'the body holds no rows'],
+      ['blank lines only', '\n \n\n', 'no_rows', 'the body holds no rows'],
+      ['a JSON array', '[1,2]', 'row_does_not_fit', 'line 1: not a JSON object'],
+      [
+        'a gzip body sent as NDJSON',
+        gzipSync(`${row({})}\n`),
+        'compressed_body',
+        'the body is gzip-compressed: send the NDJSON rows uncompressed',
+      ],
+      [
+        'a timestamp past the year 9999',
+        '{"ts": "294247-01-01"}\n',
+        'row_does_not_fit',
+        'field "ts": "294247-01-01" is not a timestamp: the timestamp column takes ISO 8601 strings such as "2026-11-01T00:00:00Z"',
+      ],
+      [
+        'a key given twice',
+        '{"ts": "2026-11-01 00:00:00", "a": 1, "a": 2}\n',
+        'invalid_rows',
+        /^the rows could not be read: .*the body/,
+      ],
+    ])('refuses %s in its own words, naming no path of the coordinator', async (_label, body, error, message) => {
+      const answer = await cluster.ingest('fresh_table', body as string);
+      expect(answer.status, answer.body.message).toBe(400);
+      expect((answer.body as { error?: string }).error).toBe(error);
+      expect(answer.body.message).toMatch(typeof message === 'string' ? new RegExp(`^${escape(message)}$`) : message);
+      expect(answer.body.message).not.toContain(cluster.dir);
+      // eslint-disable-next-line no-control-regex -- no control byte may reach the message
+      expect(answer.body.message).not.toMatch(/[\u0000-\u0008\u000e-\u001f]/);
+      // Nothing was made: not even the table.
+      await expect(cluster.meta.listSegments('fresh_table')).rejects.toMatchObject({ status: 404 });
     });
 
     it('leaves no batch behind in the coordinator’s ingest directory', async () => {

@@ -13,7 +13,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
 import { poolStatus } from '../workflows/pool-client.js';
-import { poolWorkflowId } from '../workflows/api.js';
+import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import {

@@ -15,7 +15,7 @@ import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
 import { startCoordinator, type RunningCoordinator } from '../services/coordinator/coordinator.js';
 import { launchPool, poolStatus } from '../workflows/pool-client.js';
-import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
 import { ensureReconcilerSchedule } from '../workers/reconciler-schedule.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
@@ -62,6 +62,12 @@ async function workload(coordinatorUrl: string, group: string): Promise<{ runnin
     groups: { name: string; running: number; waiting: number }[];
   };
   return groups.find((g) => g.name === group)!;
+}
+
+/** The rows a process's final stages have received (berth_exchange_rows_total on its /metrics). */
+async function exchangeRows(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^berth_exchange_rows_total (\d+)$/m.exec(text)?.[1] ?? 0);
 }
 
 describe('the heavy pool from zero and back', () => {
@@ -116,6 +122,7 @@ describe('the heavy pool from zero and back', () => {
       },
     });
     await cluster.ingestEvents('events', 4, 500);
+    await cluster.ingest('signed', '{"ts":"2026-11-01 00:00:00","x":3}\n{"ts":"2026-11-01 00:00:00","x":-1}\n');
     platform = new LocalPlatform({
       bootDelayMs: 300,
       startBackend: async (g, i) => {
@@ -168,13 +175,34 @@ describe('the heavy pool from zero and back', () => {
       expect((await poolStatus({ client, group })).phase).toBe('parked');
       const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
 
+      const coordinatorRowsBefore = await exchangeRows(cluster.coordinator.url);
       const { status: code, body: heavy } = await cluster.query(HEAVY_SQL);
       expect(code).toBe(200);
+      // Its final stage ran on a heavy backend, which received every row the scans sent; the
+      // coordinator's DuckDB received none.
+      const finalBackend = (await cluster.meta.members(group)).find((m) => m.id === heavy.stats.stages.final);
+      expect(finalBackend, `stages.final is ${heavy.stats.stages.final}`).toBeDefined();
+      const sent = heavy.stats.stages.scan.reduce((sum: number, s: { rows: number }) => sum + s.rows, 0);
+      expect(sent).toBeGreaterThan(0);
+      expect(await exchangeRows(finalBackend!.url)).toBe(sent);
+      expect(await exchangeRows(cluster.coordinator.url)).toBe(coordinatorRowsBefore);
       expect(heavy.stats.verdict).toMatchObject({ class: 'heavy', bottleneck: 'memory' });
       expect(heavy.stats.group).toBe(group);
       expect(heavy.stats.pool?.workflowId).toBe(poolWorkflowId(group));
       expect(heavy.rows).toEqual(light.rows);
       expect(heavy.types).toEqual(light.types);
+      // Integers of both signs keep their type on the heavy route too, read cold by the new backends.
+      const { body: signed } = await cluster.query(
+        'SELECT x, sum(x) OVER (ORDER BY x) AS running FROM signed ORDER BY x',
+      );
+      expect(signed.stats.group).toBe(group);
+      expect({ rows: signed.rows, types: signed.types }).toEqual({
+        rows: [
+          [-1, -1],
+          [3, 2],
+        ],
+        types: ['BIGINT', 'HUGEINT'],
+      });
 
       const up = await poolStatus({ client, group });
       expect(up).toMatchObject({
@@ -223,6 +251,32 @@ describe('the heavy pool from zero and back', () => {
       // Each segment it owned moved once, to the next backend in its ranking.
       expect(second.body.stats.fallbacks).toBe((first.body.stats.nodes as Record<string, number>)[target.id]);
       expect(second.body.stats.nodes).not.toHaveProperty(target.id);
+    },
+  );
+
+  it(
+    'runs a heavy final stage once more on another proven backend when its backend is lost',
+    { timeout: 120_000 },
+    async () => {
+      // A pool of two fresh backends: the one before parks once idle.
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      const first = await cluster.query(HEAVY_SQL);
+      expect(first.status).toBe(200);
+      // The backend the next final stage goes to first (equal weights, none busy: the first by id)
+      // dies without a word: meta and the pool still list it.
+      const proven = (await poolStatus({ client, group })).backends.sort();
+      expect(proven).toHaveLength(2);
+      const members = await cluster.meta.members(group);
+      const victim = members.find((m) => m.id === proven[0])!;
+      const process = backends.get(victim.url)!;
+      process.child.kill('SIGKILL');
+      await process.exited;
+
+      const second = await cluster.query(HEAVY_SQL);
+      expect(second.status, second.body.message).toBe(200);
+      expect(second.body.rows).toEqual(first.body.rows);
+      expect(second.body.stats.stages.final).not.toBe(victim.id);
+      expect(proven).toContain(second.body.stats.stages.final);
     },
   );
 

@@ -19,7 +19,7 @@ import {
   type PoolClientOptions,
 } from '../workflows/pool-client.js';
 import { registerSearchAttributes } from '../workers/search-attributes.js';
-import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
 import { workerTracingOptions } from '../workers/tracing.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { payloadsOver, runsOf } from './helpers/history.js';

@@ -11,7 +11,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubernetesPlatform, type KubernetesTarget } from '../activities/platform/kubernetes-platform.js';
 import { launchPool, poolStatus, type PoolClientOptions } from '../workflows/pool-client.js';
-import { poolWorkflowId } from '../workflows/api.js';
+import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import {

@@ -14,7 +14,7 @@ import { createS3Client } from '../services/common/s3-client.js';
 import { buildMetaApp } from '../services/meta/app.js';
 import { MetaClient, type Segment } from '../services/meta/client.js';
 import { openMetaStore } from '../services/meta/open-store.js';
-import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/api.js';
+import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED } from '../workflows/contracts/segment-merge.js';
 
 const TOKEN = 'merge-commit-test-token-0123456789';
 const DAY = Date.UTC(2026, 10, 30);

@@ -175,6 +175,51 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.getTable('nope')).toBeUndefined();
     });
 
+    it('changes only the types of a table’s columns, once, and only while it has the columns the change was made against', async () => {
+      const from = [
+        { name: 'ts', type: 'TIMESTAMP' },
+        { name: 's', type: 'STRUCT(id HUGEINT)' },
+        { name: 'x', type: 'HUGEINT' },
+      ];
+      const to = [from[0]!, { name: 's', type: 'STRUCT(id DOUBLE)' }, { name: 'x', type: 'DOUBLE' }];
+      const legacy = { name: 'legacy', timestampColumn: 'ts', columns: from };
+      await store.ensureTable(legacy);
+      await store.commitSegment(segment('l1', { table: 'legacy' }));
+      const before = (await store.tableVersion('legacy'))!;
+
+      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to });
+      expect(await store.getTable('legacy')).toEqual({ ...legacy, columns: to });
+      expect((await store.listTables()).find((t) => t.name === 'legacy')).toEqual({ ...legacy, columns: to });
+      // Readers' cached schemas go stale with the schema digest; the segments did not change.
+      const after = (await store.tableVersion('legacy'))!;
+      expect(after.schema).not.toBe(before.schema);
+      expect(after.manifest).toBe(before.manifest);
+      expect((await store.listSegments('legacy')).map((s) => s.id)).toEqual(['l1']);
+
+      // The same change again (another worker, a retried call) is a no-op.
+      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to });
+      expect((await store.tableVersion('legacy'))!).toEqual(after);
+      // A change decided on columns the table no longer has does not land.
+      await expect(
+        store.setColumnTypes('legacy', from, [from[0]!, from[1]!, { name: 'x', type: 'BIGINT' }]),
+      ).rejects.toMatchObject({ kind: 'conflict', code: 'table_changed' });
+      // Names and order stay as they are.
+      await expect(store.setColumnTypes('legacy', to, [to[1]!, to[0]!, to[2]!])).rejects.toMatchObject({
+        kind: 'invalid',
+        code: 'only_types_change',
+      });
+      await expect(store.setColumnTypes('legacy', to, to.slice(0, 2))).rejects.toMatchObject({
+        code: 'only_types_change',
+      });
+      expect((await store.getTable('legacy'))!.columns).toEqual(to);
+      await expect(store.setColumnTypes('nope', from, to)).rejects.toMatchObject({
+        kind: 'not_found',
+        code: 'table_not_found',
+      });
+      // Kept when the store is opened again.
+      expect((await (await open()).getTable('legacy'))!.columns).toEqual(to);
+    });
+
     it('lists active segments whose time range overlaps the asked range, newest first', async () => {
       await store.commitSegment(segment('early', { minTs: 0, maxTs: 99 }));
       await store.commitSegment(segment('late', { minTs: 200, maxTs: 299 }));
@@ -234,7 +279,115 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await expect(store.forgetSegment('b')).rejects.toMatchObject({ kind: 'conflict', code: 'segment_active' });
       await store.forgetSegment('a');
       await store.forgetSegment('a');
-      expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b']);
+      // Its object is gone, its row stays for the dedup window: known, never listed again.
+      expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b', 'a']);
+      expect(await store.listRetired(clock + 1)).toEqual([]);
+    });
+
+    it('keeps a forgotten segment’s row for the dedup window: its id commits as a no-op, then it is purged and commits anew', async () => {
+      const windowed = await open({ dedupWindowMs: 10_000 });
+      for (const id of ['a', 'b', 'c']) await windowed.commitSegment(segment(id));
+      await windowed.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
+      const retiredAt = clock;
+      clock += 1_000;
+      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a', 'b']);
+      for (const id of ['a', 'b']) await windowed.forgetSegment(id);
+      expect(await windowed.listRetired(clock)).toEqual([]);
+      const version = (await windowed.tableVersion('events'))!.manifest;
+
+      // The batch sent again: answered with the row committed first, still retired; nothing moves.
+      const again = await windowed.commitSegment(segment('a'));
+      expect(again).toEqual({
+        ...segment('a'),
+        state: 'retired',
+        createdAt: retiredAt,
+        retiredAt,
+        replacedBy: 'm1',
+      });
+      await expect(windowed.commitSegment(segment('a', { rows: 11 }))).rejects.toMatchObject({
+        kind: 'conflict',
+        code: 'segment_exists',
+      });
+      expect((await windowed.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'm1']);
+      expect((await windowed.tableVersion('events'))!.manifest).toBe(version);
+      // Its upload (made before the commit) may have brought the object back: the janitor's again.
+      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
+      await windowed.forgetSegment('a');
+
+      // Within the window nothing is purged.
+      clock = retiredAt + 10_000;
+      expect(await windowed.purgeRetired(100)).toBe(0);
+      expect(await windowed.knownSegments(['a', 'b'])).toEqual(['a', 'b']);
+      clock += 1;
+      expect(await windowed.purgeRetired(1)).toBe(1);
+      expect(await windowed.purgeRetired(100)).toBe(1);
+      expect(await windowed.purgeRetired(100)).toBe(0);
+      expect(await windowed.knownSegments(['a', 'b', 'c', 'm1'])).toEqual(['c', 'm1']);
+      expect((await windowed.tableVersion('events'))!.manifest).toBe(version);
+
+      // Past the window the same batch is new again.
+      expect(await windowed.commitSegment(segment('a'))).toMatchObject({ state: 'active', createdAt: clock });
+      expect((await windowed.listSegments('events')).map((s) => s.id).sort()).toEqual(['a', 'c', 'm1']);
+    });
+
+    it('never purges a retired row whose object the janitor has not deleted, however old, nor an active one', async () => {
+      const windowed = await open({ dedupWindowMs: 1_000 });
+      for (const id of ['a', 'b']) await windowed.commitSegment(segment(id));
+      await windowed.retireSegments(['a']);
+      clock += 1_000_000;
+      expect(await windowed.purgeRetired(100)).toBe(0);
+      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
+      await windowed.forgetSegment('a');
+      expect(await windowed.purgeRetired(100)).toBe(1);
+      expect(await windowed.knownSegments(['a', 'b'])).toEqual(['b']);
+    });
+
+    it('reads the active listing and each janitor listing through an index that holds none of the kept rows', async () => {
+      // 20,000 kept rows (retired, objects gone) beside a few active ones, as after a week of merges.
+      const series =
+        impl.name === 'SQLite'
+          ? 'WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 20000) SELECT'
+          : 'SELECT';
+      const from = impl.name === 'SQLite' ? 'FROM g' : 'FROM generate_series(1, 20000) AS g(n)';
+      const insert = `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at, retired_at, object_deleted_at)
+         ${series} 'kept-' || n, 'events', 0, 1000, 10, 100, 0, 'retired', n, n, n ${from}`;
+      // PostgreSQL: without the manifest version's trigger, which would update one row 20,000 times.
+      await raw(
+        impl.name === 'SQLite'
+          ? insert
+          : `ALTER TABLE segments DISABLE TRIGGER segments_added; ${insert}; ALTER TABLE segments ENABLE TRIGGER segments_added`,
+      );
+      for (const id of ['a', 'b']) await store.commitSegment(segment(id));
+      await raw('ANALYZE');
+      const plan = async (sql: string) =>
+        (await raw(`${impl.name === 'SQLite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN'} ${sql}`))
+          .map((r) => Object.values(r as Record<string, unknown>).join(' '))
+          .join('\n');
+      expect(
+        await plan(
+          `SELECT * FROM segments WHERE tbl = 'events' AND state = 'active' AND max_ts >= 0 AND min_ts <= 10 ORDER BY max_ts DESC, id`,
+        ),
+      ).toMatch(/segments_by_table/);
+      expect(
+        await plan(
+          `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < 30000 ORDER BY retired_at, id`,
+        ),
+      ).toMatch(/segments_retired_with_objects/);
+      expect(
+        await plan(`SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < 100 LIMIT 1000`),
+      ).toMatch(/segments_retired_without_objects/);
+      expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['a', 'b']);
+      expect(await store.listRetired(Number.MAX_SAFE_INTEGER)).toEqual([]);
+    });
+
+    it('keeps the window a week by default', async () => {
+      await store.commitSegment(segment('a'));
+      await store.retireSegments(['a']);
+      await store.forgetSegment('a');
+      clock += 7 * 24 * 3_600_000;
+      expect(await store.purgeRetired(100)).toBe(0);
+      clock += 1;
+      expect(await store.purgeRetired(100)).toBe(1);
     });
 
     it("moves a table's manifest version on every change to its active segments, and only then", async () => {

@@ -67,6 +67,34 @@ describe('meta HTTP API', () => {
     expect(await store.listTables()).toEqual([]);
   });
 
+  it('changes a table’s column types only with the token, and only the types', async () => {
+    const from = [
+      { name: 'ts', type: 'TIMESTAMP' },
+      { name: 'x', type: 'HUGEINT' },
+    ];
+    const to = [from[0]!, { name: 'x', type: 'DOUBLE' }];
+    await store.ensureTable({ name: 'legacy', timestampColumn: 'ts', columns: from });
+    const change = (headers: Record<string, string>, payload: object) =>
+      app.inject({ method: 'PUT', url: '/v1/tables/legacy/column-types', headers, payload });
+    expect((await change({}, { from, to })).statusCode).toBe(401);
+    expect((await change({ authorization: 'Bearer nope' }, { from, to })).statusCode).toBe(401);
+    expect((await store.getTable('legacy'))!.columns).toEqual(from);
+    const renamed = await change(auth, { from, to: [from[0], { name: 'y', type: 'DOUBLE' }] });
+    expect(renamed.statusCode).toBe(400);
+    expect(renamed.json()).toMatchObject({ error: 'only_types_change' });
+    const changed = await change(auth, { from, to });
+    expect(changed.statusCode).toBe(200);
+    expect(changed.json()).toEqual({ name: 'legacy', timestampColumn: 'ts', columns: to });
+    const stale = await change(auth, { from, to: [from[0], { name: 'x', type: 'BIGINT' }] });
+    expect(stale.statusCode).toBe(409);
+    expect(stale.json()).toMatchObject({ error: 'table_changed' });
+    expect((await change(auth, { from: to, to })).statusCode).toBe(200);
+    expect(
+      (await app.inject({ method: 'PUT', url: '/v1/tables/nope/column-types', headers: auth, payload: { from, to } }))
+        .statusCode,
+    ).toBe(404);
+  });
+
   it('rejects traversal ids, bad table names and bad weights with 400 and a message', async () => {
     await app.inject({
       method: 'PUT',

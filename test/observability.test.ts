@@ -23,7 +23,7 @@ import { launchPool } from '../workflows/pool-client.js';
 import { loggerOptions } from '../services/common/logger.js';
 import { spanExportersFromEnv, TelemetryConfigError } from '../services/common/telemetry.js';
 import { startQueryNode } from '../services/query-node/node.js';
-import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 
@@ -164,7 +164,7 @@ describe('one trace across the durable path', () => {
 
       // The coordinator and the pool's backend after the heavy query above; a serving node.
       const coordinator = await get(`${cluster.coordinator.url}/metrics`);
-      expect(coordinator).toMatch(/^berth_queries_total\{route="stages",verdict="heavy"\} 1$/m);
+      expect(coordinator).toMatch(/^berth_queries_total\{route="rows",verdict="heavy"\} 1$/m);
       // The exchange's memory: its budget, and nothing held once the queries are answered.
       expect(coordinator).toMatch(/^berth_exchange_held_bytes\{kind="budget"\} 67108864$/m);
       expect(coordinator).toMatch(/^berth_exchange_held_bytes\{kind="held"\} 0$/m);

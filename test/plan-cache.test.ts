@@ -10,10 +10,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { normalizeSql, PlanCache } from '../services/coordinator/plan-cache.js';
-import { Planner } from '../services/coordinator/planner.js';
+import { PlanCache } from '../services/coordinator/planning/plan-cache.js';
+import { Planner } from '../services/coordinator/planning/planner.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
-import { TableCatalog } from '../services/coordinator/table-catalog.js';
+import { TableCatalog } from '../services/coordinator/planning/table-catalog.js';
 import type { SegmentRow, TableInfo, TableVersion } from '../services/meta/client.js';
 import { schemaDigest } from '../services/meta/store.js';
 import { EVENT_COLUMNS } from './helpers/event-data.js';
@@ -78,7 +78,7 @@ describe('the plan cache', () => {
   beforeEach(() => {
     meta = new MemoryMeta();
     catalog = new TableCatalog(meta);
-    plans = new PlanCache({ planner: new Planner(engine, async () => undefined), catalog });
+    plans = new PlanCache({ planner: new Planner(engine, async () => undefined), engine, catalog });
   });
 
   it('plans a query once, however it is laid out, and plans another literal anew', async () => {
@@ -95,6 +95,25 @@ describe('the plan cache', () => {
     // The string's own spaces are part of the query: another string is another plan.
     expect((await plans.plan(sql.replace("'a  b'", "'a b'"))).cached).toBe(false);
     expect((await plans.plan(sql.replace('count(*)', 'count(1)'))).cached).toBe(false);
+    // Comments are not the statement.
+    expect((await plans.plan(`/* a dashboard's panel */ ${sql} -- refreshed`)).cached).toBe(true);
+  });
+
+  it('never gives one plan to two statements DuckDB reads differently', async () => {
+    // DuckDB nests block comments: the first */ here is inside the comment, and ' */ ' is no string.
+    const nested = (s: string) => `SELECT length(/* /* */ ' */ '${s}') AS n FROM events`;
+    const first = await plans.plan(nested('a b'));
+    const wider = await plans.plan(nested('a     b'));
+    expect(wider.cached).toBe(false);
+    expect(wider.statement).not.toBe(first.statement);
+    expect((await plans.plan(nested('a b'))).cached).toBe(true);
+    // U+2028 and U+1680 are identifier characters to DuckDB, not white space: two names, two plans.
+    const named = (c: string) => `SELECT service AS x${c}y, count(*) FROM events GROUP BY ALL`;
+    const line = await plans.plan(named('\u2028'));
+    const ogham = await plans.plan(named('\u1680'));
+    expect(ogham.cached).toBe(false);
+    expect(ogham.plan.columns[0]!.name).toBe('x\u1680y');
+    expect(line.plan.columns[0]!.name).toBe('x\u2028y');
   });
 
   it('plans again after a schema change, and the new plan knows the new column', async () => {
@@ -167,20 +186,5 @@ describe("the coordinator's catalog", () => {
     expect((await first)!.version.manifest).toBe(1);
     expect(together.every((t) => t!.version.manifest === 2)).toBe(true);
     expect(meta.calls.tableVersion).toBe(2);
-  });
-});
-
-describe('normalizeSql', () => {
-  it('makes each run of whitespace outside strings, quoted names and comments one space', () => {
-    expect(normalizeSql(' SELECT\n\ta ,  "b  c"\tFROM t -- x  y\n  WHERE s = \'p  q\' /* r  s */  ')).toBe(
-      'SELECT a , "b  c" FROM t -- x  y\n WHERE s = \'p  q\' /* r  s */',
-    );
-    expect(normalizeSql("SELECT 'it''s  so'")).toBe("SELECT 'it''s  so'");
-    expect(normalizeSql("SELECT 'open  string")).toBe("SELECT 'open  string");
-  });
-
-  it('keeps text with a backslash or a dollar sign as it is', () => {
-    expect(normalizeSql("SELECT E'a\\'  b'  ")).toBe("SELECT E'a\\'  b'  ");
-    expect(normalizeSql('SELECT $$a  b$$')).toBe('SELECT $$a  b$$');
   });
 });

@@ -9,9 +9,9 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowStream } from '../services/common/arrow-exchange.js';
-import { Planner } from '../services/coordinator/planner.js';
+import { Planner } from '../services/coordinator/planning/planner.js';
 import { Scanner } from '../services/common/scanner.js';
-import { toJsonResult } from '../services/coordinator/result-json.js';
+import { toJsonResult } from '../services/common/final-stage/result-json.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import type { TableInfo } from '../services/meta/client.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
@@ -85,8 +85,8 @@ describe('planner decompositions', () => {
     ['SELECT * FROM events ORDER BY ts LIMIT 5', 'select'],
     ['SELECT count(DISTINCT user_id) FROM events', 'aggregate'],
     ['SELECT DISTINCT service FROM events', 'select'],
-    ['SELECT sum(bytes) OVER () FROM events', 'stages'],
-    ['SELECT quantile_cont(latency_ms, 0.9) FROM events', 'stages'],
+    ['SELECT sum(bytes) OVER () FROM events', 'rows'],
+    ['SELECT quantile_cont(latency_ms, 0.9) FROM events', 'rows'],
   ])('routes %s as %s', async (sql, route) => {
     expect((await planner.plan(sql)).route).toBe(route);
   });
@@ -119,7 +119,7 @@ describe('pruning soundness', () => {
       const plan = await planner.plan(
         "WITH latest AS (SELECT max(ts) AS ts FROM events) SELECT * FROM latest WHERE ts > '2026-11-05'",
       );
-      expect(plan.route).toBe('stages');
+      expect(plan.route).toBe('rows');
       expect(plan.inputs[0]!.window).toEqual({});
     } finally {
       engine.close();

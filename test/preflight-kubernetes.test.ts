@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubernetesPlatform } from '../activities/platform/kubernetes-platform.js';
 import type { PreflightReport } from '../core/preflight.js';
 import { buildControllerApp } from '../services/controller/app.js';
-import { poolWorkflowId, type PoolConfig } from '../workflows/api.js';
+import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';

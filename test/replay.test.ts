@@ -1,7 +1,7 @@
 /**
  * Determinism guard: every recorded history in test/fixtures/histories replays against today's
  * workflow code. A change that alters a workflow's command sequence fails here; ship it behind
- * patched() or as a new workflow type (README: "Changing a workflow"), then record again.
+ * patched() or as a new workflow type (docs/development.md: "Changing a workflow"), then record again.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';

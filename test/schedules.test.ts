@@ -7,7 +7,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { JANITOR_SCHEDULE_ID, mergeScheduleId, mergeTaskQueueFor } from '../workflows/api.js';
+import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
+import { JANITOR_SCHEDULE_ID } from '../workflows/contracts/janitor.js';
+import { mergeScheduleId } from '../workflows/contracts/segment-merge.js';
 import { spawnWorkerProcess, temporalClient } from './helpers/berth-worker.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
 

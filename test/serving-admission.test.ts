@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HttpError } from '../services/common/errors.js';
-import { ServingAdmission } from '../services/coordinator/serving-admission.js';
+import { ServingAdmission } from '../services/coordinator/admission/serving-admission.js';
 
 /** Work that runs until the test says so. */
 function gate() {

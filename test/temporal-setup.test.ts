@@ -11,7 +11,9 @@ import { startTemporalDevServer, type TemporalDevServer } from '../cli/embedded/
 import { launchPool } from '../workflows/pool-client.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
 import { registerSearchAttributesOrWarn } from '../workers/search-attributes.js';
-import { mergeScheduleId, mergeTaskQueueFor, poolWorkflowId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
+import { mergeTaskQueueFor, SEARCH_ATTRIBUTES } from '../workflows/contracts/shared.js';
+import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
+import { mergeScheduleId } from '../workflows/contracts/segment-merge.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { berth } from './helpers/berth-cli.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';

@@ -12,7 +12,9 @@ import { CancelledFailure, defaultPayloadConverter, WorkflowFailedError, type Cl
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { openSandboxedDuckDB, withConnection } from '../services/common/duckdb.js';
 import { launchPool } from '../workflows/pool-client.js';
-import { mergeTaskQueueFor, poolWorkflowId, type MergeResult } from '../workflows/api.js';
+import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
+import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
+import type { MergeResult } from '../workflows/contracts/segment-merge.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';

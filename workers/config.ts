@@ -1,6 +1,7 @@
-/** A worker's configuration: the variables it reads, their defaults and their ranges (see README). */
+/** A worker's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
 import { Millis, Settings } from '../services/common/config.js';
+import { DEFAULT_RECONCILE_EVERY_MS } from './reconciler-schedule.js';
 import { SCHEDULE_DEFAULTS } from './schedules.js';
 import { WORKER_DEFAULTS } from './worker.js';
 
@@ -13,7 +14,7 @@ export const WorkerConfig = Type.Object({
   BERTH_HEAVY_GROUP: Settings.heavyPool.BERTH_HEAVY_GROUP,
   BERTH_HEAVY_MAX_REPLICAS: Settings.heavyPool.BERTH_HEAVY_MAX_REPLICAS,
   ...Settings.servingScaler,
-  BERTH_HEAVY_RECONCILE_MS: Millis({ default: 60_000 }),
+  BERTH_HEAVY_RECONCILE_MS: Millis({ default: DEFAULT_RECONCILE_EVERY_MS }),
   BERTH_PLATFORM: Type.Enum(['local', 'kubernetes'], { default: 'local' }),
   /** Required for kubernetes: where the workloads (or custom resource) are. */
   BERTH_K8S_NAMESPACE: Type.Optional(Type.String({ minLength: 1 })),

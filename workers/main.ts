@@ -1,5 +1,5 @@
 /**
- * Runs a Berth worker. Configuration comes from the environment (see README); the workflow code is
+ * Runs a Berth worker. Configuration comes from the environment (see docs/configuration.md); the workflow code is
  * the bundle `npm run build` wrote. It also keeps the Temporal Schedules in line with the
  * configuration: the janitor's, a merge schedule for every table meta knows (updated when the
  * configuration changes), none for a table meta no longer lists. SIGTERM or SIGINT stops it
@@ -16,7 +16,7 @@ import { MetaClient } from '../services/meta/client.js';
 import { WorkerConfig } from './config.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
-import { mergeTaskQueueFor } from '../workflows/api.js';
+import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
 import { heavyPoolPlatform } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
@@ -32,7 +32,7 @@ process.once('SIGINT', () => stop());
 process.once('SIGTERM', () => stop());
 
 const config = loadConfig(WorkerConfig);
-installWorkerRuntime({ metricsAddress: config.BERTH_WORKER_METRICS_ADDRESS });
+const log = installWorkerRuntime({ metricsAddress: config.BERTH_WORKER_METRICS_ADDRESS });
 const {
   BERTH_TEMPORAL_ADDRESS: temporalAddress,
   BERTH_TEMPORAL_NAMESPACE: namespace,
@@ -66,6 +66,7 @@ const berthWorker = await createBerthWorker({
   servingScaler: heavyPool && servingScalerConfigOf(config) ? { platform: heavyPool.platform } : undefined,
   mergeConcurrency: config.BERTH_MERGE_CONCURRENCY,
   shutdownGraceMs: config.BERTH_WORKER_SHUTDOWN_GRACE_MS,
+  log,
 });
 
 // New tables, changed settings and dropped tables reach the schedules within one sync interval.

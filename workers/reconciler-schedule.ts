@@ -4,8 +4,12 @@
  * interval is updated).
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
-import { RECONCILER_SCHEDULE_ID, TASK_QUEUE } from '../workflows/api.js';
+import { TASK_QUEUE } from '../workflows/contracts/shared.js';
+import { RECONCILER_SCHEDULE_ID } from '../workflows/contracts/pool-reconciler.js';
 import type { poolReconcilerWorkflow } from '../workflows/index.js';
+
+/** How often the reconciler runs unless the worker is told otherwise. */
+export const DEFAULT_RECONCILE_EVERY_MS = 60_000;
 
 export interface ReconcilerScheduleConfig {
   groups: string[];
@@ -17,7 +21,7 @@ export interface ReconcilerScheduleConfig {
 }
 
 export async function ensureReconcilerSchedule(client: Client, config: ReconcilerScheduleConfig): Promise<void> {
-  const everyMs = config.everyMs ?? 60_000;
+  const everyMs = config.everyMs ?? DEFAULT_RECONCILE_EVERY_MS;
   const scheduleId = config.scheduleId ?? RECONCILER_SCHEDULE_ID;
   const action = {
     type: 'startWorkflow' as const,

@@ -14,7 +14,9 @@ import {
   type ScheduleDescription,
   type ScheduleOptionsStartWorkflowAction,
 } from '@temporalio/client';
-import { JANITOR_SCHEDULE_ID, MERGE_TASK_QUEUE, mergeScheduleId, SEARCH_ATTRIBUTES } from '../workflows/api.js';
+import { MERGE_TASK_QUEUE, SEARCH_ATTRIBUTES } from '../workflows/contracts/shared.js';
+import { JANITOR_DEFAULTS, JANITOR_SCHEDULE_ID } from '../workflows/contracts/janitor.js';
+import { MERGE_DEFAULTS, mergeScheduleId } from '../workflows/contracts/segment-merge.js';
 import type { janitorWorkflow, tableMergeWorkflow } from '../workflows/index.js';
 
 export interface ScheduleConfig {
@@ -42,9 +44,9 @@ export interface ScheduleConfig {
 export const SCHEDULE_DEFAULTS = {
   mergeEveryMs: 300_000,
   mergeMinInputs: 10,
-  mergeMaxInputs: 100,
+  mergeMaxInputs: MERGE_DEFAULTS.maxInputs,
   janitorEveryMs: 900_000,
-  janitorGraceMs: 3_600_000,
+  janitorGraceMs: JANITOR_DEFAULTS.graceMs,
 };
 
 export type ScheduleChange = 'created' | 'updated' | 'unchanged';

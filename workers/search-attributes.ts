@@ -8,7 +8,7 @@
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { NativeConnection } from '@temporalio/worker';
-import { SEARCH_ATTRIBUTES } from '../workflows/api.js';
+import { SEARCH_ATTRIBUTES } from '../workflows/contracts/shared.js';
 
 const { IndexedValueType } = proto.temporal.api.enums.v1;
 const GRPC_ALREADY_EXISTS = 6;

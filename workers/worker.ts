@@ -5,10 +5,13 @@
  * drives the platform) on the base task queue, and merges and the janitor on their own queue with
  * their own slots, so that a long merge never delays a launch.
  * Shutdown is graceful: in-flight activities get a grace time to finish, then are cancelled.
+ * At its start it also mends, in the background, tables an earlier Berth typed with what Parquet
+ * cannot hold (activities/legacy-types.ts), and logs what it found.
  */
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import pino from 'pino';
 import {
   createHeavyPoolActivities,
   createJanitorActivities,
@@ -16,11 +19,14 @@ import {
   createPreflightActivities,
   createServingScalerActivities,
 } from '../activities/index.js';
+import { checkLegacyTypes } from '../activities/legacy-types.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
+import { DEFAULT_TEMPORAL_NAMESPACE } from '../services/common/config.js';
 import { openSandboxedDuckDB } from '../services/common/duckdb.js';
+import { loggerOptions } from '../services/common/logger.js';
 import { createS3Client, type S3Config } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
-import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/api.js';
+import { mergeTaskQueueFor, TASK_QUEUE } from '../workflows/contracts/shared.js';
 import { registerSearchAttributesOrWarn } from './search-attributes.js';
 import { workerTracingOptions } from './tracing.js';
 
@@ -48,6 +54,8 @@ export interface BerthWorkerConfig {
   mergeConcurrency?: number;
   /** After shutdown begins, how long in-flight activities may run before they are cancelled. @default 20000 */
   shutdownGraceMs?: number;
+  /** Where the worker logs what it finds and mends at its start. @default pino, as every service logs */
+  log?: Pick<pino.Logger, 'info' | 'warn'>;
 }
 
 /** The defaults of the settings above that the worker's configuration (config.ts) also offers. */
@@ -65,7 +73,7 @@ export interface BerthWorker {
 export async function createBerthWorker(config: BerthWorkerConfig): Promise<BerthWorker> {
   await rm(config.workDir, { recursive: true, force: true });
   await mkdir(path.join(config.workDir, 'spill'), { recursive: true });
-  const namespace = config.namespace ?? 'default';
+  const namespace = config.namespace ?? DEFAULT_TEMPORAL_NAMESPACE;
   const taskQueue = config.taskQueue ?? TASK_QUEUE;
   const s3 = createS3Client(config.s3);
   const meta = new MetaClient(config.metaUrl, config.token);
@@ -75,7 +83,11 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   });
   const storage = { s3, bucket: config.bucket, duckdb, workDir: config.workDir };
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
+  const legacy = new AbortController();
+  let legacyCheck: Promise<void> = Promise.resolve();
   const closeAll = async () => {
+    legacy.abort();
+    await legacyCheck; // it reads footers with this DuckDB: done before it closes
     await connection.close();
     duckdb.closeSync();
     s3.destroy();
@@ -141,6 +153,24 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
     await closeAll();
     throw error;
   }
+  // Tables an earlier Berth typed with what Parquet cannot hold are mended at every start, in the
+  // background: a failure is logged, and the worker runs on (activities/legacy-types.ts says why).
+  const log = config.log ?? pino(loggerOptions('worker'));
+  legacyCheck = checkLegacyTypes(
+    { s3, bucket: config.bucket, meta, duckdb, workDir: config.workDir },
+    {
+      repair: true,
+      signal: legacy.signal,
+    },
+  ).then(
+    (findings) => {
+      for (const f of findings)
+        (f.outcome === 'repaired' ? log.info : log.warn).call(log, { table: f.table, outcome: f.outcome }, f.message);
+    },
+    (error: Error) => {
+      if (!legacy.signal.aborted) log.warn({ err: error }, `checking tables for legacy types failed: ${error.message}`);
+    },
+  );
   const all = [workers.merge, workers.pool].filter((w): w is Worker => w !== undefined);
   const shutdown = () => {
     for (const worker of all) if (worker.getState() === 'RUNNING') worker.shutdown();

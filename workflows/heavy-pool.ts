@@ -21,6 +21,11 @@
  *   group's leases, replicas to zero. A launch arriving while draining cancels the reap.
  * - The loop wakes only on a change or a deadline, and continues as new whenever the server
  *   suggests it (up or parked), after its handlers finish, carrying its whole memory.
+ *
+ * Shaped as Temporal's safe-message-handlers sample: a state class (`HeavyPool`) holds the memory,
+ * the methods the handlers call and one method per phase (scaleUp → awaitBackends → canaryScan →
+ * serve, with reap and failLaunch), and its `run` loop; the workflow creates it, wires its
+ * handlers, runs it and continues as new.
  */
 import {
   allHandlersFinished,
@@ -33,9 +38,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { applyReport, distribute, removeCoordinator, totals } from '../core/admission.js';
-import { monthStart, recordReplicas, usageSince } from '../core/node-hours.js';
+import { monthStart, recordReplicas, usageSince, type NodeUsage } from '../core/node-hours.js';
 import { idleDeadline, launchRequestError, monitor, raiseTarget, readReadiness } from '../core/pool-rules.js';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
+import { SEARCH_ATTRIBUTES } from './contracts/shared.js';
 import {
   admissionQuery,
   launchSignal,
@@ -43,17 +49,18 @@ import {
   parkedStatus,
   poolSettings,
   reportDemandUpdate,
-  SEARCH_ATTRIBUTES,
   statusQuery,
   usageQuery,
   type AdmissionAnswer,
   type DemandReport,
+  type LaunchAccepted,
   type LaunchRequest,
   type PoolMemory,
   type PoolPhase,
   type PoolSettings,
+  type PoolStatus,
   type PoolWorkflowInput,
-} from './api.js';
+} from './contracts/heavy-pool.js';
 
 // Short timeouts: these are quick calls, and a worker that dies holding one must not stall the pool.
 const steps = proxyActivities<HeavyPoolActivities>({
@@ -61,283 +68,234 @@ const steps = proxyActivities<HeavyPoolActivities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
-/** The pool's memory and its message handlers; the main loop below drives its scaling. */
+/**
+ * One heavy pool: its memory, the methods its message handlers call, and its phases, driven by
+ * `run`. The workflow below creates it, wires its handlers and runs it.
+ */
 class HeavyPool {
   readonly settings: PoolSettings;
-  readonly m: PoolMemory;
-  /** Bumps whenever a handler changes something the main loop decides on. */
-  changes = 0;
+  readonly memory: PoolMemory;
+  /** Bumps whenever a handler changes something the run loop decides on. */
+  private changes = 0;
 
   constructor(input: PoolWorkflowInput) {
     this.settings = poolSettings(input.config);
-    this.m = input.carried ?? {
-      status: parkedStatus(input.config, Date.now()),
+    this.memory = input.carried ?? {
+      status: parkedStatus(this.settings, Date.now()),
       admissions: {},
       reportedAt: {},
       epoch: 0,
       launches: 0,
     };
     // Settings may change across continue-as-new; the status shows the current ones.
-    this.m.status.maxConcurrency = this.settings.maxConcurrency;
-    this.m.status.maxQueueSize = this.settings.maxQueueSize;
+    this.status.maxConcurrency = this.settings.maxConcurrency;
+    this.status.maxQueueSize = this.settings.maxQueueSize;
     // A run from before the ledger starts one: the replicas in force count from here.
-    this.m.usage ??= recordReplicas({ days: {} }, Date.now(), this.m.status.replicasPatched);
+    this.memory.usage ??= recordReplicas({ days: {} }, Date.now(), this.status.replicasPatched);
   }
 
-  get s() {
-    return this.m.status;
+  get status(): PoolStatus {
+    return this.memory.status;
   }
 
-  get limits() {
-    return { capacity: this.s.serveReady ? this.settings.maxConcurrency : 0, maxQueueSize: this.settings.maxQueueSize };
+  get group(): string {
+    return this.settings.group;
   }
 
-  setPhase(phase: PoolPhase): void {
-    if (this.s.phase === phase) return;
-    this.s.phase = phase;
-    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: phase }]);
+  /** The search attributes a pool starts with: its group and phase. */
+  tagSearchAttributes(): void {
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.group, value: this.group },
+      { key: SEARCH_ATTRIBUTES.phase, value: this.status.phase },
+    ]);
   }
 
-  /** Raise-only: the target becomes the largest asked for, rounded up to the increment, capped. */
-  raise(requested: number): number {
-    this.s.target = raiseTarget(this.s.target, requested, this.settings);
-    this.s.lastActivity = Date.now();
-    this.m.launches++;
-    this.changes++;
-    return this.s.target;
+  // ── handlers ───────────────────────────────────────────────────────────────────────────────
+
+  validateLaunch(request: LaunchRequest): void {
+    const error = launchRequestError(request, this.settings);
+    if (error) throw new Error(error);
   }
 
+  /** The launch update: raises the target and answers with the one accepted. */
+  launch(request: LaunchRequest): LaunchAccepted {
+    return { workflowId: workflowInfo().workflowId, accepted: this.raise(request.target) };
+  }
+
+  /** The launch signal: a signal cannot be refused, so an invalid one changes nothing. */
+  launchBySignal(request: LaunchRequest): void {
+    if (!launchRequestError(request, this.settings)) this.raise(request.target);
+  }
+
+  validateReport(report: DemandReport): void {
+    const counts = [report.running, report.waiting, report.epoch ?? 0];
+    if (typeof report.coordinator !== 'string' || report.coordinator.length === 0 || report.coordinator.length > 200)
+      throw new Error('a report names its coordinator');
+    if (!counts.every((n) => Number.isInteger(n) && n >= 0))
+      throw new Error('running, waiting and epoch are whole numbers, at least 0');
+  }
+
+  /** A coordinator's report: its counts replace its last ones; answers with what it may do now. */
   report(report: DemandReport): AdmissionAnswer {
-    const before = this.m.admissions[report.coordinator];
+    const { memory, status } = this;
+    const before = memory.admissions[report.coordinator];
     const waitingSince = report.waiting > 0 ? (before?.waitingSince ?? Date.now()) : undefined;
-    this.m.admissions = applyReport(
-      this.m.admissions,
+    memory.admissions = applyReport(
+      memory.admissions,
       report.coordinator,
       { running: report.running, waiting: report.waiting, waitingSince },
       this.limits,
     );
-    this.m.reportedAt[report.coordinator] = Date.now();
+    memory.reportedAt[report.coordinator] = Date.now();
     const demand = report.running + report.waiting;
-    if (demand > 0 || (before && before.running + before.queued > 0)) this.s.lastActivity = Date.now();
+    if (demand > 0 || (before && before.running + before.queued > 0)) status.lastActivity = Date.now();
     // Demand on a pool with no target launches it, unless it is from before the last failed launch
     // (its coordinator has not seen the failure yet, and will answer those queries with it).
-    const current = report.epoch === undefined || report.epoch >= this.m.epoch;
-    if (current && demand > 0 && this.s.target === 0) this.raise(this.settings.increment);
+    const current = report.epoch === undefined || report.epoch >= memory.epoch;
+    if (current && demand > 0 && status.target === 0) this.raise(this.settings.increment);
     this.refreshCounts();
     this.changes++;
     return this.answer(report.coordinator);
   }
 
+  /** The admission query: what one coordinator may do now. */
   answer(coordinator: string): AdmissionAnswer {
-    const own = this.m.admissions[coordinator];
+    const { memory, status } = this;
+    const own = memory.admissions[coordinator];
     return {
       grant: own?.grant ?? 0,
       queued: own?.queued ?? 0,
-      serveReady: this.s.serveReady,
-      phase: this.s.phase,
-      notReady: this.s.notReady,
-      backends: this.s.backends,
-      epoch: this.m.epoch,
-      lastFailure: this.s.lastFailure,
-      running: this.s.running,
-      waiting: this.s.waiting,
+      serveReady: status.serveReady,
+      phase: status.phase,
+      notReady: status.notReady,
+      backends: status.backends,
+      epoch: memory.epoch,
+      lastFailure: status.lastFailure,
+      running: status.running,
+      waiting: status.waiting,
     };
   }
 
-  /** Re-hands free slots after the capacity changed (ready, parked). */
-  redistribute(): void {
-    this.m.admissions = distribute(this.m.admissions, this.limits.capacity);
-  }
-
-  /** Forgets idle coordinators, and those that stopped reporting (they died); returns when the next one would expire. */
-  expireReports(): number | undefined {
-    let next: number | undefined;
-    for (const [id, a] of Object.entries(this.m.admissions)) {
-      const expiresAt = (this.m.reportedAt[id] ?? 0) + this.settings.reportTtlMs;
-      const idle = a.running + a.queued === 0;
-      if (idle || expiresAt <= Date.now()) {
-        this.m.admissions = removeCoordinator(this.m.admissions, id, this.limits);
-        delete this.m.reportedAt[id];
-      } else next = Math.min(next ?? Infinity, expiresAt);
-    }
-    this.refreshCounts();
-    return next;
-  }
-
-  /** The replicas the platform now has from the pool; the ledger counts node-time from here. */
-  patched(replicas: number): void {
-    this.s.replicasPatched = replicas;
-    this.m.usage = recordReplicas(this.m.usage!, Date.now(), replicas);
-  }
-
-  refreshCounts(): void {
-    const sum = totals(this.m.admissions);
-    this.s.running = sum.running;
-    this.s.waiting = sum.waiting;
-    this.s.coordinators = Object.values(this.m.admissions).filter((a) => a.running + a.queued > 0).length;
-  }
-
-  wire(): void {
-    const validate = (request: LaunchRequest) => {
-      const error = launchRequestError(request, this.settings);
-      if (error) throw new Error(error);
-    };
-    setHandler(
-      launchUpdate,
-      (request) => ({ workflowId: workflowInfo().workflowId, accepted: this.raise(request.target) }),
-      { validator: validate },
-    );
-    setHandler(launchSignal, (request) => {
-      // A signal cannot be refused; an invalid one changes nothing.
-      if (!launchRequestError(request, this.settings)) this.raise(request.target);
-    });
-    setHandler(reportDemandUpdate, (report) => this.report(report), {
-      validator: (report) => {
-        const counts = [report.running, report.waiting, report.epoch ?? 0];
-        if (
-          typeof report.coordinator !== 'string' ||
-          report.coordinator.length === 0 ||
-          report.coordinator.length > 200
-        )
-          throw new Error('a report names its coordinator');
-        if (!counts.every((n) => Number.isInteger(n) && n >= 0))
-          throw new Error('running, waiting and epoch are whole numbers, at least 0');
-      },
-    });
-    setHandler(statusQuery, () => ({
-      ...this.s,
-      idleDeadline: this.s.serveReady
-        ? idleDeadline({ ...this.s, idleTimeoutMs: this.settings.idleTimeoutMs })
+  /** The status query: the status, when the idle reaper would park the pool, and this month's ledger. */
+  describe(): PoolStatus {
+    const status = this.status;
+    return {
+      ...status,
+      idleDeadline: status.serveReady
+        ? idleDeadline({ ...status, idleTimeoutMs: this.settings.idleTimeoutMs })
         : undefined,
-      usage: usageSince(this.m.usage!, monthStart(Date.now())),
-    }));
-    setHandler(usageQuery, () => this.m.usage!);
-    setHandler(admissionQuery, (coordinator) => this.answer(coordinator));
+      usage: usageSince(this.memory.usage!, monthStart(Date.now())),
+    };
   }
-}
 
-export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void> {
-  const pool = new HeavyPool(input);
-  const { settings, m } = pool;
-  const s = pool.s;
-  const group = settings.group;
-  upsertSearchAttributes([
-    { key: SEARCH_ATTRIBUTES.group, value: group },
-    { key: SEARCH_ATTRIBUTES.phase, value: s.phase },
-  ]);
-  pool.wire();
+  /** The usage query: the whole node-hours ledger. */
+  usage(): NodeUsage {
+    return this.memory.usage!;
+  }
 
-  const setReplicas = async (replicas: number) => {
-    const result = await steps.setReplicas.executeWithOptions(
-      { startToCloseTimeout: '30 seconds', summary: `patch ${group} replicas ${s.replicasPatched} → ${replicas}` },
-      [{ group, replicas }],
-    );
-    if (result.changed) s.patches++;
-    pool.patched(replicas);
-  };
+  // ── the run loop ───────────────────────────────────────────────────────────────────────────
 
   /**
-   * A launch that cannot finish. From zero: back to zero, and waiting queries are answered with
-   * `message`. A raise of a pool that serves: back to the replicas that serve, still serving.
+   * Turns until the server suggests continuing as new; a step that fails for good fails the
+   * launch under way (or the reap) and the pool goes on.
    */
-  const failLaunch = async (message: string) => {
-    const serving = s.serveReady && (m.scaling?.previous ?? 0) > 0;
-    const back = serving ? m.scaling!.previous : 0;
-    if (!serving) m.epoch++;
-    s.lastFailure = { epoch: m.epoch, at: Date.now(), message };
-    m.scaling = undefined;
-    s.launchDeadline = undefined;
-    s.platformSays = undefined;
-    s.target = back;
-    try {
-      await setReplicas(back);
-    } catch (error) {
-      if (!(error instanceof ActivityFailure)) throw error;
-      // The platform refuses even the way back (the group is gone): there is nothing it runs for us.
-      s.lastFailure.message += `; setting replicas to ${back} failed too: ${failureMessage(error)}`;
-      pool.patched(back);
+  async run(): Promise<void> {
+    for (;;) {
+      try {
+        await this.turn();
+      } catch (error) {
+        if (!(error instanceof ActivityFailure)) throw error;
+        await this.failLaunch(`a step of the heavy pool failed: ${failureMessage(error)}`);
+      }
+      if (workflowInfo().continueAsNewSuggested) return;
     }
-    if (serving) {
-      s.notReady = undefined;
-      s.layersPassed = ['pods', 'backends', 'canary'];
-      pool.setPhase('ready');
-      return;
+  }
+
+  /** One turn: scale, prove readiness, serve (monitor, reap), or sleep until a change or a deadline. */
+  private async turn(): Promise<void> {
+    const status = this.status;
+    if (status.target > status.replicasPatched) return await this.scaleUp();
+    if (this.memory.scaling) {
+      if (Date.now() < status.launchDeadline!)
+        return status.phase === 'waiting-for-backends' ? await this.awaitBackends() : await this.canaryScan();
+      return await this.failLaunch(
+        `the heavy pool did not become serve-ready within ${Math.round(this.settings.launchDeadlineMs / 1000)} s: ${status.notReady ?? 'no readiness layer passed'}`,
+      );
     }
-    s.serveReady = false;
-    s.notReady = message;
-    s.layersPassed = [];
-    s.backends = [];
-    s.podsRunning = 0;
-    s.aliveBackends = 0;
-    pool.redistribute();
-    pool.setPhase('parked');
-  };
+    return await this.serve();
+  }
+
+  // ── phases ─────────────────────────────────────────────────────────────────────────────────
 
   /**
    * Patches a raised target and starts readiness for the replicas it adds. A raise during a launch
    * continues that launch: same start, same patch time (its first backends count as new).
    */
-  const startScaling = async () => {
-    const launch = m.scaling;
-    const previous = launch ? launch.previous : s.serveReady ? s.replicasPatched : 0;
+  private async scaleUp(): Promise<void> {
+    const { memory, status } = this;
+    const launch = memory.scaling;
+    const previous = launch ? launch.previous : status.serveReady ? status.replicasPatched : 0;
     const startedAt = launch?.startedAt ?? Date.now();
     const patchedAt = launch?.patchedAt ?? Date.now();
-    pool.setPhase('scaling');
-    s.layersPassed = [];
-    await setReplicas(s.target);
-    m.scaling = { startedAt, patchedAt, previous, fresh: [], looked: false };
-    s.launchDeadline = startedAt + settings.launchDeadlineMs;
-    pool.setPhase('waiting-for-backends');
-  };
+    this.setPhase('scaling');
+    status.layersPassed = [];
+    await this.setReplicas(status.target);
+    memory.scaling = { startedAt, patchedAt, previous, fresh: [], looked: false };
+    status.launchDeadline = startedAt + this.settings.launchDeadlineMs;
+    this.setPhase('waiting-for-backends');
+  }
 
-  /** One readiness step: an observation of pods and backends, or the canary. */
-  const readinessStep = async () => {
-    const scaling = m.scaling!;
-    const target = s.replicasPatched;
+  /** One observation of pods and of the new backends alive in meta (twice); both up → the canary. */
+  private async awaitBackends(): Promise<void> {
+    const { settings, status } = this;
+    const scaling = this.memory.scaling!;
+    const target = status.replicasPatched;
     const needed = target - scaling.previous;
-    if (s.phase === 'waiting-for-backends') {
-      const untilDeadline = Math.max(1, s.launchDeadline! - Date.now());
-      const saw = scaling.looked
-        ? { pods: s.podsRunning, backends: scaling.fresh.length, why: s.platformSays }
-        : undefined;
-      const seen = await steps.observePool.executeWithOptions(
+    const untilDeadline = Math.max(1, status.launchDeadline! - Date.now());
+    const saw = scaling.looked
+      ? { pods: status.podsRunning, backends: scaling.fresh.length, why: status.platformSays }
+      : undefined;
+    const seen = await steps.observePool.executeWithOptions(
+      {
+        startToCloseTimeout: `${settings.readinessWaitMs + settings.readinessConfirmMs + 30_000} ms`,
+        heartbeatTimeout: '10 seconds',
+        summary: `observe ${this.group}: pods, and backends alive since the patch (twice, ${settings.readinessConfirmMs} ms apart)`,
+      },
+      [
         {
-          startToCloseTimeout: `${settings.readinessWaitMs + settings.readinessConfirmMs + 30_000} ms`,
-          heartbeatTimeout: '10 seconds',
-          summary: `observe ${group}: pods, and backends alive since the patch (twice, ${settings.readinessConfirmMs} ms apart)`,
+          group: this.group,
+          startedAfter: scaling.patchedAt,
+          wants: { pods: target, backends: needed },
+          saw,
+          waitMs: Math.min(settings.readinessWaitMs, untilDeadline),
+          confirmMs: settings.readinessConfirmMs,
         },
-        [
-          {
-            group,
-            startedAfter: scaling.patchedAt,
-            wants: { pods: target, backends: needed },
-            saw,
-            waitMs: Math.min(settings.readinessWaitMs, untilDeadline),
-            confirmMs: settings.readinessConfirmMs,
-          },
-        ],
-      );
-      const verdict = readReadiness({ pods: seen.pods, freshBackends: seen.backends.length }, target, scaling.previous);
-      s.podsRunning = seen.pods;
-      s.aliveBackends = seen.backends.length + s.backends.length;
-      s.platformSays = seen.why;
-      scaling.fresh = seen.backends;
-      scaling.looked = true;
-      if (verdict.podsUp && !s.layersPassed.includes('pods')) s.layersPassed.push('pods');
-      if (!verdict.backendsUp || !seen.confirmed) {
-        s.notReady = verdict.notReady ?? 'new backends were alive once, but not on the second observation';
-        if (seen.why && !verdict.podsUp) s.notReady += `; the platform says: ${seen.why}`;
-        // Nothing moved for a whole wait: a write undone behind the pool's back (a reconciler, a
-        // person) is put back; setReplicas writes nothing when the target is in place.
-        const stalled = saw && seen.pods === saw.pods && seen.backends.length === saw.backends && seen.why === saw.why;
-        if (stalled && !verdict.podsUp) await setReplicas(target);
-        return;
-      }
-      s.layersPassed.push('backends');
-      pool.setPhase('canary');
+      ],
+    );
+    const verdict = readReadiness({ pods: seen.pods, freshBackends: seen.backends.length }, target, scaling.previous);
+    status.podsRunning = seen.pods;
+    status.aliveBackends = seen.backends.length + status.backends.length;
+    status.platformSays = seen.why;
+    scaling.fresh = seen.backends;
+    scaling.looked = true;
+    if (verdict.podsUp && !status.layersPassed.includes('pods')) status.layersPassed.push('pods');
+    if (!verdict.backendsUp || !seen.confirmed) {
+      status.notReady = verdict.notReady ?? 'new backends were alive once, but not on the second observation';
+      if (seen.why && !verdict.podsUp) status.notReady += `; the platform says: ${seen.why}`;
+      // Nothing moved for a whole wait: a write undone behind the pool's back (a reconciler, a
+      // person) is put back; setReplicas writes nothing when the target is in place.
+      const stalled = saw && seen.pods === saw.pods && seen.backends.length === saw.backends && seen.why === saw.why;
+      if (stalled && !verdict.podsUp) await this.setReplicas(target);
       return;
     }
-    // canary
+    status.layersPassed.push('backends');
+    this.setPhase('canary');
+  }
+
+  /** Each new backend reads Berth's canary object from storage; all pass → serve-ready. */
+  private async canaryScan(): Promise<void> {
+    const { memory, status } = this;
+    const scaling = memory.scaling!;
     const results = await steps.canaryScan.executeWithOptions(
       {
         startToCloseTimeout: '2 minutes',
@@ -347,96 +305,212 @@ export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void>
     );
     const failed = results.filter((r) => !r.ok);
     if (failed.length > 0) {
-      s.notReady = `the canary scan failed on ${failed.map((f) => `${f.id} (${f.error})`).join(', ')}`;
-      await condition(() => s.target > s.replicasPatched, Math.min(2_000, Math.max(1, s.launchDeadline! - Date.now())));
+      status.notReady = `the canary scan failed on ${failed.map((f) => `${f.id} (${f.error})`).join(', ')}`;
+      await condition(
+        () => status.target > status.replicasPatched,
+        Math.min(2_000, Math.max(1, status.launchDeadline! - Date.now())),
+      );
       return;
     }
-    s.layersPassed.push('canary');
-    s.backends = [...new Set([...s.backends, ...scaling.fresh.map((b) => b.id)])];
-    s.notReady = undefined;
-    s.platformSays = undefined;
-    s.serveReady = true;
-    s.launchDeadline = undefined;
-    s.lastActivity = Date.now();
-    m.scaling = undefined;
-    pool.redistribute();
-    pool.refreshCounts();
-    pool.setPhase('ready');
-  };
+    status.layersPassed.push('canary');
+    status.backends = [...new Set([...status.backends, ...scaling.fresh.map((b) => b.id)])];
+    status.notReady = undefined;
+    status.platformSays = undefined;
+    status.serveReady = true;
+    status.launchDeadline = undefined;
+    status.lastActivity = Date.now();
+    memory.scaling = undefined;
+    this.redistribute();
+    this.refreshCounts();
+    this.setPhase('ready');
+  }
 
-  /** Drain, release the group's leases, replicas to zero; a launch or demand meanwhile cancels it. */
-  const reap = async () => {
-    const launchesBefore = m.launches;
-    pool.setPhase('draining');
-    await steps.releaseGroupLeases.executeWithOptions(
-      { startToCloseTimeout: '30 seconds', summary: `release ${group}'s leases in meta` },
-      [{ group }],
-    );
-    if (m.launches !== launchesBefore || s.running + s.waiting > 0) return pool.setPhase('ready');
-    s.serveReady = false;
-    pool.redistribute();
-    await setReplicas(0);
-    s.layersPassed = [];
-    s.backends = [];
-    s.podsRunning = 0;
-    s.aliveBackends = 0;
-    if (m.launches === launchesBefore) s.target = 0;
-    pool.setPhase(s.target > 0 ? 'scaling' : 'parked');
-  };
-
-  /** One turn of the pool: scale, prove readiness, monitor, reap, or sleep until a change or a deadline. */
-  const turn = async () => {
-    if (s.target > s.replicasPatched) return await startScaling();
-    if (m.scaling) {
-      if (Date.now() < s.launchDeadline!) return await readinessStep();
-      return await failLaunch(
-        `the heavy pool did not become serve-ready within ${Math.round(settings.launchDeadlineMs / 1000)} s: ${s.notReady ?? 'no readiness layer passed'}`,
-      );
-    }
-    const nextExpiry = pool.expireReports();
+  /**
+   * No launch under way: forget coordinators that stopped reporting, then (unless parked) raise on
+   * sustained waiting or reap when idle; otherwise sleep until a change or the next deadline.
+   */
+  private async serve(): Promise<void> {
+    const { memory, settings, status } = this;
+    const nextExpiry = this.expireReports();
     let wakeAt = nextExpiry ?? Infinity;
-    if (s.replicasPatched === 0) {
-      pool.setPhase('parked');
-      m.waitingSince = undefined;
+    if (status.replicasPatched === 0) {
+      this.setPhase('parked');
+      memory.waitingSince = undefined;
     } else {
       const watch = monitor({
-        waiting: s.waiting,
-        waitingSince: m.waitingSince,
+        waiting: status.waiting,
+        waitingSince: memory.waitingSince,
         now: Date.now(),
         sustainMs: settings.monitorSustainMs,
-        target: s.target,
+        target: status.target,
         steps: settings,
       });
-      m.waitingSince = watch.waitingSince;
-      if (watch.raiseTo !== undefined && watch.raiseTo > s.target) return void pool.raise(watch.raiseTo);
+      memory.waitingSince = watch.waitingSince;
+      if (watch.raiseTo !== undefined && watch.raiseTo > status.target) return void this.raise(watch.raiseTo);
       const idleAt = idleDeadline({
-        running: s.running,
-        waiting: s.waiting,
-        lastActivity: s.lastActivity,
+        running: status.running,
+        waiting: status.waiting,
+        lastActivity: status.lastActivity,
         idleTimeoutMs: settings.idleTimeoutMs,
       });
-      if (idleAt !== undefined && Date.now() >= idleAt) return await reap();
+      if (idleAt !== undefined && Date.now() >= idleAt) return await this.reap();
       wakeAt = Math.min(wakeAt, watch.wakeAt ?? Infinity, idleAt ?? Infinity);
     }
-    const seen = pool.changes;
+    const seen = this.changes;
     await condition(
-      () => s.target > s.replicasPatched || pool.changes !== seen || workflowInfo().continueAsNewSuggested,
+      () => status.target > status.replicasPatched || this.changes !== seen || workflowInfo().continueAsNewSuggested,
       Number.isFinite(wakeAt) ? Math.max(1, wakeAt - Date.now()) : undefined,
     );
-  };
+  }
 
-  for (;;) {
+  /** Drain, release the group's leases, replicas to zero; a launch or demand meanwhile cancels it. */
+  private async reap(): Promise<void> {
+    const { memory, status } = this;
+    const launchesBefore = memory.launches;
+    this.setPhase('draining');
+    await steps.releaseGroupLeases.executeWithOptions(
+      { startToCloseTimeout: '30 seconds', summary: `release ${this.group}'s leases in meta` },
+      [{ group: this.group }],
+    );
+    if (memory.launches !== launchesBefore || status.running + status.waiting > 0) return this.setPhase('ready');
+    status.serveReady = false;
+    this.redistribute();
+    await this.setReplicas(0);
+    status.layersPassed = [];
+    status.backends = [];
+    status.podsRunning = 0;
+    status.aliveBackends = 0;
+    if (memory.launches === launchesBefore) status.target = 0;
+    this.setPhase(status.target > 0 ? 'scaling' : 'parked');
+  }
+
+  /**
+   * A launch that cannot finish. From zero: back to zero, and waiting queries are answered with
+   * `message`. A raise of a pool that serves: back to the replicas that serve, still serving.
+   */
+  private async failLaunch(message: string): Promise<void> {
+    const { memory, status } = this;
+    const serving = status.serveReady && (memory.scaling?.previous ?? 0) > 0;
+    const back = serving ? memory.scaling!.previous : 0;
+    if (!serving) memory.epoch++;
+    const failure = { epoch: memory.epoch, at: Date.now(), message };
+    status.lastFailure = failure;
+    memory.scaling = undefined;
+    status.launchDeadline = undefined;
+    status.platformSays = undefined;
+    status.target = back;
     try {
-      await turn();
+      await this.setReplicas(back);
     } catch (error) {
       if (!(error instanceof ActivityFailure)) throw error;
-      await failLaunch(`a step of the heavy pool failed: ${failureMessage(error)}`);
+      // The platform refuses even the way back (the group is gone): there is nothing it runs for us.
+      failure.message += `; setting replicas to ${back} failed too: ${failureMessage(error)}`;
+      this.patched(back);
     }
-    if (workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
-      await continueAsNew<typeof heavyPoolWorkflow>({ config: input.config, carried: m });
+    if (serving) {
+      status.notReady = undefined;
+      status.layersPassed = ['pods', 'backends', 'canary'];
+      this.setPhase('ready');
+      return;
     }
+    status.serveReady = false;
+    status.notReady = message;
+    status.layersPassed = [];
+    status.backends = [];
+    status.podsRunning = 0;
+    status.aliveBackends = 0;
+    this.redistribute();
+    this.setPhase('parked');
   }
+
+  // ── state changes the phases and handlers share ────────────────────────────────────────────
+
+  private get limits() {
+    return {
+      capacity: this.status.serveReady ? this.settings.maxConcurrency : 0,
+      maxQueueSize: this.settings.maxQueueSize,
+    };
+  }
+
+  private setPhase(phase: PoolPhase): void {
+    if (this.status.phase === phase) return;
+    this.status.phase = phase;
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: phase }]);
+  }
+
+  /** Raise-only: the target becomes the largest asked for, rounded up to the increment, capped. */
+  private raise(requested: number): number {
+    const status = this.status;
+    status.target = raiseTarget(status.target, requested, this.settings);
+    status.lastActivity = Date.now();
+    this.memory.launches++;
+    this.changes++;
+    return status.target;
+  }
+
+  /** The one write: replicas to the platform, counted in the status and the ledger. */
+  private async setReplicas(replicas: number): Promise<void> {
+    const result = await steps.setReplicas.executeWithOptions(
+      {
+        startToCloseTimeout: '30 seconds',
+        summary: `patch ${this.group} replicas ${this.status.replicasPatched} → ${replicas}`,
+      },
+      [{ group: this.group, replicas }],
+    );
+    if (result.changed) this.status.patches++;
+    this.patched(replicas);
+  }
+
+  /** The replicas the platform now has from the pool; the ledger counts node-time from here. */
+  private patched(replicas: number): void {
+    this.status.replicasPatched = replicas;
+    this.memory.usage = recordReplicas(this.memory.usage!, Date.now(), replicas);
+  }
+
+  /** Re-hands free slots after the capacity changed (ready, parked). */
+  private redistribute(): void {
+    this.memory.admissions = distribute(this.memory.admissions, this.limits.capacity);
+  }
+
+  /** Forgets idle coordinators, and those that stopped reporting (they died); returns when the next one would expire. */
+  private expireReports(): number | undefined {
+    const memory = this.memory;
+    let next: number | undefined;
+    for (const [id, a] of Object.entries(memory.admissions)) {
+      const expiresAt = (memory.reportedAt[id] ?? 0) + this.settings.reportTtlMs;
+      const idle = a.running + a.queued === 0;
+      if (idle || expiresAt <= Date.now()) {
+        memory.admissions = removeCoordinator(memory.admissions, id, this.limits);
+        delete memory.reportedAt[id];
+      } else next = Math.min(next ?? Infinity, expiresAt);
+    }
+    this.refreshCounts();
+    return next;
+  }
+
+  private refreshCounts(): void {
+    const sum = totals(this.memory.admissions);
+    this.status.running = sum.running;
+    this.status.waiting = sum.waiting;
+    this.status.coordinators = Object.values(this.memory.admissions).filter((a) => a.running + a.queued > 0).length;
+  }
+}
+
+export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void> {
+  const pool = new HeavyPool(input);
+  pool.tagSearchAttributes();
+  setHandler(launchUpdate, (request) => pool.launch(request), { validator: (request) => pool.validateLaunch(request) });
+  setHandler(launchSignal, (request) => pool.launchBySignal(request));
+  setHandler(reportDemandUpdate, (report) => pool.report(report), {
+    validator: (report) => pool.validateReport(report),
+  });
+  setHandler(statusQuery, () => pool.describe());
+  setHandler(usageQuery, () => pool.usage());
+  setHandler(admissionQuery, (coordinator) => pool.answer(coordinator));
+
+  await pool.run();
+  await condition(allHandlersFinished);
+  await continueAsNew<typeof heavyPoolWorkflow>({ config: input.config, carried: pool.memory });
 }
 
 /** The innermost message of a failure chain: what actually went wrong. */

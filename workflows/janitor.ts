@@ -1,7 +1,7 @@
 /** The janitor: deletes retired segments' objects after the grace period, and uploads never committed. */
 import { proxyActivities } from '@temporalio/workflow';
 import type { JanitorActivities } from '../activities/janitor.js';
-import type { JanitorInput, JanitorResult } from './api.js';
+import { JANITOR_DEFAULTS, type JanitorInput, type JanitorResult } from './contracts/janitor.js';
 
 // Both steps heartbeat: a worker lost mid-sweep is replaced within the heartbeat timeout.
 const { deleteRetiredSegments, deleteOrphanObjects } = proxyActivities<JanitorActivities>({
@@ -10,11 +10,12 @@ const { deleteRetiredSegments, deleteOrphanObjects } = proxyActivities<JanitorAc
 });
 
 export async function janitorWorkflow(input: JanitorInput = {}): Promise<JanitorResult> {
-  const graceMs = input.graceMs ?? 3_600_000;
+  const graceMs = input.graceMs ?? JANITOR_DEFAULTS.graceMs;
+  const heartbeatTimeoutMs = input.heartbeatTimeoutMs ?? JANITOR_DEFAULTS.heartbeatTimeoutMs;
   const retiredDeleted = await deleteRetiredSegments.executeWithOptions(
     {
       startToCloseTimeout: '30 minutes',
-      heartbeatTimeout: '30 seconds',
+      heartbeatTimeout: heartbeatTimeoutMs,
       summary: `delete objects retired over ${graceMs} ms ago`,
     },
     [{ graceMs }],
@@ -22,7 +23,7 @@ export async function janitorWorkflow(input: JanitorInput = {}): Promise<Janitor
   const orphansDeleted = await deleteOrphanObjects.executeWithOptions(
     {
       startToCloseTimeout: '30 minutes',
-      heartbeatTimeout: '30 seconds',
+      heartbeatTimeout: heartbeatTimeoutMs,
       summary: `delete uploads never committed, older than ${graceMs} ms`,
     },
     [{ graceMs }],

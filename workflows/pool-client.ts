@@ -6,24 +6,23 @@
  */
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { nodeHoursNow, type NodeUsage } from '../core/node-hours.js';
+import { SEARCH_ATTRIBUTES, TASK_QUEUE } from './contracts/shared.js';
 import {
   admissionQuery,
   launchUpdate,
   parkedStatus,
+  poolSettings,
   poolWorkflowId,
-  preflightWorkflowId,
-  type PreflightReport,
   reportDemandUpdate,
-  SEARCH_ATTRIBUTES,
   statusQuery,
-  TASK_QUEUE,
   usageQuery,
   type AdmissionAnswer,
   type DemandReport,
   type LaunchAccepted,
   type PoolConfig,
   type PoolStatus,
-} from './api.js';
+} from './contracts/heavy-pool.js';
+import { preflightWorkflowId, type PreflightReport } from './contracts/preflight.js';
 import type { heavyPoolWorkflow } from './heavy-pool.js';
 import type { preflightWorkflow } from './preflight.js';
 
@@ -81,7 +80,10 @@ export async function poolStatus(
     return status.usage ? { ...status, nodeHours: nodeHoursNow(status.usage, Date.now()) } : status;
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
-    return { ...parkedStatus(options.config ?? { group: options.group }), nodeHours: { today: 0, month: 0 } };
+    return {
+      ...parkedStatus(poolSettings(options.config ?? { group: options.group })),
+      nodeHours: { today: 0, month: 0 },
+    };
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { HeavyPoolActivities } from '../activities/heavy-pool.js';
-import type { ReconcileInput, ReconcileResult } from './api.js';
+import type { ReconcileInput, ReconcileResult } from './contracts/pool-reconciler.js';
 
 const { parkOrphanedGroups } = proxyActivities<HeavyPoolActivities>({
   startToCloseTimeout: '1 minute',

@@ -5,7 +5,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { PreflightActivities } from '../activities/preflight.js';
-import type { PreflightInput, PreflightReport } from './api.js';
+import type { PreflightInput, PreflightReport } from './contracts/preflight.js';
 
 const { preflight } = proxyActivities<PreflightActivities>({
   startToCloseTimeout: '1 minute',

@@ -22,16 +22,18 @@ import {
 } from '@temporalio/workflow';
 import type { MergeActivities } from '../activities/merge.js';
 import type { SegmentRow } from '../services/meta/client.js';
+import { SEARCH_ATTRIBUTES } from './contracts/shared.js';
 import {
   LEASE_LOST,
   LOST_MERGE_RACE,
+  MERGE_DEFAULTS,
+  mergeSettings,
   mergeWorkflowId,
-  SEARCH_ATTRIBUTES,
   type MergeInput,
   type MergeResult,
   type TableMergeInput,
   type TableMergeResult,
-} from './api.js';
+} from './contracts/segment-merge.js';
 
 const STEPS_RENEW_LEASE = 'merge-steps-renew-lease';
 const MERGE_IN_ONE_STEP = 'merge-in-one-step';
@@ -44,10 +46,10 @@ const activities = (heartbeatTimeoutMs: number) =>
   });
 
 export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResult> {
-  const level = input.level ?? 0;
-  const ttlMs = input.leaseTtlMs ?? 600_000;
+  const settings = mergeSettings(input);
+  const { level, leaseTtlMs: ttlMs, heartbeatTimeoutMs } = settings;
   const { acquireLease, releaseLease, pickMergeInputs, mergeSegments, pushToOwner, commitMerge, mergePushAndCommit } =
-    activities(input.heartbeatTimeoutMs ?? 30_000);
+    activities(heartbeatTimeoutMs);
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.table, value: input.table },
     { key: SEARCH_ATTRIBUTES.partition, value: input.partition },
@@ -61,9 +63,9 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
   });
 
   const lease = { name: `merge:${input.table}:${input.partition}:l${level}`, holder: workflowInfo().workflowId, ttlMs };
-  const pick = { table: input.table, partition: input.partition, level, maxInputs: input.maxInputs ?? 100 };
+  const pick = { table: input.table, partition: input.partition, level, maxInputs: settings.maxInputs };
   const oneStep = patched(MERGE_IN_ONE_STEP);
-  const giveUpAt = Date.now() + (input.leaseWaitMs ?? 2 * ttlMs);
+  const giveUpAt = Date.now() + settings.leaseWaitMs;
   let token: number | undefined; // the lease's fencing token: the swap commits only while the lease still carries it
   let picked: SegmentRow[] | undefined; // picked with the lease, in one step
   for (;;) {
@@ -78,23 +80,21 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     }
     if (Date.now() >= giveUpAt) return result('lease-held');
     // Another holder, maybe a dead one: look again when it may have let go, and at the latest when its lease runs out.
-    await sleep(
-      Math.max(100, Math.min(attempt.expiresAt - Date.now(), input.leasePollMs ?? 5_000, giveUpAt - Date.now())),
-    );
+    await sleep(Math.max(100, Math.min(attempt.expiresAt - Date.now(), settings.leasePollMs, giveUpAt - Date.now())));
   }
 
   let inputs: string[] = [];
   try {
     picked ??= await pickMergeInputs(pick);
     inputs = picked.map((s) => s.id);
-    if (inputs.length < (input.minInputs ?? 2)) return result('nothing-to-merge', { inputs });
+    if (inputs.length < settings.minInputs) return result('nothing-to-merge', { inputs });
     const bytes = picked.reduce((sum, s) => sum + s.bytes, 0);
     const fence = token === undefined ? undefined : { lease: lease.name, token };
     if (oneStep) {
       const { merged, push } = await mergePushAndCommit.executeWithOptions(
         {
           startToCloseTimeout: '30 minutes',
-          heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+          heartbeatTimeout: heartbeatTimeoutMs,
           summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes), push to the owner, swap in`,
         },
         [{ table: input.table, partition: input.partition, level, inputs, lease, fence }],
@@ -108,7 +108,7 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     const merged = await mergeSegments.executeWithOptions(
       {
         startToCloseTimeout: '30 minutes',
-        heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+        heartbeatTimeout: heartbeatTimeoutMs,
         summary: `merge ${inputs.length} level-${level} segments of ${input.table}/${input.partition} (${bytes} bytes)`,
       },
       [{ table: input.table, partition: input.partition, level, inputs, lease }],
@@ -118,7 +118,7 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
     const push = await pushToOwner.executeWithOptions(
       {
         startToCloseTimeout: '5 minutes',
-        heartbeatTimeout: input.heartbeatTimeoutMs ?? 30_000,
+        heartbeatTimeout: heartbeatTimeoutMs,
         summary: `push ${merged.id} (${merged.bytes} bytes) into its owner's cache`,
       },
       [{ table: input.table, segmentId: merged.id, lease }],
@@ -145,9 +145,9 @@ export async function segmentMergeWorkflow(input: MergeInput): Promise<MergeResu
 
 /** The scheduled pass over one table: a merge for every partition with enough small segments. */
 export async function tableMergeWorkflow(input: TableMergeInput): Promise<TableMergeResult> {
-  const level = input.level ?? 0;
-  const minInputs = input.minInputs ?? 2;
-  const { listMergeablePartitions } = activities(30_000);
+  const level = input.level ?? MERGE_DEFAULTS.level;
+  const minInputs = input.minInputs ?? MERGE_DEFAULTS.minInputs;
+  const { listMergeablePartitions } = activities(MERGE_DEFAULTS.heartbeatTimeoutMs);
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.table, value: input.table }]);
   const partitions: TableMergeResult['partitions'] = [];
   for (const partition of await listMergeablePartitions({ table: input.table, level, minInputs })) {

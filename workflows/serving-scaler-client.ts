@@ -4,16 +4,16 @@
  * and read its status.
  */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { TASK_QUEUE } from './contracts/shared.js';
 import {
   servingLoadSignal,
   servingScalerSettings,
   servingScalerStatusQuery,
   servingScalerWorkflowId,
-  TASK_QUEUE,
   type ServingLoadReport,
   type ServingScalerConfig,
   type ServingScalerStatus,
-} from './api.js';
+} from './contracts/serving-scaler.js';
 import type { servingScalerWorkflow } from './serving-scaler.js';
 
 export interface ServingScalerClientOptions {

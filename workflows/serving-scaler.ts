@@ -24,7 +24,7 @@ import {
   servingScalerStatusQuery,
   type ServingScalerInput,
   type ServingScalerMemory,
-} from './api.js';
+} from './contracts/serving-scaler.js';
 
 const steps = proxyActivities<ServingScalerActivities>({
   startToCloseTimeout: '1 minute',

@@ -12,6 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { SUPERVISED_ENV } from '../../services/common/startup.js';
+import { supervise, type Server, type Supervised, type Supervision } from './supervise.js';
 
 export interface ServiceProcess {
   name: string;
@@ -26,16 +27,9 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-export interface Supervision {
+export interface ServiceSupervision extends Supervision {
   /** The variable that sets the service's port, so that a restart listens where the first run did. */
   portVariable?: string;
-  /** Waits before each restart; past the last, the service is given up on. @default 1 s, 2 s, 4 s, 8 s, 16 s */
-  backoffMs?: number[];
-  /** A run that lasted this long resets the backoff. @default 60000 */
-  healthyAfterMs?: number;
-  log(line: string): void;
-  /** The service kept dying: `berth up` should stop everything and exit non-zero. */
-  giveUp(error: Error): void;
 }
 
 /** Where each service's compiled entry point lives. */
@@ -47,9 +41,10 @@ export const SERVICE_SCRIPTS = {
   controller: fileURLToPath(new URL('../../services/controller/main.js', import.meta.url)),
 } as const;
 
-interface Run {
+/** One run of the script: a process that announced itself. */
+interface Run extends Server {
   child: ChildProcess;
-  exited: Promise<number | null>;
+  code: Promise<number | null>;
   announcement: Record<string, unknown>;
 }
 
@@ -97,7 +92,16 @@ async function run(
       reject(new Error(`${name} exited with code ${code} while starting:\n${tail}`));
     });
   });
-  return { child, exited, announcement };
+  return {
+    child,
+    code: exited,
+    announcement,
+    exited: exited.then((code) => (code === null ? `signal ${child.signalCode}` : `code ${code}`)),
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }
 
 export async function startServiceProcess(
@@ -105,63 +109,31 @@ export async function startServiceProcess(
   script: string,
   env: Record<string, string>,
   logFile: string,
-  supervision?: Supervision,
+  supervision?: ServiceSupervision,
   startTimeoutMs = 60_000,
 ): Promise<ServiceProcess> {
-  let current = await run(name, script, env, logFile, startTimeoutMs);
-  const url = current.announcement.url as string;
-  let stopping = false;
-
-  if (supervision) {
-    const backoff = supervision.backoffMs ?? [1_000, 2_000, 4_000, 8_000, 16_000];
-    const restartEnv = supervision.portVariable ? { ...env, [supervision.portVariable]: new URL(url).port } : env;
-    let failures = 0;
-    const watch = (watched: Run, startedAt: number): void => {
-      void watched.exited.then(async (code) => {
-        if (stopping) return;
-        const how = code === null ? `signal ${watched.child.signalCode}` : `code ${code}`;
-        if (Date.now() - startedAt >= (supervision.healthyAfterMs ?? 60_000)) failures = 0;
-        const wait = backoff[failures++];
-        if (wait === undefined) {
-          supervision.giveUp(new Error(`${name} exited (${how}) ${failures} times in a row; see ${logFile}`));
-          return;
-        }
-        supervision.log(
-          `${name} exited (${how}); restarting it in ${wait / 1000} s (${failures} of ${backoff.length})`,
-        );
-        await new Promise((resolve) => setTimeout(resolve, wait));
-        if (stopping) return;
-        try {
-          current = await run(name, script, restartEnv, logFile, startTimeoutMs);
-          if (stopping) {
-            current.child.kill('SIGTERM');
-            return;
-          }
-          supervision.log(`${name} restarted at ${current.announcement.url as string}`);
-          watch(current, Date.now());
-        } catch (error) {
-          if (!stopping) supervision.giveUp(error as Error);
-        }
-      });
-    };
-    watch(current, Date.now());
-  }
-
+  const first = await run(name, script, env, logFile, startTimeoutMs);
+  const url = first.announcement.url as string;
+  const restartEnv = supervision?.portVariable ? { ...env, [supervision.portVariable]: new URL(url).port } : env;
+  const runs: Supervised<Run> = supervision
+    ? supervise(
+        name,
+        first,
+        () => run(name, script, restartEnv, logFile, startTimeoutMs),
+        { ...supervision, giveUp: (error) => supervision.giveUp(new Error(`${error.message}; see ${logFile}`)) },
+        (restarted) => restarted.announcement.url as string,
+      )
+    : { current: first, stop: () => first.stop() };
   return {
     name,
     url,
-    announced: current.announcement,
+    announced: first.announcement,
     get child() {
-      return current.child;
+      return runs.current.child;
     },
     get exited() {
-      return current.exited;
+      return runs.current.code;
     },
-    stop: async () => {
-      stopping = true;
-      const { child, exited } = current;
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
-    },
+    stop: () => runs.stop(),
   };
 }

@@ -1,7 +1,8 @@
 /** `berth merge --table T`: merges a table's small segments now, partition by partition, and waits. */
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import { MERGE_TASK_QUEUE, type TableMergeResult } from '../../workflows/api.js';
+import { MERGE_TASK_QUEUE } from '../../workflows/contracts/shared.js';
+import type { TableMergeResult } from '../../workflows/contracts/segment-merge.js';
 import type { tableMergeWorkflow } from '../../workflows/index.js';
 import { dataDirOption, openCluster } from '../cluster-client.js';
 import { UsageError } from '../usage-error.js';

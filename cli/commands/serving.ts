@@ -1,7 +1,7 @@
 /** `berth serving status`: the serving group's autoscaler (opt-in), with each step's expected cost. */
 import { Command } from 'commander';
 import { formatBytes } from '../../core/bytes.js';
-import type { ServingScalerStatus } from '../../workflows/api.js';
+import type { ServingScalerStatus } from '../../workflows/contracts/serving-scaler.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { percent } from '../format.js';
 

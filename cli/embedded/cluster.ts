@@ -9,14 +9,15 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { MetaClient } from '../../services/meta/client.js';
-import { freePort } from './free-port.js';
-import { startS3Server, type SeaweedPorts } from './s3-server.js';
 import {
   SERVICE_SCRIPTS,
   startServiceProcess,
   type ServiceProcess,
 } from '../../activities/platform/service-process.js';
+import { supervise } from '../../activities/platform/supervise.js';
+import { MetaClient } from '../../services/meta/client.js';
+import { freePort } from './free-port.js';
+import { startS3Server, type SeaweedPorts } from './s3-server.js';
 import { resolveTemporalCli } from './temporal-cli.js';
 import { startTemporalDevServer } from './temporal-server.js';
 
@@ -108,25 +109,29 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
 
   try {
     const executable = await resolveTemporalCli({ log });
-    const [temporal, s3] = await Promise.all([
-      startTemporalDevServer({
-        executable,
-        ip: bind,
-        port: options.temporalPort || undefined,
-        uiPort: options.temporalUiPort || (await freePort(bind)),
-        dbFilename: path.join(dataDir, 'temporal.sqlite'),
-      }),
-      startS3Server({
-        directory: path.join(dataDir, 'seaweedfs'),
-        identitiesFile: s3IdentitiesFile(dataDir),
-        buckets: [options.bucket],
-        address: bind,
-        ports: { ...options.seaweedPorts, s3: options.s3Port },
-        logFile: path.join(dataDir, 'logs', 'seaweedfs.log'),
-        log,
-      }),
-    ]);
-    started.push(temporal, s3);
+    const temporalOptions = {
+      executable,
+      ip: bind,
+      port: options.temporalPort || (await freePort(bind)),
+      uiPort: options.temporalUiPort || (await freePort(bind)),
+      dbFilename: path.join(dataDir, 'temporal.sqlite'),
+    };
+    const s3Options = {
+      directory: path.join(dataDir, 'seaweedfs'),
+      identitiesFile: s3IdentitiesFile(dataDir),
+      buckets: [options.bucket],
+      address: bind,
+      ports: { ...options.seaweedPorts, s3: options.s3Port } as Partial<SeaweedPorts>,
+      logFile: path.join(dataDir, 'logs', 'seaweedfs.log'),
+      log,
+    };
+    const [temporal, s3] = await Promise.all([startTemporalDevServer(temporalOptions), startS3Server(s3Options)]);
+    // Restarts listen where the first run did: the services keep their addresses.
+    const supervision = { log, giveUp };
+    started.push(
+      supervise('temporal', temporal, () => startTemporalDevServer(temporalOptions), supervision),
+      supervise('s3', s3, () => startS3Server({ ...s3Options, ports: s3.ports }), supervision),
+    );
     log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);
 
     const heavy = options.heavy ?? {};

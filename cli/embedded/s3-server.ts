@@ -1,11 +1,10 @@
 /**
  * The embedded S3 API: SeaweedFS (`weed mini`: master, volume server, filer and S3 gateway in one
  * process) on loopback, spoken to with the same @aws-sdk/client-s3 code as S3. Requests need the
- * credentials generated into the identities file (kept, 0600, so a restart keeps them); the filer
- * and volume ports need JWTs that only the gateway holds; telemetry is off. Every port is chosen
+ * credentials generated into the identities file (kept, 0600, so a restart keeps them); every
+ * other port needs keys only SeaweedFS holds (seaweed-security.ts); telemetry is off. Every port is chosen
  * by the caller or free, and the process dies with ours, even when ours is killed.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -15,7 +14,9 @@ import type { Writable } from 'node:stream';
 import { CreateBucketCommand, ListBucketsCommand } from '@aws-sdk/client-s3';
 import { createS3Client, type S3Credentials } from '../../services/common/s3-client.js';
 import { freePort, isPortFree } from './free-port.js';
+import { writeSeaweedSecurity } from './seaweed-security.js';
 import { resolvePythonTool, type PythonToolOptions } from './python-tool.js';
+import { spawnTethered } from './tether.js';
 
 /** SeaweedFS's ports; the admin server's gRPC port is always admin + 10000 (its maintenance worker dials there). */
 export interface SeaweedPorts {
@@ -66,6 +67,10 @@ export interface S3Server {
   endpoint: string;
   credentials: S3Credentials;
   ports: SeaweedPorts;
+  /** Leads the process group SeaweedFS runs in, on its tether: a signal to -pid reaches weed. */
+  pid: number;
+  /** Settles when SeaweedFS exits, stopped or not, with how it exited. */
+  exited: Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -115,11 +120,6 @@ export async function loadOrCreateS3Credentials(identitiesFile: string): Promise
   return credentials;
 }
 
-// `sh` keeps `weed` tethered to us: it exits when its stdin (a pipe from us) closes, which the
-// kernel does when we die for any reason, and takes weed with it. SIGTERM to the group stops both.
-const TETHER =
-  '"$0" "$@" & weed=$!; trap \'kill -TERM $weed 2>/dev/null\' TERM INT; read _; kill -TERM $weed 2>/dev/null; wait $weed';
-
 export async function startS3Server(options: S3ServerOptions): Promise<S3Server> {
   const address = options.address ?? '127.0.0.1';
   const log = options.log ?? (() => {});
@@ -129,24 +129,22 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
     options.executable ?? resolveWeed({ log }),
     loadOrCreateS3Credentials(options.identitiesFile),
   ]);
-  // Keys for the JWTs the gateway signs its filer and volume requests with: those ports refuse
-  // anyone else. SeaweedFS reads security.toml from its working directory.
-  const key = () => JSON.stringify(randomBytes(24).toString('base64url'));
-  await writeFile(
-    path.join(directory, 'security.toml'),
-    ['jwt.signing', 'jwt.signing.read', 'jwt.filer_signing', 'jwt.filer_signing.read']
-      .map((table) => `[${table}]\nkey = ${key()}\n`)
-      .join(''),
-    { mode: 0o600 },
-  );
+  // Only the gateway's credentials reach the data: every other port needs keys made here.
+  // SeaweedFS reads security.toml from its working directory.
+  await writeSeaweedSecurity(directory);
   const logStream: Writable | undefined = options.logFile
     ? createWriteStream(options.logFile, { flags: 'a' })
     : undefined;
   // A free port can be taken by another process before weed binds it: then weed exits at once,
   // and a start on fresh free ports follows (the caller's own ports are kept).
   for (let attempt = 1; ; attempt++) {
-    const ports = await pickPorts(address, options.ports ?? {});
-    const weed = launch(executable, weedArgs(directory, options.identitiesFile, address, ports), directory, logStream);
+    const ports = await pickSeaweedPorts(address, options.ports);
+    const weed = launchWeed(
+      executable,
+      weedArgs(directory, options.identitiesFile, address, ports),
+      directory,
+      logStream,
+    );
     const endpoint = `http://${address}:${ports.s3}`;
     try {
       const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
@@ -162,6 +160,8 @@ export async function startS3Server(options: S3ServerOptions): Promise<S3Server>
         endpoint,
         credentials,
         ports,
+        pid: weed.child.pid!,
+        exited: weed.exited,
         stop: async () => {
           await weed.stop();
           logStream?.end();
@@ -200,6 +200,15 @@ function weedArgs(directory: string, identitiesFile: string, address: string, po
     '-admin.ui=false',
     '-s3.port.iceberg=0',
     '-s3.port.lance=0',
+    ...seaweedPortFlags(ports),
+    ...socket('s3.sock'),
+    ...socket('filer.sock'),
+  ];
+}
+
+/** `weed mini`'s flags for each of its ports. */
+export function seaweedPortFlags(ports: SeaweedPorts): string[] {
+  return [
     `-s3.port=${ports.s3}`,
     `-s3.port.grpc=${ports.s3Grpc}`,
     `-master.port=${ports.master}`,
@@ -209,18 +218,28 @@ function weedArgs(directory: string, identitiesFile: string, address: string, po
     `-filer.port=${ports.filer}`,
     `-filer.port.grpc=${ports.filerGrpc}`,
     `-admin.port=${ports.admin}`,
-    ...socket('s3.sock'),
-    ...socket('filer.sock'),
   ];
 }
 
 /** Starts weed under its tether, in its own process group; `stop` ends the group. */
-function launch(executable: string, args: string[], cwd: string, logStream: Writable | undefined) {
-  const child = spawn('/bin/sh', ['-c', TETHER, executable, ...args], {
-    cwd,
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+export function launchWeed(
+  executable: string,
+  args: string[],
+  cwd: string,
+  logStream?: Writable,
+  env?: Record<string, string>,
+) {
+  // On a tether: weed ends with us, even when we are killed, and the tether exits with weed.
+  const child = spawnTethered(
+    executable,
+    args,
+    { stdout: 'pipe', stderr: 'pipe' },
+    {
+      cwd,
+      env: { ...process.env, ...env },
+      detached: true,
+    },
+  );
   (child.stdin as unknown as { unref(): void }).unref(); // the tether must not keep our event loop alive
   let tail = '';
   const keep = (chunk: Buffer) => {
@@ -229,7 +248,9 @@ function launch(executable: string, args: string[], cwd: string, logStream: Writ
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code === null ? `signal ${signal}` : `code ${code}`)),
+  );
   const signal = (name: NodeJS.Signals) => {
     try {
       process.kill(-child.pid!, name);
@@ -239,6 +260,7 @@ function launch(executable: string, args: string[], cwd: string, logStream: Writ
   };
   return {
     child,
+    exited,
     tail: () => tail,
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -251,7 +273,7 @@ function launch(executable: string, args: string[], cwd: string, logStream: Writ
 }
 
 /** The caller's ports, and free ones for the rest (distinct, and admin's gRPC twin free too). */
-async function pickPorts(address: string, given: Partial<SeaweedPorts>): Promise<SeaweedPorts> {
+export async function pickSeaweedPorts(address: string, given: Partial<SeaweedPorts> = {}): Promise<SeaweedPorts> {
   const taken = new Set(Object.values(given).filter((p): p is number => Boolean(p)));
   const pick = async (accept: (port: number) => Promise<boolean> = async () => true): Promise<number> => {
     for (;;) {

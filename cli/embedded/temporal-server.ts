@@ -34,6 +34,8 @@ export interface TemporalDevServer {
   namespace: string;
   /** Web UI URL, when the UI is on */
   uiUrl?: string;
+  /** Settles when the server exits, stopped or not, with how it exited (never for the SDK's own server). */
+  exited: Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -55,7 +57,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
         extraArgs: options.extraArgs,
       },
     });
-    return { address: env.address, namespace, uiUrl, stop: () => env.teardown() };
+    return { address: env.address, namespace, uiUrl, exited: new Promise(() => {}), stop: () => env.teardown() };
   }
 
   const port = options.port ?? (await freePort(ip));
@@ -78,7 +80,9 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   const child = spawnTethered(options.executable.path, args, { stdout: 'ignore', stderr: 'pipe' });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code === null ? `signal ${signal}` : `code ${code}`)),
+  );
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   for (;;) {
@@ -107,6 +111,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     address,
     namespace,
     uiUrl,
+    exited,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');
       await exited;

@@ -5,6 +5,7 @@
  * script exits with the program.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -39,5 +40,6 @@ if (process.argv[1] === HERE) {
     process.stderr.write(`${error.message}\n`);
     process.exit(127);
   });
-  child.once('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+  // A program ended by a signal exits as a shell reports it: 128 + the signal's number.
+  child.once('exit', (code, signal) => process.exit(code ?? 128 + (signal ? os.constants.signals[signal] : 0)));
 }

@@ -1,8 +1,8 @@
 /**
  * Rows between Berth's services as Arrow IPC streams: a query node writes its DuckDB result batch
  * by batch, and the coordinator writes each batch, as it arrives, into DuckDB chunks: a table's
- * appender, or the final stage's reads of rows held in memory (coordinator/held-rows.ts). Nothing
- * touches a file.
+ * appender, or the final stage's reads of rows held in memory (common/final-stage/held-rows.ts).
+ * Nothing touches a file.
  *
  * Every value arrives as DuckDB computed it. Columns are copied as DuckDB lays them out in memory,
  * which for most types is Arrow's own layout (integers, floats, dates, times, timestamps, strings,
@@ -10,8 +10,9 @@
  * bitmap, and the types Arrow has no exact twin for (HUGEINT, UHUGEINT, UUID, INTERVAL, TIME WITH
  * TIME ZONE, BIT, BIGNUM) as DuckDB's own bytes in a fixed-size binary or binary column. Each field
  * names its DuckDB type in the metadata key `duckdb.type`; the receiver writes into chunks whose
- * types it already knows. Types outside this list (ENUM, UNION, and the rest) are sent as text by
- * the planner and cast back, which is exact for them.
+ * types it already knows, and refuses a stream whose fields are not of those types. Types outside
+ * this list (ENUM, UNION, and the rest) are sent as text by the planner and cast back, which is
+ * exact for them.
  */
 import { Readable } from 'node:stream';
 import duckdb from '@duckdb/node-bindings';
@@ -29,6 +30,7 @@ import {
 } from '@duckdb/node-api';
 import * as arrow from 'apache-arrow';
 import { resultChunks } from './duckdb.js';
+import { inconsistent } from './errors.js';
 
 export const ARROW_STREAM_TYPE = 'application/vnd.apache.arrow.stream';
 
@@ -408,17 +410,59 @@ export function arrowStream(result: DuckDBResult, onRows?: (rows: number) => voi
 
 // ── Arrow data → DuckDB (the receiving side) ─────────────────────────────────────────────────
 
+/** A field the receiver reads a stream's column as: its name on the wire, its DuckDB type, and the column's name for errors. */
+export interface ExpectedField {
+  name: string;
+  type: DuckDBType;
+  column: string;
+}
+
+/**
+ * Refuses a stream whose fields are not the ones expected, by name and type (the DuckDB type each
+ * field names, and the Arrow type that travels as), before any of its bytes are read: a DOUBLE
+ * read as a HUGEINT would be garbage, read past the end of its buffer. A sender that disagrees
+ * with the plan is no user's fault: a 500 naming the column, never an answer.
+ */
+function expectSchema(schema: arrow.Schema, expected: readonly ExpectedField[]): void {
+  const refuse = (what: string) =>
+    inconsistent('exchange_schema_mismatch', `the scan stage sent ${what}; the query is refused rather than misread`);
+  if (schema.fields.length !== expected.length)
+    throw refuse(`${schema.fields.length} columns where ${expected.length} were expected`);
+  expected.forEach(({ name, type, column }, i) => {
+    const field = schema.fields[i]!;
+    const want = type.toString();
+    const got = field.metadata.get('duckdb.type') ?? 'a type it does not name';
+    if (field.name !== name) throw refuse(`field "${field.name}" where "${name}" (column "${column}") was expected`);
+    if (got !== want) throw refuse(`column "${column}" as ${got} where ${want} was expected`);
+    if (String(field.type) !== String(arrowType(type)))
+      throw refuse(
+        `column "${column}" (${want}) as Arrow ${String(field.type)} where ${String(arrowType(type))} was expected`,
+      );
+  });
+}
+
 /**
  * The record batches of an Arrow IPC stream, as they arrive; a source that fails fails them.
  * Arrow's reader, handed a Node stream, ends quietly when the stream errors (a stream cut short
  * would read as a whole one with fewer rows): it is handed the stream's own iterator instead, whose
- * errors it passes on.
+ * errors it passes on. With `expected`, the stream's schema is checked (expectSchema) before its
+ * first batch.
  */
-export async function* arrowBatches(source: AsyncIterable<Uint8Array>): AsyncGenerator<arrow.RecordBatch> {
+export async function* arrowBatches(
+  source: AsyncIterable<Uint8Array>,
+  expected?: readonly ExpectedField[],
+): AsyncGenerator<arrow.RecordBatch> {
   const pieces = async function* () {
     for await (const piece of source) yield piece;
   };
-  for await (const batch of await arrow.RecordBatchReader.from(pieces())) yield batch;
+  const reader = await arrow.RecordBatchReader.from(pieces());
+  if (expected) {
+    await reader.open();
+    if (reader.schema) expectSchema(reader.schema, expected); // none: an empty source, which has no batches either
+  }
+  // A stream of no batches reads as one empty placeholder batch whose lists have no child data
+  // (Arrow's reader makes it): a batch of no rows carries nothing, so none is passed on.
+  for await (const batch of reader) if (batch.numRows > 0) yield batch;
 }
 
 function expectColumns(batch: arrow.RecordBatch, types: readonly DuckDBType[]): void {
@@ -469,7 +513,14 @@ function decodeInto(vector: duckdb.Vector, type: DuckDBType, data: arrow.Data, f
   const values = data.values as ArrayBufferView | undefined;
   const raw = values ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : new Uint8Array(0);
   const width = FIXED_WIDTH[type.typeId];
-  if (width !== undefined) return copy(raw.subarray(start * width, (start + count) * width));
+  if (width !== undefined) {
+    // The bytes DuckDB copies must all be there: a buffer of narrower values is refused, never read past.
+    if (raw.byteLength < (start + count) * width)
+      throw new Error(
+        `the exchange sent ${raw.byteLength} bytes of ${type.toString()} where ${(start + count) * width} are needed`,
+      );
+    return copy(raw.subarray(start * width, (start + count) * width));
+  }
   if (STRING_TYPES.has(type.typeId)) return writeStrings(vector, data, start, count);
   switch (type.typeId) {
     case DuckDBTypeId.BOOLEAN: {

@@ -1,25 +1,32 @@
 /**
  * Reading a process's configuration from its environment. Each process declares one TypeBox schema
  * whose keys are the variables it reads (its `config.ts`); the defaults live there, once, and the
- * README's configuration table is checked against these schemas by a test. A value that does not
+ * table in docs/configuration.md is checked against these schemas by a test. A value that does not
  * fit is refused at boot with an error that names the variable, before anything starts.
  */
 import { Type, type Static, type TObject, type TProperties, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
 import { DEFAULT_VERDICT_THRESHOLDS } from '../../core/routing-verdict.js';
 import { NODE_ID } from '../../core/identifiers.js';
-import {
-  POOL_DEFAULTS,
-  SERVING_SCALER_DEFAULTS,
-  TASK_QUEUE,
-  type PoolConfig,
-  type ServingScalerConfig,
-} from '../../workflows/api.js';
+import { TASK_QUEUE } from '../../workflows/contracts/shared.js';
+import { POOL_DEFAULTS, type PoolConfig } from '../../workflows/contracts/heavy-pool.js';
+import { SERVING_SCALER_DEFAULTS, type ServingScalerConfig } from '../../workflows/contracts/serving-scaler.js';
 
 /** Thrown when an environment variable is missing or does not fit its process's configuration schema. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
+
+/** Where a service listens unless told otherwise: loopback only. */
+export const DEFAULT_HOST = '127.0.0.1';
+/** The group that serves light queries, and that a query node joins unless told otherwise. */
+export const DEFAULT_SERVING_GROUP = 'serving';
+export const DEFAULT_LOG_LEVEL = 'info';
+export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
+/** How often a query node heartbeats, and so how often meta expects it to. */
+export const DEFAULT_HEARTBEAT_MS = 5_000;
+/** How often a member view reads its group's member list. */
+export const DEFAULT_MEMBER_POLL_MS = 10_000;
 
 /** A duration or interval in milliseconds. */
 export const Millis = (options: { minimum?: number; default?: number } = {}) =>
@@ -31,13 +38,15 @@ export const Port = (defaultPort: number) => Type.Integer({ minimum: 0, maximum:
 /** A compute group's name (the shape node ids have). */
 export const GroupSetting = (options: { default?: string } = {}) =>
   Type.String({ pattern: NODE_ID.source, ...options });
-export const Host = (defaultHost = '127.0.0.1') => Type.String({ minLength: 1, default: defaultHost });
+export const Host = (defaultHost = DEFAULT_HOST) => Type.String({ minLength: 1, default: defaultHost });
 
 /** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
 const CommonSettings = {
   BERTH_TOKEN: Type.String(),
   BERTH_DATA_DIR: Type.String({ minLength: 1, default: '.berth' }),
-  BERTH_LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
+  BERTH_LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+    default: DEFAULT_LOG_LEVEL,
+  }),
 };
 
 /** Where Berth's objects are; the credentials fall back to the AWS chain. */
@@ -56,7 +65,7 @@ const MetaUrlSettings = {
 
 const TemporalSettings = {
   BERTH_TEMPORAL_ADDRESS: Type.String({ minLength: 1, default: '127.0.0.1:7233' }),
-  BERTH_TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: 'default' }),
+  BERTH_TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: DEFAULT_TEMPORAL_NAMESPACE }),
   BERTH_TASK_QUEUE: Type.String({ minLength: 1, default: TASK_QUEUE }),
 };
 
@@ -77,7 +86,7 @@ const HeavyPoolSettings = {
 
 /** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
 const ServingScalerSettings = {
-  BERTH_SERVING_GROUP: GroupSetting({ default: 'serving' }),
+  BERTH_SERVING_GROUP: GroupSetting({ default: DEFAULT_SERVING_GROUP }),
   BERTH_SERVING_AUTOSCALE: Type.Boolean({ default: false }),
   BERTH_SERVING_MIN_REPLICAS: Type.Integer({ minimum: 0, default: SERVING_SCALER_DEFAULTS.floor }),
   BERTH_SERVING_MAX_REPLICAS: Type.Integer({ minimum: 1, default: SERVING_SCALER_DEFAULTS.max }),
@@ -87,8 +96,8 @@ const ServingScalerSettings = {
   BERTH_SERVING_REPORT_TTL_MS: Millis({ default: SERVING_SCALER_DEFAULTS.reportTtlMs }),
 };
 
-const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: 5_000 }) };
-const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: 10_000 }) };
+const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: DEFAULT_HEARTBEAT_MS }) };
+const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: DEFAULT_MEMBER_POLL_MS }) };
 /** DuckDB's memory limit per engine (e.g. 2GB); unset: a quarter of the memory available. */
 const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(Type.String()) };
 

@@ -39,6 +39,8 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     // (a segment held in part) within the second after a read would be read as it was.
     await connection.run('SET enable_external_file_cache = false');
     if (options.cacheParquetFooters) await connection.run('SET parquet_metadata_cache = true');
+    // Times with a zone are read and shown in UTC whatever the host's zone: one answer everywhere.
+    await connection.run("SET TimeZone = 'UTC'");
     await connection.run('SET autoinstall_known_extensions = false');
     await connection.run('SET autoload_known_extensions = false');
     await connection.run('SET enable_external_access = false');

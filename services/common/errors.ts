@@ -6,8 +6,12 @@
  */
 import type { FastifyError, FastifyInstance } from 'fastify';
 
-/** What sort of failure a domain error is. */
-export type ErrorKind = 'invalid' | 'not_found' | 'conflict' | 'too_large' | 'upstream_failed' | 'unavailable';
+/**
+ * What sort of failure a domain error is. `inconsistent`: stored data disagrees with itself (a
+ * segment's file and its table's schema), which is no request's fault and which no retry mends.
+ */
+export type ErrorKind =
+  'invalid' | 'not_found' | 'conflict' | 'too_large' | 'inconsistent' | 'upstream_failed' | 'unavailable';
 
 /** The HTTP status each kind is answered with. */
 export const HTTP_STATUS: Record<ErrorKind, number> = {
@@ -15,6 +19,7 @@ export const HTTP_STATUS: Record<ErrorKind, number> = {
   not_found: 404,
   conflict: 409,
   too_large: 413,
+  inconsistent: 500,
   upstream_failed: 502,
   unavailable: 503,
 };
@@ -53,6 +58,7 @@ export const badRequest = (code: string, message: string) => new DomainError('in
 export const notFound = (code: string, message: string) => new DomainError('not_found', code, message);
 export const conflict = (code: string, message: string) => new DomainError('conflict', code, message);
 export const unavailable = (code: string, message: string) => new DomainError('unavailable', code, message);
+export const inconsistent = (code: string, message: string) => new DomainError('inconsistent', code, message);
 /** A result past the configured cap (BERTH_MAX_RESULT_BYTES), saying how to shrink it. */
 export const resultTooLarge = (limit: number) =>
   new DomainError(
@@ -76,6 +82,8 @@ export function httpAnswerOf(
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const answer = httpAnswerOf(error);
+    // Data that disagrees with itself is answered as it is, and an operator must hear of it too.
+    if (error instanceof DomainError && error.kind === 'inconsistent') request.log.error({ err: error }, error.message);
     if (answer)
       return reply.code(answer.status).headers(answer.headers).send({ error: answer.code, message: answer.message });
     const status = error.statusCode ?? 500;

@@ -9,6 +9,7 @@
  * the members (the heavy pool's proven backends) are kept per epoch too.
  */
 import { Placement } from '../../core/ownership.js';
+import { DEFAULT_MEMBER_POLL_MS } from './config.js';
 import type { Member, MetaClient } from '../meta/client.js';
 
 export interface MemberViewOptions {
@@ -53,7 +54,7 @@ export class MemberView implements MemberSet {
   /** Polls now and then every pollMs. */
   start(): void {
     void this.refresh().catch(() => {});
-    this.timer = setInterval(() => void this.refresh().catch(() => {}), this.options.pollMs ?? 10_000);
+    this.timer = setInterval(() => void this.refresh().catch(() => {}), this.options.pollMs ?? DEFAULT_MEMBER_POLL_MS);
     this.timer.unref();
   }
 

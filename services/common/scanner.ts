@@ -23,7 +23,7 @@ export interface TableFiles {
 }
 
 /** The columns a scan of `table` reads: a scan that reads none (count(*)) still needs one for its rows, the cheapest any. */
-function columnsOf(table: TableFiles): ColumnSpec[] {
+export function scannedColumns(table: Pick<TableFiles, 'schema' | 'columns'>): ColumnSpec[] {
   const wanted = table.columns && new Set(table.columns.map((c) => c.toLowerCase()));
   const read = wanted ? table.schema.filter((c) => wanted.has(c.name.toLowerCase())) : table.schema;
   return read.length > 0 ? read : table.schema.slice(0, 1);
@@ -37,7 +37,7 @@ const isEmpty = (table: TableFiles): boolean => table.files.length === 0 && !tab
  * of its schema.
  */
 function tableSql(table: TableFiles): string {
-  const schema = columnsOf(table);
+  const schema = scannedColumns(table);
   if (isEmpty(table))
     return `SELECT ${schema.map((c) => `CAST(NULL AS ${c.type}) AS ${quoteIdent(c.name)}`).join(', ')} LIMIT 0`;
   const select = schema.length === table.schema.length ? '*' : schema.map((c) => quoteIdent(c.name)).join(', ');
@@ -65,7 +65,7 @@ export async function bindTables(
 ): Promise<void> {
   for (const table of tables) {
     if (isEmpty(table)) {
-      const schema = columnsOf(table);
+      const schema = scannedColumns(table);
       await connection.run(
         `CREATE TEMP TABLE ${quoteIdent(table.name)} (${schema.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ')})`,
       );

@@ -1,6 +1,7 @@
 /**
- * Runs a service's app: listens, announces its URL on stdout as one JSON line (so that a parent
- * such as `berth up` can find a port chosen by the OS), and closes with grace on SIGINT/SIGTERM.
+ * How a service's main runs it: it listens, announces its URL on stdout as one JSON line (so that
+ * a parent such as `berth up` can find a port chosen by the OS), and closes with grace on SIGINT or
+ * SIGTERM.
  */
 import type { FastifyInstance } from 'fastify';
 import { stopTracing } from './telemetry.js';
@@ -12,16 +13,29 @@ export interface ServeOptions {
   onClose?: () => Promise<void> | void;
 }
 
+/** Listens, announces, and closes the app (then `onClose`) on SIGINT or SIGTERM; the URL it listens on. */
 export async function serve(app: FastifyInstance, name: string, options: ServeOptions): Promise<string> {
   const url = await app.listen({ host: options.host, port: options.port });
-  process.stdout.write(`${JSON.stringify({ service: name, url })}\n`);
-  const stop = async () => {
+  announce({ service: name, url });
+  closeOnSignals(async () => {
     await app.close();
     await options.onClose?.();
+  });
+  return url;
+}
+
+/** The announcement: `service` and `url`, and whatever else a service says of itself, as one JSON line. */
+export function announce(line: { service: string; url: string } & Record<string, string>): void {
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+/** On the first SIGINT or SIGTERM: `close`, then the traces flushed, then exit 0. */
+export function closeOnSignals(close: () => Promise<void>): void {
+  const stop = async () => {
+    await close();
     await stopTracing();
     process.exit(0);
   };
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
-  return url;
 }

@@ -3,11 +3,12 @@
  * (which links to the pool's preflight and its node-hours ledger) and run a preflight; they never
  * probe backends themselves.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { answers, Ok } from '../common/schemas.js';
-import type { LaunchAccepted, PoolConfig, ServingScalerConfig } from '../../workflows/api.js';
+import { answers } from '../common/schemas.js';
+import { createServiceApp } from '../common/service-app.js';
+import type { LaunchAccepted, PoolConfig } from '../../workflows/contracts/heavy-pool.js';
+import type { ServingScalerConfig } from '../../workflows/contracts/serving-scaler.js';
 import {
   GroupParams as Group,
   LaunchAnswer,
@@ -18,8 +19,7 @@ import {
   ServingAutoscaler,
 } from './api.js';
 import { requireToken } from '../common/auth.js';
-import { badRequest, DomainError, installErrorHandler, notFound } from '../common/errors.js';
-import { loggerOptions } from '../common/logger.js';
+import { badRequest, DomainError, notFound } from '../common/errors.js';
 import { launchPool, poolStatus, poolUsage, runPreflight } from '../../workflows/pool-client.js';
 import { servePoolMetrics } from './pool-metrics.js';
 import { servingScalerStatus } from '../../workflows/serving-scaler-client.js';
@@ -40,12 +40,11 @@ export interface ControllerAppOptions {
 
 export function buildControllerApp(options: ControllerAppOptions): FastifyInstance {
   // Strict bodies: "2" or true is not a target, and an unknown field is an error, not dropped.
-  const app = Fastify({
-    logger: options.logger === false ? false : loggerOptions('controller'),
+  const app = createServiceApp('controller', {
     bodyLimit: 64 * 1024,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
-  }).withTypeProvider<TypeBoxTypeProvider>();
-  installErrorHandler(app);
+    logger: options.logger,
+  });
   const pools = new Map(options.pools.map((p) => [p.group, p]));
   // Launches are raise-only, so a call asking for no more than one already in flight can share its
   // answer: a burst of callers costs the workflow one update instead of one each.
@@ -69,7 +68,6 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
     return config;
   };
 
-  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
   servePoolMetrics(app, options.client, options.pools);
 
   app.post(
@@ -125,9 +123,10 @@ export function buildControllerApp(options: ControllerAppOptions): FastifyInstan
   );
 
   // Runs on a worker, whose credentials are the ones checked; findings are an answer, not an error.
+  // Token-guarded like a launch: each call starts a workflow, and the report names install details.
   app.get(
     '/v1/pools/:group/preflight',
-    { schema: { params: Group, response: answers(Preflight) } },
+    { onRequest: requireToken(options.token), schema: { params: Group, response: answers(Preflight) } },
     async (request) => {
       const config = known(request.params.group);
       try {

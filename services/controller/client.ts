@@ -10,7 +10,7 @@ const PREFLIGHT_TIMEOUT_MS = 600_000;
 export class ControllerClient {
   constructor(
     readonly url: string,
-    /** Needed for launches only. */
+    /** Needed for launches and preflights. */
     private readonly token?: string,
   ) {}
 
@@ -32,7 +32,10 @@ export class ControllerClient {
   }
 
   preflight(group: string): Promise<PreflightReport> {
-    return callJson(`${this.url}/v1/pools/${encodeURIComponent(group)}/preflight`, { timeoutMs: PREFLIGHT_TIMEOUT_MS });
+    return callJson(`${this.url}/v1/pools/${encodeURIComponent(group)}/preflight`, {
+      token: this.token,
+      timeoutMs: PREFLIGHT_TIMEOUT_MS,
+    });
   }
 
   servingAutoscaler(group: string): Promise<ServingScalerStatus> {

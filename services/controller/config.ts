@@ -1,4 +1,4 @@
-/** The controller's configuration: the variables it reads, their defaults and their ranges (see README). */
+/** The controller's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
 import { Host, Port, Settings } from '../common/config.js';
 

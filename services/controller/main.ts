@@ -1,4 +1,4 @@
-/** Runs the controller. Configuration comes from the environment (see config.ts and the README). */
+/** Runs the controller. Configuration comes from the environment (see config.ts and docs/configuration.md). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, poolConfigOf, servingScalerConfigOf } from '../common/config.js';

@@ -7,7 +7,8 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { Gauge, Registry } from 'prom-client';
-import type { PoolConfig, PoolPhase, PoolStatus } from '../../workflows/api.js';
+import { serveMetrics } from '../common/service-app.js';
+import type { PoolConfig, PoolPhase, PoolStatus } from '../../workflows/contracts/heavy-pool.js';
 import { poolStatus } from '../../workflows/pool-client.js';
 
 const PHASES = Object.keys({
@@ -78,8 +79,5 @@ export function poolMetricsRegistry(
 /** GET /metrics on an app: the pools' figures, read at each scrape. */
 export function servePoolMetrics(app: FastifyInstance, client: Client, pools: PoolConfig[]): void {
   const { registry, refresh } = poolMetricsRegistry(client, pools);
-  app.get('/metrics', async (_request, reply) => {
-    await refresh();
-    return reply.type(registry.contentType).send(await registry.metrics());
-  });
+  serveMetrics(app, registry, refresh);
 }

@@ -7,6 +7,7 @@
  */
 import { Type, type Static } from 'typebox';
 import type { Concentration } from '../../core/compute-concentration.js';
+import { SPLITS, type Split as SplitName } from '../../core/query-plan/decompose.js';
 import type { Verdict } from '../../core/routing-verdict.js';
 import { DefinedIn, TableName, TimestampColumn } from '../common/schemas.js';
 import { Backend, SegmentRow, TableInfo } from '../meta/api.js';
@@ -16,7 +17,10 @@ import { Warmth } from '../query-node/api.js';
 export const CoordinatorReadiness = Type.Object({
   ready: Type.Boolean(),
   members: Type.Integer(),
+  /** Why meta could not be reached. */
   reason: Type.Optional(Type.String()),
+  /** Each other dependency that is down (s3, temporal), with why. */
+  down: Type.Optional(Type.Record(Type.String(), Type.String())),
 });
 
 // ── queries ──
@@ -30,12 +34,14 @@ export const QueryRequest = Type.Object(
   { additionalProperties: false },
 );
 
-/** How the planner answers a query: `aggregate` and `select` finish one read's partials, `stages` runs the query's own SQL (see planner.ts). */
-export const Route = Type.Union([Type.Literal('aggregate'), Type.Literal('select'), Type.Literal('stages')]);
-export type Route = Static<typeof Route>;
-/** What the owners of one read's segments do: see core/query-plan. */
-export const ScanKind = Type.Union([Type.Literal('aggregate'), Type.Literal('select'), Type.Literal('rows')]);
-export type ScanKind = Static<typeof ScanKind>;
+/**
+ * How a read is split between its segments' owners and the final stage (core/query-plan/decompose.ts):
+ * `aggregate` (the owners send partial aggregates), `select` (a distinct or top-k select) or `rows`
+ * (the rows, filtered). A query's route is the split of its one read when the final stage only
+ * finishes that read's partials, else `rows`: the final stage runs the query's own SQL.
+ */
+export const Split = Type.Unsafe<SplitName>(Type.Union(SPLITS.map((split) => Type.Literal(split))));
+export type Split = SplitName;
 
 /** Segments scanned, or bytes read, per node id. */
 const PerNode = Type.Record(Type.String(), Type.Number());
@@ -45,7 +51,7 @@ export const ScanStage = Type.Object({
   /** The name the final stage read it by. */
   input: Type.String(),
   table: Type.String(),
-  kind: ScanKind,
+  split: Split,
   /** The table's columns the owners read. */
   columns: Type.Array(Type.String()),
   segments: Type.Integer(),
@@ -67,13 +73,16 @@ export const QueryStats = Type.Object({
   verdict: DefinedIn<Verdict>('core/routing-verdict.ts (Verdict)'),
   /** The compute group that ran the query. */
   group: Type.String(),
-  route: Route,
+  route: Split,
   /** Why the query is not one aggregate or select over one table. */
   reason: Type.Optional(Type.String()),
   /** Whether the plan was made for this query or reused from an earlier one with the same SQL and schemas. */
   plan: Type.Union([Type.Literal('planned'), Type.Literal('cached')]),
-  /** The two stages: each read's scan on the owners, then the final stage, here. */
-  stages: Type.Object({ scan: Type.Array(ScanStage), final: Type.Literal('coordinator') }),
+  /**
+   * The two stages: each read's scan on the owners, then the final stage: `coordinator` (light
+   * queries), or the node id of the heavy backend a heavy query's final stage ran on.
+   */
+  stages: Type.Object({ scan: Type.Array(ScanStage), final: Type.String() }),
   /** Bytes the scan stage sent to the final stage (Arrow IPC). */
   bytesMoved: Type.Integer(),
   /** Bytes each node read from S3 for this query. */

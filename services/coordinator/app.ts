@@ -1,14 +1,12 @@
 /** The coordinator's HTTP API: SQL, ingest, members, workload groups, the query log, health and metrics. */
-import Fastify, { type FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
-import { installErrorHandler } from '../common/errors.js';
-import { loggerOptions } from '../common/logger.js';
 import type { MemberView } from '../common/member-view.js';
-import { answers, Ok } from '../common/schemas.js';
+import { answers } from '../common/schemas.js';
+import { createServiceApp, serveMetrics } from '../common/service-app.js';
 import type { MetaClient } from '../meta/client.js';
 import { QueryNodeClient } from '../query-node/client.js';
 import {
@@ -25,17 +23,18 @@ import {
   TableList,
   WorkloadGroups,
 } from './api.js';
-import type { HeldRowsStore } from './held-rows.js';
-import type { Ingestor } from './ingest.js';
+import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
+import type { SqlEngine } from './sql-engine.js';
+import type { Ingestor } from './ingest/ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
-import { StreamedAnswer } from './streamed-answer.js';
+import { StreamedAnswer } from './execution/streamed-answer.js';
 
 export interface CoordinatorAppOptions {
   queries: QueryService;
   ingestor: Ingestor;
-  /** Scan-stage rows held in memory for final stages, for /metrics. */
-  heldRows?: HeldRowsStore;
+  /** The coordinator's final-stage DuckDB: what its exchange holds and has received, for /metrics. */
+  finalStages?: Pick<SqlEngine, 'heldRows' | 'rowsReceived'>;
   meta: MetaClient;
   view: MemberView;
   token: string;
@@ -43,16 +42,18 @@ export interface CoordinatorAppOptions {
   maxIngestBytes?: number;
   /** Answered queries the query log keeps (sizes and times only). @default 10000 */
   queryLogSize?: number;
+  /**
+   * What /readyz checks besides meta, each named in its answer when down: a required one (S3:
+   * ingest and cold reads need it) makes the coordinator unready; another (Temporal: heavy
+   * queries only) is reported while light queries are still served.
+   */
+  dependencies?: { name: string; required: boolean; check(): Promise<unknown> }[];
   /** @default true */
   logger?: boolean;
 }
 
 export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInstance {
-  const app = Fastify({
-    logger: options.logger === false ? false : loggerOptions('coordinator'),
-    bodyLimit: 1 << 20,
-  }).withTypeProvider<TypeBoxTypeProvider>();
-  installErrorHandler(app);
+  const app = createServiceApp('coordinator', { bodyLimit: 1 << 20, logger: options.logger });
   const { queries, meta, view } = options;
   const registry = new Registry();
   const queryCount = new Counter({
@@ -83,8 +84,9 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         for (const state of ['running', 'waiting'] as const) this.set({ group: g.name, state }, g[state]);
     },
   });
-  const { heldRows } = options;
-  if (heldRows)
+  const { finalStages } = options;
+  if (finalStages) {
+    const { heldRows } = finalStages;
     new Gauge({
       name: 'berth_exchange_held_bytes',
       help: 'Scan-stage rows held in memory for final stages, and the most that may be (BERTH_EXCHANGE_MEMORY_BYTES)',
@@ -95,6 +97,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         this.set({ kind: 'budget' }, heldRows.budgetBytes);
       },
     });
+    exchangeRowsCounter(registry, () => finalStages.rowsReceived);
+  }
   // From the first byte of an ingest batch to its segment committed: when its rows can be queried.
   const ingestToQueryable = new Histogram({
     name: 'berth_ingest_to_queryable_seconds',
@@ -109,21 +113,31 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     done(null, payload),
   );
 
-  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
   app.get(
     '/readyz',
     { schema: { response: { 200: CoordinatorReadiness, 503: CoordinatorReadiness } } },
     async (_request, reply) => {
       const members = view.members?.length ?? 0;
-      const metaDown = await meta.ping().then(
-        () => undefined,
-        (error: Error) => error.message,
-      );
-      const ready = members > 0 && !metaDown;
-      return reply.code(ready ? 200 : 503).send({ ready, members, ...(metaDown ? { reason: metaDown } : {}) });
+      const failure = (check: () => Promise<unknown>) =>
+        check().then(
+          () => undefined,
+          (error: Error) => error.message,
+        );
+      const [metaDown, ...dependencies] = await Promise.all([
+        failure(() => meta.ping()),
+        ...(options.dependencies ?? []).map(async (d) => ({ ...d, down: await failure(d.check) })),
+      ]);
+      const down = Object.fromEntries(dependencies.filter((d) => d.down).map((d) => [d.name, d.down!]));
+      const ready = members > 0 && !metaDown && !dependencies.some((d) => d.down && d.required);
+      return reply.code(ready ? 200 : 503).send({
+        ready,
+        members,
+        ...(metaDown ? { reason: metaDown } : {}),
+        ...(Object.keys(down).length > 0 ? { down } : {}),
+      });
     },
   );
-  app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  serveMetrics(app, registry);
 
   app.post('/v1/query', { schema: { body: QueryRequest, response: answers(QueryResult) } }, async (request, reply) => {
     // A query stops on every node (and a heavy one leaves the pool's line) when its client goes away.

@@ -1,6 +1,17 @@
-/** The coordinator's configuration: the variables it reads, their defaults and their ranges (see README). */
+/** The coordinator's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
 import { Bytes, Host, Millis, Port, Settings } from '../common/config.js';
+import { DEFAULT_S3_TIMEOUT_MS } from '../common/s3-client.js';
+import { HEAVY_ADMISSION_DEFAULTS } from './admission/heavy-admission.js';
+import { SERVING_ADMISSION_DEFAULTS } from './admission/serving-admission.js';
+import { DEFAULT_RESULT_CACHE_BYTES } from './execution/result-cache.js';
+import { DEFAULT_SCAN_TIMEOUT_MS } from './execution/scatter.js';
+import { DEFAULT_PUSH_TIMEOUT_MS } from './ingest/ingest.js';
+import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
+import { DEFAULT_PLAN_CACHE_ENTRIES } from './planning/plan-cache.js';
+import { DEFAULT_QUERY_LOG_SIZE } from './query-log.js';
+import { DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS } from './query-service.js';
+import { DEFAULT_EXCHANGE_MEMORY_BYTES } from '../common/final-stage/engine.js';
 
 export const CoordinatorConfig = Type.Object({
   ...Settings.common,
@@ -18,23 +29,27 @@ export const CoordinatorConfig = Type.Object({
   BERTH_COORDINATOR_PORT: Port(7401),
   /** Node URLs, comma-separated, to spread work over round-robin before the first member list. */
   BERTH_SEED_NODES: Type.Optional(Type.String()),
-  BERTH_MAX_CONCURRENT_QUERIES: Type.Integer({ minimum: 1, default: 16 }),
-  BERTH_MAX_QUEUED_QUERIES: Type.Integer({ minimum: 0, default: 16 }),
-  BERTH_QUEUE_TIMEOUT_MS: Millis({ default: 10_000 }),
+  BERTH_MAX_CONCURRENT_QUERIES: Type.Integer({ minimum: 1, default: SERVING_ADMISSION_DEFAULTS.maxConcurrency }),
+  BERTH_MAX_QUEUED_QUERIES: Type.Integer({ minimum: 0, default: SERVING_ADMISSION_DEFAULTS.maxQueueSize }),
+  BERTH_QUEUE_TIMEOUT_MS: Millis({ default: SERVING_ADMISSION_DEFAULTS.queueTimeoutMs }),
   /** 0 turns the plan cache off. */
-  BERTH_PLAN_CACHE_SIZE: Type.Integer({ minimum: 0, default: 1000 }),
+  BERTH_PLAN_CACHE_SIZE: Type.Integer({ minimum: 0, default: DEFAULT_PLAN_CACHE_ENTRIES }),
   /** 0 (the default) turns the result cache off. */
-  BERTH_RESULT_CACHE_BYTES: Type.Integer({ minimum: 0, default: 0 }),
+  BERTH_RESULT_CACHE_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_RESULT_CACHE_BYTES }),
   /** Threads of the DuckDB that runs final stages; unset: the machine's cores. */
   BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
   /** 0 sends every scan-stage stream to a DuckDB table. */
-  BERTH_EXCHANGE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: 64 * 1024 ** 2 }),
-  BERTH_QUERY_LOG_SIZE: Type.Integer({ minimum: 1, default: 10_000 }),
-  BERTH_HEAVY_QUEUE_TIMEOUT_MS: Millis({ default: 1_200_000 }),
-  BERTH_HEAVY_ADMISSION_POLL_MS: Millis({ default: 250 }),
-  BERTH_SCAN_TIMEOUT_MS: Millis({ default: 120_000 }),
-  BERTH_QUERY_DEADLINE_MS: Millis({ default: 300_000 }),
-  BERTH_MAX_RESULT_BYTES: Bytes({ default: 256 * 1024 ** 2 }),
-  BERTH_INGEST_MAX_DEPTH: Type.Integer({ minimum: 1, default: 64 }),
+  BERTH_EXCHANGE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_EXCHANGE_MEMORY_BYTES }),
+  BERTH_QUERY_LOG_SIZE: Type.Integer({ minimum: 1, default: DEFAULT_QUERY_LOG_SIZE }),
+  BERTH_HEAVY_QUEUE_TIMEOUT_MS: Millis({ default: HEAVY_ADMISSION_DEFAULTS.queueTimeoutMs }),
+  BERTH_HEAVY_ADMISSION_POLL_MS: Millis({ default: HEAVY_ADMISSION_DEFAULTS.pollMs }),
+  BERTH_SCAN_TIMEOUT_MS: Millis({ default: DEFAULT_SCAN_TIMEOUT_MS }),
+  BERTH_QUERY_DEADLINE_MS: Millis({ default: DEFAULT_QUERY_DEADLINE_MS }),
+  BERTH_MAX_RESULT_BYTES: Bytes({ default: DEFAULT_MAX_RESULT_BYTES }),
+  BERTH_INGEST_MAX_DEPTH: Type.Integer({ minimum: 1, default: DEFAULT_MAX_DEPTH }),
+  /** How long ingest's best-effort push to a segment's owner may hold its commit back. */
+  BERTH_PUSH_TIMEOUT_MS: Millis({ default: DEFAULT_PUSH_TIMEOUT_MS }),
+  /** How long one S3 call may take, its retries included (ingest's put: past it, a 503). */
+  BERTH_S3_TIMEOUT_MS: Millis({ default: DEFAULT_S3_TIMEOUT_MS }),
 });
 export type CoordinatorConfig = Static<typeof CoordinatorConfig>;

@@ -2,8 +2,11 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { VerdictThresholds } from '../../core/routing-verdict.js';
+import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
-import { poolSettings, poolWorkflowId, type PoolConfig, type ServingScalerConfig } from '../../workflows/api.js';
+import { poolSettings, poolWorkflowId, type PoolConfig } from '../../workflows/contracts/heavy-pool.js';
+import type { ServingScalerConfig } from '../../workflows/contracts/serving-scaler.js';
+import { DEFAULT_HOST, DEFAULT_SERVING_GROUP } from '../common/config.js';
 import { MemberView } from '../common/member-view.js';
 import { poolStatus, readAdmission, reportDemand } from '../../workflows/pool-client.js';
 import { reportServingLoad } from '../../workflows/serving-scaler-client.js';
@@ -11,19 +14,22 @@ import { createS3Client, type S3Config } from '../common/s3-client.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
-import { HeavyAdmission } from './heavy-admission.js';
-import { Ingestor } from './ingest.js';
-import { PlanCache } from './plan-cache.js';
-import { ResultCache } from './result-cache.js';
-import { Planner } from './planner.js';
-import { QueryService, type HeavyPool } from './query-service.js';
-import { Scatter } from './scatter.js';
-import { SegmentWriter } from './segment-writer.js';
-import { ServingLoadReporter } from './serving-load.js';
+import { HeavyAdmission } from './admission/heavy-admission.js';
+import { Ingestor } from './ingest/ingest.js';
+import { PlanCache } from './planning/plan-cache.js';
+import { DEFAULT_RESULT_CACHE_BYTES, ResultCache } from './execution/result-cache.js';
+import { Planner } from './planning/planner.js';
+import { DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS, QueryService, type HeavyPool } from './query-service.js';
+import { DEFAULT_SCAN_TIMEOUT_MS, Scatter } from './execution/scatter.js';
+import { SegmentWriter } from './ingest/segment-writer.js';
+import { ServingLoadReporter } from './admission/serving-load.js';
 import { SqlEngine } from './sql-engine.js';
-import { TableCatalog } from './table-catalog.js';
+import { TableCatalog } from './planning/table-catalog.js';
 
-export interface CoordinatorConfig {
+/** How long /readyz waits on each dependency. */
+const READINESS_TIMEOUT_MS = 5_000;
+
+export interface CoordinatorOptions {
   /** Scratch space for partial results and ingest batches (emptied at start). */
   workDir: string;
   metaUrl: string;
@@ -96,6 +102,8 @@ export interface CoordinatorConfig {
   maxIngestDepth?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** How long ingest's best-effort push to a segment's owner may hold its commit back. @default 5000 */
+  pushTimeoutMs?: number;
   /** Answered queries the query log keeps for compute concentration. @default 10000 */
   queryLogSize?: number;
   /** @default true */
@@ -109,7 +117,7 @@ export interface RunningCoordinator {
   close(): Promise<void>;
 }
 
-export async function startCoordinator(config: CoordinatorConfig): Promise<RunningCoordinator> {
+export async function startCoordinator(config: CoordinatorOptions): Promise<RunningCoordinator> {
   const engine = await SqlEngine.open(path.join(config.workDir, 'scratch'), {
     memoryLimit: config.memoryLimit,
     threads: config.threads,
@@ -117,7 +125,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   });
   const writer = await SegmentWriter.open(path.join(config.workDir, 'ingest'), { memoryLimit: config.memoryLimit });
   const meta = new MetaClient(config.metaUrl, config.token);
-  const servingGroup = config.group ?? 'serving';
+  const servingGroup = config.group ?? DEFAULT_SERVING_GROUP;
   // Background loops report their failures to the app's log (it exists by the time they run).
   const logFailure = (what: string) => (error: Error) => app.log.warn({ err: error }, what);
   const view = new MemberView({
@@ -127,10 +135,10 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     onError: logFailure('reading the member list failed'),
   });
   const views = [view];
-  const deadlineMs = config.queryDeadlineMs ?? 300_000;
-  const maxResultBytes = config.maxResultBytes ?? 256 * 1024 ** 2;
+  const deadlineMs = config.queryDeadlineMs ?? DEFAULT_QUERY_DEADLINE_MS;
+  const maxResultBytes = config.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
   // A node's timeout past the deadline would never fire: the deadline governs then.
-  const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? 120_000, deadlineMs);
+  const scanTimeoutMs = Math.min(config.scanTimeoutMs ?? DEFAULT_SCAN_TIMEOUT_MS, deadlineMs);
   const scatterOver = (v: MemberView, seedNodes: string[]) =>
     new Scatter({ view: v, seedNodes, token: config.token, scanTimeoutMs, maxResultBytes });
   const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
@@ -188,10 +196,11 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
   const queries = new QueryService({
     plans: new PlanCache({
       planner: new Planner(engine, async (name) => (await catalog.table(name))?.info),
+      engine,
       catalog,
       maxEntries: config.planCacheSize,
     }),
-    results: new ResultCache(config.resultCacheBytes ?? 0),
+    results: new ResultCache(config.resultCacheBytes ?? DEFAULT_RESULT_CACHE_BYTES),
     catalog,
     engine,
     scatters,
@@ -203,6 +212,7 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     verdictThresholds: config.verdictThresholds,
     deadlineMs,
     maxResultBytes,
+    token: config.token,
   });
   let servingLoad: ServingLoadReporter | undefined;
   if (config.servingScaler) {
@@ -226,19 +236,41 @@ export async function startCoordinator(config: CoordinatorConfig): Promise<Runni
     bucket: config.bucket,
     token: config.token,
     maxDepth: config.maxIngestDepth,
+    s3TimeoutMs: config.s3.timeoutMs,
+    pushTimeoutMs: config.pushTimeoutMs,
   });
   const app = buildCoordinatorApp({
     queries,
     ingestor,
-    heldRows: engine.heldRows,
+    finalStages: engine,
     meta,
     view,
     token: config.token,
     maxIngestBytes: config.maxIngestBytes,
     queryLogSize: config.queryLogSize,
+    dependencies: [
+      {
+        name: 's3',
+        required: true,
+        check: () =>
+          s3.send(new HeadBucketCommand({ Bucket: config.bucket }), {
+            abortSignal: AbortSignal.timeout(READINESS_TIMEOUT_MS),
+          }),
+      },
+      ...(temporal
+        ? [
+            {
+              name: 'temporal',
+              required: false,
+              check: () =>
+                temporal!.withDeadline(Date.now() + READINESS_TIMEOUT_MS, () => temporal!.healthService.check({})),
+            },
+          ]
+        : []),
+    ],
     logger: config.logger,
   });
-  const url = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
+  const url = await app.listen({ host: config.host ?? DEFAULT_HOST, port: config.port ?? 0 });
   for (const v of views) v.start();
   servingLoad?.start();
   return {

@@ -1,9 +1,10 @@
-/** Runs the coordinator. Configuration comes from the environment (see config.ts and the README). */
-import { stopTracing } from '../common/telemetry.js'; // first: it instruments node:http before anything loads it
+/** Runs the coordinator. Configuration comes from the environment (see config.ts and docs/configuration.md). */
+import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { loadConfig, poolConfigOf, servingScalerConfigOf } from '../common/config.js';
 import { startService } from '../common/startup.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
+import { announce, closeOnSignals } from '../common/serve.js';
 import { CoordinatorConfig } from './config.js';
 import { startCoordinator } from './coordinator.js';
 
@@ -46,15 +47,10 @@ const coordinator = await startCoordinator({
   memoryLimit: config.BERTH_DUCKDB_MEMORY_LIMIT,
   threads: config.BERTH_DUCKDB_THREADS,
   maxIngestDepth: config.BERTH_INGEST_MAX_DEPTH,
+  pushTimeoutMs: config.BERTH_PUSH_TIMEOUT_MS,
   servingScaler: servingScaler && { config: servingScaler, ...temporal },
   host: config.BERTH_COORDINATOR_HOST,
   port: config.BERTH_COORDINATOR_PORT,
 });
-process.stdout.write(`${JSON.stringify({ service: 'coordinator', url: coordinator.url })}\n`);
-const stop = async () => {
-  await coordinator.close();
-  await stopTracing();
-  process.exit(0);
-};
-process.once('SIGINT', () => void stop());
-process.once('SIGTERM', () => void stop());
+announce({ service: 'coordinator', url: coordinator.url });
+closeOnSignals(() => coordinator.close());

@@ -5,12 +5,15 @@
  */
 import type { LoggedQuery } from '../../core/compute-concentration.js';
 
+/** Queries the log keeps unless the coordinator is told otherwise. */
+export const DEFAULT_QUERY_LOG_SIZE = 10_000;
+
 export class QueryLog {
   private readonly ring: LoggedQuery[] = [];
   private next = 0;
 
   /** @param capacity the most queries kept; the oldest go first. */
-  constructor(readonly capacity = 10_000) {}
+  constructor(readonly capacity = DEFAULT_QUERY_LOG_SIZE) {}
 
   record(query: LoggedQuery): void {
     if (this.capacity <= 0) return;

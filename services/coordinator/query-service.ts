@@ -2,36 +2,31 @@
  * Runs one query end to end: plan, prune segments by the manifest's time ranges, give the routing
  * verdict, then run the scan stage on the owners of each read's segments (in the serving group,
  * or, for a heavy query admitted by the heavy pool, on the pool's proven backends) while their rows
- * stream into the final stage, which runs here, on the coordinator's DuckDB.
+ * stream into the final stage: here, on the coordinator's DuckDB, for a light query; on one of the
+ * pool's backends for a heavy one (execution/remote-final-stage.ts), so that the serving tier's
+ * front door never holds a heavy query's state.
  */
 import { routingVerdict, type Verdict, type VerdictThresholds } from '../../core/routing-verdict.js';
-import type { SegmentRow, TableVersion } from '../meta/client.js';
-import type { ScanStats } from '../query-node/client.js';
-import { HttpError } from '../common/errors.js';
-import type { HeavyAdmission } from './heavy-admission.js';
-import type { PlanCache } from './plan-cache.js';
-import type { ResultCache } from './result-cache.js';
-import type { JsonValue, QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
-import type { ExecutablePlan } from './planner.js';
-import type { Scatter } from './scatter.js';
-import { ServingAdmission } from './serving-admission.js';
-import type { Exchange, SqlEngine } from './sql-engine.js';
-import type { SizedJsonResult } from './result-json.js';
-import type { TableCatalog } from './table-catalog.js';
+import type { Member, SegmentRow, TableVersion } from '../meta/client.js';
+import { QueryNodeClient } from '../query-node/client.js';
+import { DEFAULT_SERVING_GROUP } from '../common/config.js';
+import { DomainError, HttpError, unavailable } from '../common/errors.js';
+import type { HeavyAdmission } from './admission/heavy-admission.js';
+import type { PlanCache } from './planning/plan-cache.js';
+import type { ResultCache } from './execution/result-cache.js';
+import type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus } from './api.js';
+import type { Scatter } from './execution/scatter.js';
+import { FINAL_STAGE_FAILED, RemoteFinalStage, type FinalStage } from './execution/remote-final-stage.js';
+import { ServingAdmission } from './admission/serving-admission.js';
+import { cachedStats, computedStats } from './execution/query-stats.js';
+import type { SizedJsonResult } from '../common/final-stage/result-json.js';
+import type { AnswerSink } from './execution/streamed-answer.js';
+import type { TableCatalog } from './planning/table-catalog.js';
+import type { SqlEngine } from './sql-engine.js';
+import type { ExecutablePlan } from './stages.js';
 
 // A query's result and stats, and a workload group's figures, are the coordinator's wire contract.
 export type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus };
-
-/**
- * Where a streamed query's answer goes as it is made (the client's connection): the columns
- * first, then its rows batch by batch. Each call resolves once the client has taken what it was
- * given, so DuckDB computes no further ahead than the client reads.
- */
-export interface AnswerSink {
-  /** `signal` is the query's: a sink waiting on a slow client gives up when it aborts. */
-  start(columns: string[], types: string[], signal: AbortSignal): Promise<void>;
-  rows(batch: JsonValue[][]): Promise<void>;
-}
 
 /** The elastic heavy pool, as the coordinator sees it: its group, its admission, its queue figures. */
 export interface HeavyPool {
@@ -41,6 +36,15 @@ export interface HeavyPool {
   /** The group's running and waiting queries over every coordinator, as the pool workflow counts them. */
   workload(): Promise<WorkloadGroupStatus>;
 }
+
+/** How long a query may take in all unless the coordinator is told otherwise. */
+export const DEFAULT_QUERY_DEADLINE_MS = 300_000;
+/** How long past the query's deadline a heavy backend keeps a final stage its coordinator left. */
+const FINAL_STAGE_GRACE_MS = 60_000;
+/** The longest a backend keeps a final stage without a call (its wire contract's bound). */
+const MAX_FINAL_STAGE_TTL_MS = 3_600_000;
+/** The largest result, as JSON, that the coordinator answers with unless told otherwise. */
+export const DEFAULT_MAX_RESULT_BYTES = 256 * 1024 ** 2;
 
 export interface QueryServiceOptions {
   plans: PlanCache;
@@ -67,10 +71,14 @@ export interface QueryServiceOptions {
   deadlineMs?: number;
   /** Largest result, as JSON. @default 256 MiB */
   maxResultBytes?: number;
+  /** The token heavy backends take, for the final stages run there. */
+  token?: string;
 }
 
 interface Prepared {
   plan: ExecutablePlan;
+  /** The statement as DuckDB parses it (CachedPlan.statement). */
+  statement: string;
   cached: boolean;
   /** Each table the plan reads, as of the version check that began after the query arrived. */
   versions: Map<string, TableVersion>;
@@ -87,6 +95,8 @@ export class QueryService {
   private readonly serving: ServingAdmission;
   /** Queries that read no segment run on the coordinator alone: a hung node's queries never hold them up. */
   private readonly local: ServingAdmission;
+  /** Heavy final stages running on each backend, by node id: the next goes to the least busy. */
+  private readonly finalStagesOn = new Map<string, number>();
 
   constructor(private readonly options: QueryServiceOptions) {
     const rules = {
@@ -100,7 +110,7 @@ export class QueryService {
 
   /** The query's own signal: aborted when the caller's is, or at the deadline, with the reason as an HTTP error. */
   private deadline(caller?: AbortSignal): { signal: AbortSignal; done(): void } {
-    const deadlineMs = this.options.deadlineMs ?? 300_000;
+    const deadlineMs = this.options.deadlineMs ?? DEFAULT_QUERY_DEADLINE_MS;
     const controller = new AbortController();
     const timer = setTimeout(
       () =>
@@ -126,7 +136,7 @@ export class QueryService {
   }
 
   private get servingGroup(): string {
-    return this.options.servingGroup ?? 'serving';
+    return this.options.servingGroup ?? DEFAULT_SERVING_GROUP;
   }
 
   /** This coordinator's queries on the serving group: running, and waiting for a slot. */
@@ -176,12 +186,11 @@ export class QueryService {
 
   private async answer(sql: string, started: number, signal: AbortSignal, sink?: AnswerSink): Promise<QueryResult> {
     const prepared = await this.prepare(sql);
-    prepared.resultKey = this.options.results?.key(sql, prepared.versions, prepared.plan.reusable);
+    prepared.resultKey = this.options.results?.key(prepared.statement, prepared.versions, prepared.plan.reusable);
     const kept = this.options.results?.get(prepared.resultKey);
     if (kept) {
       // Asked before over these very table versions: no admission, no scan, no pool.
-      const stats: QueryStats = { ...kept.stats, result: 'cached', elapsedMs: Math.round(performance.now() - started) };
-      delete stats.pool;
+      const stats = cachedStats(kept.stats, started);
       if (!sink) return { ...kept, stats };
       await sink.start(kept.columns, kept.types, signal);
       for (let i = 0; i < kept.rows.length; i += 2048) await sink.rows(kept.rows.slice(i, i + 2048));
@@ -220,7 +229,7 @@ export class QueryService {
 
   private async prepare(sql: string): Promise<Prepared> {
     const { plans, catalog } = this.options;
-    const { plan, versions, cached } = await plans.plan(sql);
+    const { plan, statement, versions, cached } = await plans.plan(sql);
     let total = 0;
     const chosen: SegmentRow[][] = [];
     for (const input of plan.inputs) {
@@ -231,38 +240,89 @@ export class QueryService {
       chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
     }
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
-    // A query that is one aggregate or select over one table finishes partials; any other shape runs its own SQL over what the owners send.
-    const route = plan.route === 'stages' ? 'rows' : 'partial';
     return {
       plan,
+      statement,
       cached,
       versions,
       chosen,
       total,
       scanBytes,
-      verdict: routingVerdict({ route, scanBytes }, this.options.verdictThresholds),
+      verdict: routingVerdict({ split: plan.route, scanBytes }, this.options.verdictThresholds),
     };
   }
 
   /**
    * Runs a prepared plan's scan stage on a group's backends (only on `only` when given) and its
-   * final stage here, into one answer or, given a `sink`, streamed to it; `signal` stops it everywhere.
+   * final stage, into one answer or, given a `sink`, streamed to it; `signal` stops it everywhere.
+   * A heavy query (`only`: the pool's proven backends) has its final stage on one of them, and
+   * once more on another when that one is lost before the answer began.
    */
   private async execute(
-    { plan, cached, chosen, total, scanBytes, verdict, resultKey }: Prepared,
+    prepared: Prepared,
     group: string,
     started: number,
     signal: AbortSignal,
     only?: ReadonlySet<string>,
     sink?: AnswerSink,
   ): Promise<QueryResult> {
+    if (!only) return await this.executeOn(prepared, group, started, signal, undefined, undefined, sink);
+    let answering = false;
+    const watched: AnswerSink | undefined = sink && {
+      start: (columns, types, s) => {
+        answering = true;
+        return sink.start(columns, types, s);
+      },
+      rows: (batch) => sink.rows(batch),
+    };
+    const lost = new Set<string>();
+    let failure: unknown;
+    for (;;) {
+      // With no other backend left, the loss itself is the answer: it names the backend.
+      const backend = await this.finalBackend(group, only, lost).catch((error: unknown) => {
+        throw failure ?? error;
+      });
+      this.finalStagesOn.set(backend.id, (this.finalStagesOn.get(backend.id) ?? 0) + 1);
+      try {
+        return await this.executeOn(prepared, group, started, signal, only, backend, watched);
+      } catch (error) {
+        const retry = error instanceof DomainError && error.code === FINAL_STAGE_FAILED && !answering;
+        if (!retry || lost.size > 0) throw error; // a failed query retries once
+        lost.add(backend.id);
+        failure = error;
+      } finally {
+        const left = this.finalStagesOn.get(backend.id)! - 1;
+        if (left > 0) this.finalStagesOn.set(backend.id, left);
+        else this.finalStagesOn.delete(backend.id);
+      }
+    }
+  }
+
+  /** Runs a prepared plan with its final stage on `backend`, or here without one. */
+  private async executeOn(
+    { plan, cached, chosen, total, scanBytes, verdict, resultKey }: Prepared,
+    group: string,
+    started: number,
+    signal: AbortSignal,
+    only: ReadonlySet<string> | undefined,
+    backend: Member | undefined,
+    sink: AnswerSink | undefined,
+  ): Promise<QueryResult> {
     const { engine } = this.options;
     const scatter = this.options.scatters.get(group);
     if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
-    // Backends proven moments ago may be newer than this coordinator's last member poll.
-    if (only && !scatter.lists(only)) await scatter.refreshMembers();
-    const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
-    const exchange = engine.openExchange(plan.inputs.map((i) => ({ name: i.name, columns: i.exchange })));
+    const inputs = plan.inputs.map((i) => ({ name: i.name, columns: i.exchange }));
+    const exchange: FinalStage = backend
+      ? await RemoteFinalStage.open(
+          new QueryNodeClient(backend.url, this.options.token),
+          inputs,
+          Math.min(
+            (this.options.deadlineMs ?? DEFAULT_QUERY_DEADLINE_MS) + FINAL_STAGE_GRACE_MS,
+            MAX_FINAL_STAGE_TTL_MS,
+          ),
+          signal,
+        )
+      : engine.openExchange(inputs);
     // One input's scan failing fails the query: the other inputs' scans stop too, before the exchange closes.
     const scanStage = new AbortController();
     const scanSignal = AbortSignal.any([signal, scanStage.signal]);
@@ -295,49 +355,20 @@ export class QueryService {
       const { bytes, ...result } = sink
         ? await this.streamTo(sink, exchange, plan.finalSql, signal)
         : await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });
-      const scans = outcomes.flatMap((o) => o?.scans ?? []);
-      const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
-      const perNode = (list: ScanStats[], pick: (s: ScanStats) => number) => {
-        const out: Record<string, number> = {};
-        for (const s of list) out[s.node] = (out[s.node] ?? 0) + pick(s);
-        return out;
-      };
-      const placements = outcomes.filter((o) => o !== undefined).map((o) => o.placement);
       const answer: QueryResult = {
         ...result,
-        stats: {
-          result: 'computed',
+        stats: computedStats({
+          plan,
+          cached,
           verdict,
           group,
-          route: plan.route,
-          ...(plan.reason ? { reason: plan.reason } : {}),
-          plan: cached ? 'cached' : 'planned',
-          stages: {
-            scan: plan.inputs.map((input, i) => ({
-              input: input.name,
-              table: input.table.name,
-              kind: input.kind,
-              columns: input.columns,
-              segments: chosen[i]!.length,
-              rows: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.rows, 0),
-              bytes: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.bytes, 0),
-              nodes: perNode(outcomes[i]?.scans ?? [], (s) => s.segments),
-            })),
-            final: 'coordinator',
-          },
-          bytesMoved: sum((s) => s.bytes),
-          s3BytesByNode: perNode(scans, (s) => s.bytesFromS3),
-          placement: placements.includes('round-robin') ? 'round-robin' : placements.length > 0 ? 'owner' : 'local',
-          segments: { total, scanned, pruned: total - scanned },
+          final: backend?.id ?? 'coordinator',
+          chosen,
+          total,
           scanBytes,
-          nodes: perNode(scans, (s) => s.segments),
-          cacheHits: sum((s) => s.hits),
-          cacheMisses: sum((s) => s.misses),
-          s3Gets: sum((s) => s.s3Gets),
-          bytesFromS3: sum((s) => s.bytesFromS3),
-          fallbacks: outcomes.reduce((acc, o) => acc + (o?.fallbacks ?? 0), 0),
-          elapsedMs: Math.round(performance.now() - started),
-        },
+          outcomes,
+          started,
+        }),
       };
       if (!sink) this.options.results?.set(resultKey, answer, bytes);
       return answer;
@@ -346,10 +377,30 @@ export class QueryService {
     }
   }
 
+  /**
+   * The backend a heavy query's final stage runs on: of the proven backends the view lists (and
+   * not `lost`), one of the greatest weight (vCPUs), then of the fewest final stages this
+   * coordinator runs there now, then the first by id.
+   */
+  private async finalBackend(group: string, only: ReadonlySet<string>, lost: ReadonlySet<string>): Promise<Member> {
+    const scatter = this.options.scatters.get(group);
+    if (!scatter) throw new Error(`this coordinator does not run queries on group "${group}"`);
+    // Backends proven moments ago may be newer than this coordinator's last member poll.
+    if (!scatter.lists(only)) await scatter.refreshMembers();
+    const load = (m: Member) => this.finalStagesOn.get(m.id) ?? 0;
+    const [chosen] = [...only]
+      .filter((id) => !lost.has(id))
+      .flatMap((id) => scatter.member(id) ?? [])
+      .sort((a, b) => b.weight - a.weight || load(a) - load(b) || a.id.localeCompare(b.id));
+    if (!chosen)
+      throw unavailable('no_backend', `no proven backend of group "${group}" is left to run the final stage on`);
+    return chosen;
+  }
+
   /** The final stage's rows to `sink` as DuckDB makes them; resolves once the client has taken the last. */
   private async streamTo(
     sink: AnswerSink,
-    exchange: Exchange,
+    exchange: FinalStage,
     finalSql: string,
     signal: AbortSignal,
   ): Promise<SizedJsonResult> {

@@ -10,8 +10,11 @@ export { ColumnSpec };
 
 // ── nodes ──
 
+/** The most vCPUs a node may declare unless meta is told otherwise. */
+export const DEFAULT_MAX_VCPUS = 1024;
+
 /** A node's vCPUs; `max` is the most a node may declare (a node's weight is its share of the data). */
-export const Vcpus = (max = 1024) => Type.Number({ exclusiveMinimum: 0, maximum: max });
+export const Vcpus = (max = DEFAULT_MAX_VCPUS) => Type.Number({ exclusiveMinimum: 0, maximum: max });
 
 /** POST /v1/nodes. */
 export const NodeRegistration = (maxVcpus?: number) =>
@@ -71,6 +74,21 @@ export const TableDefinition = Type.Object(
   { timestampColumn: TimestampColumn, columns: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }) },
   { additionalProperties: false },
 );
+
+/**
+ * PUT /v1/tables/:table/column-types: changes only the types of a table's columns, never their
+ * names or order (a repair: meta's types made to say what the segments hold). `from` is the
+ * columns the change was decided on: it lands only while the table still has them (409
+ * `table_changed` otherwise), and a repeat of a change that already landed is a no-op.
+ */
+export const ColumnTypeChange = Type.Object(
+  {
+    from: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }),
+    to: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }),
+  },
+  { additionalProperties: false },
+);
+export type ColumnTypeChange = Static<typeof ColumnTypeChange>;
 
 export const TableInfo = Type.Object({
   name: Type.String(),
@@ -153,6 +171,12 @@ export const SegmentIds = Type.Object(
 );
 /** GET /v1/segments/retired?before=: segments retired before then (epoch ms). */
 export const RetiredQuery = Type.Object({ before: Type.Integer() });
+/** POST /v1/segments/purge: deletes at most `limit` retired rows past the dedup window whose objects are gone. */
+export const PurgeRequest = Type.Object(
+  { limit: Type.Integer({ minimum: 1, maximum: 100_000 }) },
+  { additionalProperties: false },
+);
+export const Purged = Type.Object({ purged: Type.Integer() });
 /** POST /v1/segments/known: which of these ids the manifest holds (ids of any form: a janitor asks about every object it finds). */
 export const KnownQuery = Type.Object(
   { ids: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 10_000 }) },

@@ -3,15 +3,15 @@
  * leases. It keeps no state of its own beyond its store: over PostgreSQL any number of replicas
  * serve the same API.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
 import { requireToken } from '../common/auth.js';
-import { installErrorHandler, notFound } from '../common/errors.js';
-import { loggerOptions } from '../common/logger.js';
+import { notFound } from '../common/errors.js';
 import { answers, Ok } from '../common/schemas.js';
+import { createServiceApp } from '../common/service-app.js';
 import {
   BackendList,
   BackendsQuery,
+  ColumnTypeChange,
   GroupParams,
   Heartbeat,
   HolderBody,
@@ -26,6 +26,8 @@ import {
   MemberList,
   NodeParams,
   NodeRegistration,
+  Purged,
+  PurgeRequest,
   Removed,
   RetiredQuery,
   Segment,
@@ -54,18 +56,13 @@ export interface MetaAppOptions {
 }
 
 export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
-  const app = Fastify({
-    logger: options.logger === false ? false : loggerOptions('meta'),
-    bodyLimit: 1 << 20,
-  }).withTypeProvider<TypeBoxTypeProvider>();
-  installErrorHandler(app);
+  // Heartbeats, member polls and health checks arrive every few seconds: log them only when they fail.
+  const app = createServiceApp('meta', { bodyLimit: 1 << 20, quietHealth: true, logger: options.logger });
   const { store } = options;
   const auth = { onRequest: requireToken(options.token) };
-  // Heartbeats and member polls arrive every few seconds from every node: log them only when they fail.
   const quiet = { logLevel: 'warn' as const };
   const ok = { ok: true as const };
 
-  app.get('/healthz', { ...quiet, schema: { response: answers(Ok) } }, async () => ok);
   // Ready while the store answers: a replica that lost its database leaves the load balancer's rotation.
   app.get('/readyz', { ...quiet, schema: { response: answers(Ok) } }, async () => {
     await store.ping();
@@ -123,6 +120,13 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/tables/:table',
     { ...auth, schema: { params: TableParams, body: TableDefinition, response: answers(TableInfo) } },
     async (request) => store.ensureTable({ name: request.params.table, ...request.body }),
+  );
+
+  // Only types change (a repair of what meta says the segments hold): same names, same order.
+  app.put(
+    '/v1/tables/:table/column-types',
+    { ...auth, schema: { params: TableParams, body: ColumnTypeChange, response: answers(TableInfo) } },
+    async (request) => store.setColumnTypes(request.params.table, request.body.from, request.body.to),
   );
 
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({
@@ -192,6 +196,12 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
       await store.forgetSegment(request.params.id);
       return ok;
     },
+  );
+
+  app.post(
+    '/v1/segments/purge',
+    { ...auth, schema: { body: PurgeRequest, response: answers(Purged) } },
+    async (request) => ({ purged: await store.purgeRetired(request.body.limit) }),
   );
 
   app.post('/v1/segments/known', { schema: { body: KnownQuery, response: answers(KnownList) } }, async (request) => ({

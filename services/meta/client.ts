@@ -10,6 +10,7 @@ import { unavailable } from '../common/errors.js';
 import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
 import type {
   Backend,
+  ColumnSpec,
   Fence,
   LeaseGrant,
   Member,
@@ -98,6 +99,18 @@ export class MetaClient {
     return this.call(`/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
   }
 
+  /**
+   * Changes the types of a table's columns, never their names or order; lands only while the
+   * table still has the columns `from` (a 409 `table_changed` otherwise). Repeating it is a no-op.
+   */
+  setColumnTypes(table: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/column-types`, {
+      method: 'PUT',
+      body: { from, to },
+      token: this.token,
+    });
+  }
+
   /** The table, or undefined when it does not exist. */
   async findTable(name: string): Promise<TableInfo | undefined> {
     try {
@@ -149,6 +162,11 @@ export class MetaClient {
 
   forgetSegment(id: string): Promise<void> {
     return this.call(`/v1/segments/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token });
+  }
+
+  /** Deletes at most `limit` retired rows past meta's dedup window whose objects are gone; returns how many. */
+  async purgeRetired(limit: number): Promise<number> {
+    return (await this.call<{ purged: number }>('/v1/segments/purge', { body: { limit }, token: this.token })).purged;
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {

@@ -1,4 +1,4 @@
-/** Runs the meta service. Configuration comes from the environment (see config.ts and the README). */
+/** Runs the meta service. Configuration comes from the environment (see config.ts and docs/configuration.md). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -22,6 +22,7 @@ const store = await openMetaStore({
   database,
   expiryMs: config.BERTH_NODE_EXPIRY_MS,
   heartbeatIntervalMs: config.BERTH_HEARTBEAT_MS,
+  dedupWindowMs: config.BERTH_DEDUP_WINDOW_MS,
   onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
 });
 const app = buildMetaApp({ store, token, maxVcpus: config.BERTH_MAX_VCPUS });

@@ -83,6 +83,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TRIGGER segments_state_changed AFTER UPDATE OF state ON segments FOR EACH ROW
         WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION bump_manifest_version();`,
   },
+  {
+    version: 4,
+    name: 'retired rows kept for the dedup window',
+    // The janitor deletes a retired segment's object after its grace, records that here, and
+    // deletes the row only once the dedup window has passed since the retirement: until then the
+    // id is known and a batch sent again commits nothing. Two partial indexes, one per janitor
+    // listing (objects still to delete; rows past the window), each holding only its own rows; the
+    // active listing keeps its (tbl, state, …) index, which never reaches a retired row.
+    sqlite: `
+      ALTER TABLE segments ADD COLUMN object_deleted_at INTEGER;
+      CREATE INDEX segments_retired_with_objects ON segments (retired_at)
+        WHERE state = 'retired' AND object_deleted_at IS NULL;
+      CREATE INDEX segments_retired_without_objects ON segments (retired_at) WHERE object_deleted_at IS NOT NULL;`,
+    postgres: `
+      ALTER TABLE segments ADD COLUMN object_deleted_at BIGINT;
+      CREATE INDEX segments_retired_with_objects ON segments (retired_at)
+        WHERE state = 'retired' AND object_deleted_at IS NULL;
+      CREATE INDEX segments_retired_without_objects ON segments (retired_at) WHERE object_deleted_at IS NOT NULL;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -12,11 +12,13 @@
  */
 import pg from 'pg';
 import { DomainError } from '../common/errors.js';
+import { DEFAULT_HEARTBEAT_MS } from '../common/config.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
+  checkColumnTypeChange,
   checkSwap,
+  DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
-  DEFAULT_HEARTBEAT_INTERVAL_MS,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -25,6 +27,7 @@ import {
   toBackend,
   toSegment,
   type Backend,
+  type ColumnSpec,
   type Fence,
   type Lease,
   type Member,
@@ -73,7 +76,7 @@ export class PostgresMetaStore implements MetaStore {
     private readonly options: PostgresMetaStoreOptions,
   ) {
     this.expiryMs = options.expiryMs ?? DEFAULT_EXPIRY_MS;
-    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
   }
 
   /** Connects, applies the migrations the database lacks, and returns the store. */
@@ -242,8 +245,41 @@ export class PostgresMetaStore implements MetaStore {
     ).rows;
   }
 
+  async setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
+    return await this.transaction(async (c) => {
+      // Locked while checked and written: of two changes made against the same columns, one lands.
+      const existing = (
+        await this.query<TableInfo>(
+          'lock-table',
+          'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1 FOR UPDATE',
+          [name],
+          c,
+        )
+      ).rows[0];
+      if (!existing) throw tableNotFound(name);
+      if (!checkColumnTypeChange(name, existing.columns, from, to)) return existing;
+      await this.query(
+        'set-column-types',
+        'UPDATE tables SET columns = $2 WHERE name = $1',
+        [name, JSON.stringify(to)],
+        c,
+      );
+      return { ...existing, columns: to };
+    });
+  }
+
   async commitSegment(segment: Segment): Promise<SegmentRow> {
-    return await this.insertSegment(segment, this.pool);
+    const row = await this.insertSegment(segment, this.pool);
+    // A batch sent again puts its object before it commits: a deleted one may be back, so the
+    // janitor deletes it again. The row stays retired; the manifest does not move.
+    if (row.state === 'retired') {
+      await this.query(
+        'object-back',
+        'UPDATE segments SET object_deleted_at = NULL WHERE id = $1 AND object_deleted_at IS NOT NULL',
+        [row.id],
+      );
+    }
+    return row;
   }
 
   async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
@@ -324,7 +360,7 @@ export class PostgresMetaStore implements MetaStore {
     const rows = (
       await this.query<SegmentDbRow>(
         'list-retired',
-        `SELECT * FROM segments WHERE state = 'retired' AND retired_at < $1 ORDER BY retired_at, id`,
+        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < $1 ORDER BY retired_at, id`,
         [before],
       )
     ).rows;
@@ -332,8 +368,22 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async forgetSegment(id: string): Promise<void> {
-    const deleted = await this.query('forget', `DELETE FROM segments WHERE id = $1 AND state = 'retired'`, [id]);
-    if (deleted.rowCount === 0 && (await this.getSegment(id))?.state === 'active') throw segmentActive(id);
+    const forgotten = await this.query(
+      'forget',
+      `UPDATE segments SET object_deleted_at = ${now('$2')} WHERE id = $1 AND state = 'retired' AND object_deleted_at IS NULL`,
+      [id, this.clock()],
+    );
+    if (forgotten.rowCount === 0 && (await this.getSegment(id))?.state === 'active') throw segmentActive(id);
+  }
+
+  async purgeRetired(limit: number): Promise<number> {
+    const purged = await this.query(
+      'purge-retired',
+      `DELETE FROM segments WHERE id IN (
+         SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ${now('$1')} - $2 LIMIT $3)`,
+      [this.clock(), this.options.dedupWindowMs ?? DEFAULT_DEDUP_WINDOW_MS, limit],
+    );
+    return purged.rowCount ?? 0;
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {

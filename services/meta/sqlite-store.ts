@@ -5,11 +5,13 @@
  */
 import type Database from 'better-sqlite3';
 import { openSqlite } from '../common/sqlite.js';
+import { DEFAULT_HEARTBEAT_MS } from '../common/config.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
+  checkColumnTypeChange,
   checkSwap,
+  DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
-  DEFAULT_HEARTBEAT_INTERVAL_MS,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -46,6 +48,7 @@ export class SqliteMetaStore implements MetaStore {
   private readonly now: () => number;
   readonly expiryMs: number;
   private readonly heartbeatIntervalMs: number;
+  private readonly dedupWindowMs: number;
 
   constructor(options: SqliteMetaStoreOptions) {
     this.db = openSqlite(options.file);
@@ -54,7 +57,8 @@ export class SqliteMetaStore implements MetaStore {
     this.migrate();
     this.now = options.now ?? Date.now;
     this.expiryMs = options.expiryMs ?? DEFAULT_EXPIRY_MS;
-    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_MS;
+    this.dedupWindowMs = options.dedupWindowMs ?? DEFAULT_DEDUP_WINDOW_MS;
   }
 
   private migrate(): void {
@@ -157,8 +161,28 @@ export class SqliteMetaStore implements MetaStore {
     );
   }
 
+  async setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
+    return this.write(() => {
+      const existing = this.readTable(name);
+      if (!existing) throw tableNotFound(name);
+      if (!checkColumnTypeChange(name, existing.columns, from, to)) return existing;
+      this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(to), name);
+      return this.readTable(name)!;
+    });
+  }
+
   async commitSegment(segment: Segment): Promise<SegmentRow> {
-    return this.write(() => this.insertSegment(segment));
+    return this.write(() => {
+      const row = this.insertSegment(segment);
+      // A batch sent again puts its object before it commits: a deleted one may be back, so the
+      // janitor deletes it again. The row stays retired; the manifest does not move.
+      if (row.state === 'retired') {
+        this.db
+          .prepare('UPDATE segments SET object_deleted_at = NULL WHERE id = ? AND object_deleted_at IS NOT NULL')
+          .run(row.id);
+      }
+      return row;
+    });
   }
 
   async swapSegments(retire: string[], add: Segment, fence?: Fence): Promise<SegmentRow> {
@@ -206,7 +230,9 @@ export class SqliteMetaStore implements MetaStore {
 
   async listRetired(before: number): Promise<SegmentRow[]> {
     const rows = this.db
-      .prepare(`SELECT * FROM segments WHERE state = 'retired' AND retired_at < ? ORDER BY retired_at, id`)
+      .prepare(
+        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < ? ORDER BY retired_at, id`,
+      )
       .all(before) as SegmentDbRow[];
     return rows.map(toSegment);
   }
@@ -215,8 +241,23 @@ export class SqliteMetaStore implements MetaStore {
     this.write(() => {
       const segment = this.readSegment(id);
       if (segment?.state === 'active') throw segmentActive(id);
-      this.db.prepare(`DELETE FROM segments WHERE id = ? AND state = 'retired'`).run(id);
+      this.db
+        .prepare(
+          `UPDATE segments SET object_deleted_at = ? WHERE id = ? AND state = 'retired' AND object_deleted_at IS NULL`,
+        )
+        .run(this.now(), id);
     });
+  }
+
+  async purgeRetired(limit: number): Promise<number> {
+    return this.write(
+      () =>
+        this.db
+          .prepare(
+            `DELETE FROM segments WHERE id IN (SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ? LIMIT ?)`,
+          )
+          .run(this.now() - this.dedupWindowMs, limit).changes,
+    );
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {

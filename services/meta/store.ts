@@ -6,7 +6,7 @@
  * replica after a failure without changing the outcome.
  */
 import { createHash } from 'node:crypto';
-import { conflict, notFound } from '../common/errors.js';
+import { badRequest, conflict, notFound } from '../common/errors.js';
 import type {
   Backend,
   ColumnSpec,
@@ -30,6 +30,12 @@ export interface MetaStoreOptions {
   heartbeatIntervalMs?: number;
   /** The clock (epoch ms). @default the store's own: Date.now for SQLite, the database's for PostgreSQL */
   now?: () => number;
+  /**
+   * How long a retired segment's row outlives its retirement once the janitor has deleted its
+   * object: while it is kept, its id is known and committing it again is a no-op, so a batch sent
+   * again (a shipper's retry) commits nothing. @default DEFAULT_DEDUP_WINDOW_MS (7 days)
+   */
+  dedupWindowMs?: number;
 }
 
 export interface MetaStore {
@@ -54,7 +60,18 @@ export interface MetaStore {
   /** The table's versions: a cheap check of whether a cached schema or manifest is still current. */
   tableVersion(name: string): Promise<TableVersion | undefined>;
   listTables(): Promise<TableInfo[]>;
-  /** Commits one new segment. Committing the same segment again is a no-op; a different one under the same id is a conflict. */
+  /**
+   * Changes only the types of a table's columns (`to` has `from`'s names in `from`'s order),
+   * while the table still has the columns `from`; a change that already landed is a no-op. The
+   * table's schema digest moves with it, so readers' cached schemas and plans are dropped.
+   */
+  setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo>;
+  /**
+   * Commits one new segment. Committing a segment whose id the manifest holds, active or retired,
+   * is a no-op answered with the row it holds (a retired one stays retired); a different one under
+   * the same id is a conflict. Retired rows are kept for the dedup window (`dedupWindowMs`), so a
+   * batch sent again within it commits nothing even after a merge and the janitor.
+   */
   commitSegment(segment: Segment): Promise<SegmentRow>;
   /**
    * Atomically retires `retire` and commits `add` in their place (a merge's swap). Exactly one of
@@ -67,10 +84,24 @@ export interface MetaStore {
   getSegment(id: string): Promise<SegmentRow | undefined>;
   /** Active segments of a table whose time range overlaps [from, to] (epoch ms, either end open), newest first. */
   listSegments(table: string, range?: { from?: number; to?: number }): Promise<SegmentRow[]>;
-  /** Retired segments whose retirement is older than `before` (epoch ms): what the janitor may delete. */
+  /**
+   * Retired segments whose retirement is older than `before` (epoch ms) and whose objects may still
+   * exist: what the janitor may delete. A segment committed again after `forgetSegment` (its
+   * object may have been uploaded again) is listed again.
+   */
   listRetired(before: number): Promise<SegmentRow[]>;
-  /** Forgets a retired segment whose object is gone. An active segment is never forgotten. */
+  /**
+   * Records that a retired segment's object is gone. Its row stays, retired and known (never
+   * listed as active), until the dedup window has passed since its retirement (`purgeRetired`).
+   * An active segment is never forgotten.
+   */
   forgetSegment(id: string): Promise<void>;
+  /**
+   * Deletes the rows of at most `limit` retired segments whose objects are gone and whose
+   * retirement is older than the dedup window; returns how many. A row whose object the janitor
+   * has not deleted is kept, however old.
+   */
+  purgeRetired(limit: number): Promise<number>;
   /** Which of these ids the manifest knows, in any state. */
   knownSegments(ids: string[]): Promise<string[]>;
 
@@ -96,8 +127,10 @@ export interface MetaStore {
 /** Whether meta's database setting names PostgreSQL (anything else is a SQLite file). */
 export const isPostgresUrl = (database: string) => /^postgres(ql)?:\/\//i.test(database);
 
+/** How long meta keeps a node among the members after its last heartbeat. */
 export const DEFAULT_EXPIRY_MS = 30_000;
-export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+/** A week: longer than shippers are configured to retry a batch for (set the window past yours if it is not). */
+export const DEFAULT_DEDUP_WINDOW_MS = 7 * 24 * 3_600_000;
 
 /** A node row as both stores keep it. */
 export interface NodeRow {
@@ -136,6 +169,8 @@ export interface SegmentDbRow {
   created_at: number;
   retired_at: number | null;
   replaced_by: string | null;
+  /** When the janitor deleted the object of this retired segment; null while it may exist. */
+  object_deleted_at: number | null;
 }
 
 export const toSegment = (r: SegmentDbRow): SegmentRow => ({
@@ -177,6 +212,35 @@ export function sameTableOrConflict(existing: TableInfo, table: TableInfo): Tabl
     );
   }
   return existing;
+}
+
+/**
+ * The checks of a column type change against the table's current columns: true when it is to be
+ * written, false when it already landed (a repeat), an error when it must not land.
+ */
+export function checkColumnTypeChange(
+  name: string,
+  current: ColumnSpec[],
+  from: ColumnSpec[],
+  to: ColumnSpec[],
+): boolean {
+  const names = (columns: ColumnSpec[]) => JSON.stringify(columns.map((c) => c.name));
+  if (names(from) !== names(to)) {
+    throw badRequest(
+      'only_types_change',
+      `a column type change of table "${name}" keeps the columns' names and order: ${names(from)} became ${names(to)}`,
+    );
+  }
+  const same = (a: ColumnSpec[], b: ColumnSpec[]) =>
+    a.length === b.length && a.every((c, i) => c.name === b[i]!.name && c.type === b[i]!.type);
+  if (same(current, to)) return false;
+  if (!same(current, from)) {
+    throw conflict(
+      'table_changed',
+      `table "${name}" no longer has the columns the type change was made against: look at it again`,
+    );
+  }
+  return true;
 }
 
 /**

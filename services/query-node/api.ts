@@ -5,11 +5,19 @@
  * metrics to call a node.
  */
 import { Type, type Static } from 'typebox';
+import { ExchangeInput } from '../common/final-stage/contract.js';
 import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 
 /** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
 export const SCAN_ERROR_TRAILER = 'x-berth-scan-error';
+
+/**
+ * The code of a scan refused (a 500) because a segment's file disagrees with its table's schema:
+ * the data's fault, not the node's, so the caller answers it and tries no other node (a mismatch
+ * is an error, never routed around to an answer).
+ */
+export const SEGMENT_SCHEMA_MISMATCH = 'segment_schema_mismatch';
 
 /**
  * A trailer's value: JSON with every character past ASCII escaped, since a header may carry no
@@ -127,3 +135,46 @@ export type WarmResult = Static<typeof WarmResult>;
 /** POST /v1/canary: Berth's canary object read from storage and scanned. */
 export const CanaryResult = Type.Object({ rows: Type.Integer(), bytes: Type.Integer(), ms: Type.Number() });
 export type CanaryResult = Static<typeof CanaryResult>;
+
+// ── final stages (a heavy query's, run on a heavy backend: final-stages.ts) ──
+
+/** POST /v1/final-stages: opens one, with its inputs. */
+export const FinalStageRequest = Type.Object(
+  {
+    inputs: Type.Array(ExchangeInput, { minItems: 1 }),
+    /** Closed by itself after this long without a call: its coordinator is gone. */
+    ttlMs: Type.Integer({ minimum: 1_000, maximum: 3_600_000 }),
+  },
+  { additionalProperties: false },
+);
+export type FinalStageRequest = Static<typeof FinalStageRequest>;
+export const FinalStageOpened = Type.Object({ id: Type.String() });
+export const FinalStageParams = Type.Object({ id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) });
+export const FinalStageInputParams = Type.Object({
+  id: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
+  input: Type.String(),
+});
+export const FinalStagePartParams = Type.Object({
+  id: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
+  input: Type.String(),
+  part: Type.String(),
+});
+/** What POST /v1/final-stages/:id/inputs/:input answers once the stream is in. */
+export const FinalStagePart = Type.Object({ part: Type.String(), rows: Type.Integer() });
+export type FinalStagePart = Static<typeof FinalStagePart>;
+/** POST /v1/final-stages/:id/answer: the final SQL. */
+export const FinalStageAnswerRequest = Type.Object(
+  { sql: Type.String({ minLength: 1 }) },
+  { additionalProperties: false },
+);
+
+/**
+ * The answer, as NDJSON: first `{"columns", "types"}`, then one line per batch of rows
+ * (`{"rows": [...]}`), then `{"end": true}`, or `{"error", "status", "message"}` for a failure
+ * after the first line (before it, the answer is an ordinary error).
+ */
+export type FinalStageLine =
+  | { columns: string[]; types: string[] }
+  | { rows: unknown[][] }
+  | { end: true }
+  | { error: string; status: number; message: string };

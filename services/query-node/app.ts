@@ -1,20 +1,25 @@
 /** The query node's HTTP API: scans over cached segments, pushes of fresh segments, health and metrics. */
 import type { Readable } from 'node:stream';
-import Fastify, { type FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import pLimit from 'p-limit';
+import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
-import { ARROW_STREAM_TYPE, arrowStream } from '../common/arrow-exchange.js';
-import { ResultCutShort } from '../common/duckdb.js';
-import { DomainError, httpAnswerOf, installErrorHandler, resultTooLarge } from '../common/errors.js';
-import { loggerOptions } from '../common/logger.js';
+import { ARROW_STREAM_TYPE } from '../common/arrow-exchange.js';
+import { DomainError, httpAnswerOf } from '../common/errors.js';
 import type { MemberView } from '../common/member-view.js';
-import { answers, Ok } from '../common/schemas.js';
+import { answers } from '../common/schemas.js';
+import { createServiceApp, serveMetrics } from '../common/service-app.js';
 import {
   CacheList,
   CanaryResult,
+  FinalStageAnswerRequest,
+  FinalStageInputParams,
+  FinalStageOpened,
+  FinalStageParams,
+  FinalStagePart,
+  FinalStagePartParams,
+  FinalStageRequest,
+  type FinalStageLine,
   NodeInfo,
   NodeReadiness,
   PushParams,
@@ -26,13 +31,15 @@ import {
   ScanRequest,
   WarmQuery,
   WarmResult,
-  type ScanFailure,
-  type ScanStats,
 } from './api.js';
-import type { HeldSegment, SegmentCache } from './segment-cache.js';
-import type { HeldTable, SegmentMemory } from './segment-memory.js';
-import type { OpenScan, Scanner, TableFiles } from '../common/scanner.js';
+import type { SegmentCache } from './segment-cache.js';
+import type { SegmentMemory } from './segment-memory.js';
+import type { SegmentSchemas } from './segment-schema.js';
+import type { Scanner } from '../common/scanner.js';
+import { ScanService } from './scan-service.js';
 import type { Warmer } from './warmer.js';
+import type { FinalStages } from './final-stages.js';
+import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
 
 export interface QueryNodeAppOptions {
   nodeId: string;
@@ -41,6 +48,8 @@ export interface QueryNodeAppOptions {
   cache: SegmentCache;
   /** Owned segments scanned again, held as DuckDB tables: read instead of their files. */
   memory: SegmentMemory;
+  /** Refuses a scan of a segment whose columns disagree with its table's. */
+  schemas: SegmentSchemas;
   scanner: Scanner;
   view: MemberView;
   warmer: Warmer;
@@ -48,6 +57,8 @@ export interface QueryNodeAppOptions {
   canary: () => Promise<CanaryResult>;
   /** True once the node is registered with meta. */
   isRegistered: () => boolean;
+  /** Heavy queries' final stages, which coordinators run here; without it the node runs none. */
+  finalStages?: FinalStages;
   /** Largest segment a push may carry. @default 4 GiB */
   maxSegmentBytes?: number;
   /** Parallel S3 fetches per scan. @default 8 */
@@ -57,34 +68,32 @@ export interface QueryNodeAppOptions {
 }
 
 export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance {
-  const app = Fastify({
-    logger: options.logger === false ? false : loggerOptions('query-node'),
-    bodyLimit: 2 << 20,
-  }).withTypeProvider<TypeBoxTypeProvider>();
-  installErrorHandler(app);
-  const { cache, memory, scanner, view, nodeId } = options;
+  const app = createServiceApp('query-node', { bodyLimit: 2 << 20, logger: options.logger });
+  const { cache, memory, view, nodeId } = options;
   const auth = { onRequest: requireToken(options.token) };
   const metrics = nodeMetrics(cache, memory, options.warmer);
-  const scans = new Counter({
-    name: 'berth_scans_total',
-    help: 'Scans run, by outcome',
-    labelNames: ['outcome'],
-    registers: [metrics.registry],
+  const scans = new ScanService({
+    nodeId,
+    cache,
+    memory,
+    schemas: options.schemas,
+    scanner: options.scanner,
+    view,
+    fetchConcurrency: options.fetchConcurrency,
+    metrics,
   });
 
-  // Pushed segments stream straight to disk instead of being buffered.
+  // Pushed segments stream straight to disk, and a final stage's inputs into its DuckDB, unbuffered.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
+  app.addContentTypeParser(ARROW_STREAM_TYPE, (_request, payload, done) => done(null, payload));
 
-  app.get('/healthz', { schema: { response: answers(Ok) } }, async () => ({ ok: true as const }));
   app.get('/readyz', { schema: { response: { 200: NodeReadiness, 503: NodeReadiness } } }, async (_request, reply) => {
     const ready = options.isRegistered() && view.placement !== undefined;
     return reply
       .code(ready ? 200 : 503)
       .send({ ready, registered: options.isRegistered(), members: view.members?.length ?? 0 });
   });
-  app.get('/metrics', async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
+  serveMetrics(app, metrics.registry);
 
   app.get('/v1/info', { schema: { response: answers(NodeInfo) } }, async () => ({
     id: nodeId,
@@ -105,135 +114,31 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   // Logged only when it fails: a query makes a scan per owner, and two log lines each were about a
   // twelfth of a node's main thread under load (the stats go to the coordinator, counts to /metrics).
   app.post('/v1/scan', { ...auth, logLevel: 'warn', schema: { body: ScanRequest } }, async (request, reply) => {
-    const started = performance.now();
     // The coordinator hangs up when its client leaves or its deadline passes: stop DuckDB then.
     const hangUp = new AbortController();
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) hangUp.abort(new Error('the coordinator hung up'));
     });
-    const limit = pLimit(options.fetchConcurrency ?? 8);
-    const held: HeldSegment[] = [];
-    const heldTables: HeldTable[] = [];
-    /** Disk segments offered to the memory tier: each is let go when its load settles. */
-    const offered = new Map<HeldSegment, Promise<void>>();
-    /** Lets go of what the scan holds once `reading` (a second run for DuckDB's reason) is done. */
-    const release = (reading?: Promise<unknown>) => {
-      const segments = held.splice(0);
-      const tables = heldTables.splice(0);
-      void Promise.allSettled([reading]).then(() => {
-        for (const table of tables) table.release();
-        for (const segment of segments) void (offered.get(segment) ?? Promise.resolve()).then(() => segment.release());
-      });
-    };
-    let scan: OpenScan;
-    let tables: TableFiles[];
-    // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
-    const placement = view.placement;
-    try {
-      // A segment in the memory tier is read from its table; the others from their files.
-      const acquired = await settleAll(
-        request.body.tables.map(async (table) => ({
-          table,
-          segments: await settleAll(
-            table.segments.map((id) =>
-              limit(async () => {
-                // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
-                const owned = placement?.owner(id)?.id === nodeId;
-                const inMemory = memory.hold(id);
-                if (inMemory) {
-                  heldTables.push(inMemory);
-                  metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: 'hit' });
-                  return { id, owned, inMemory };
-                }
-                const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
-                held.push(segment);
-                metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
-                return { id, owned, segment };
-              }),
-            ),
-          ),
-        })),
-      );
-      tables = acquired.map(({ table, segments }) => ({
-        name: table.name,
-        schema: table.schema,
-        columns: table.columns,
-        files: segments.flatMap(({ segment }) => (segment ? [segment.path] : [])),
-        inMemory: segments.flatMap(({ inMemory }) => (inMemory ? [inMemory.sql] : [])),
-      }));
-      // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
-      if (held.some((s) => !s.complete)) {
-        const columns = await scanner.columnsRead(request.body.sql, tables).catch(() => undefined); // cannot tell: fetch everything
-        await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
-      }
-      // An owned segment whole on disk goes to the memory tier on its second scan.
-      for (const { segments } of acquired)
-        for (const { id, owned, segment } of segments)
-          if (segment && owned && segment.kept && segment.complete)
-            offered.set(segment, memory.offer(id, segment.path));
-      scan = await scanner.open(request.body.sql, tables, hangUp.signal);
-    } catch (error) {
-      release();
-      scans.inc({ outcome: 'failed' });
-      throw error;
-    }
+    const scan = await scans.open(request.body, hangUp.signal);
     // The rows stream as DuckDB makes them; how the scan ended comes after them, in trailers.
-    const stats: ScanStats = {
-      node: nodeId,
-      segments: held.length + heldTables.length,
-      hits: held.filter((s) => s.hit).length + heldTables.length,
-      misses: held.filter((s) => !s.hit).length,
-      s3Gets: held.filter((s) => s.bytesFetched > 0).length,
-      bytesFromS3: held.reduce((sum, s) => sum + s.bytesFetched, 0),
-      readThrough: held.filter((s) => !s.kept).length,
-      rows: 0,
-      bytes: 0,
-      ms: 0,
-    };
     reply.hijack();
     const raw = reply.raw;
     raw.writeHead(200, { 'content-type': ARROW_STREAM_TYPE, trailer: `${SCAN_STATS_TRAILER}, ${SCAN_ERROR_TRAILER}` });
-    const maxBytes = request.body.maxResultBytes ?? Infinity;
-    const body = arrowStream(scan.result, (rows) => (stats.rows += rows));
-    let finished = false;
-    /** A second run for DuckDB's reason (below): the segments stay held until it ends. */
-    let reasoning: Promise<unknown> | undefined;
-    const finish = (error?: unknown) => {
-      if (finished) return;
-      finished = true;
-      body.destroy();
-      scan.close(error === undefined);
-      release(reasoning);
-      stats.ms = Math.round(performance.now() - started);
-      const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: trailerJson(stats) };
-      if (error !== undefined) trailers[SCAN_ERROR_TRAILER] = trailerJson(scanError(scanner.explain(error, tables)));
-      scans.inc({ outcome: error === undefined ? 'answered' : 'failed' });
-      if (raw.destroyed) return;
-      try {
-        raw.addTrailers(trailers);
-        raw.end();
-      } catch (failure) {
-        raw.destroy(failure as Error); // the coordinator sees a scan cut off, never a whole one
-      }
-    };
-    // Written by hand rather than piped, so that a chunk past the cap is never written after the end.
-    body.on('data', (bytes: Buffer) => {
-      stats.bytes += bytes.length;
-      if (stats.bytes > maxBytes) return finish(resultTooLarge(maxBytes));
-      if (!raw.write(bytes)) body.pause();
+    scan.streamTo({
+      write: (bytes) => raw.write(bytes),
+      onDrain: (listener) => raw.on('drain', listener),
+      end: (stats, failed) => {
+        const trailers: Record<string, string> = { [SCAN_STATS_TRAILER]: trailerJson(stats) };
+        if (failed) trailers[SCAN_ERROR_TRAILER] = trailerJson(failed);
+        if (raw.destroyed) return;
+        try {
+          raw.addTrailers(trailers);
+          raw.end();
+        } catch (failure) {
+          raw.destroy(failure as Error); // the coordinator sees a scan cut off, never a whole one
+        }
+      },
     });
-    raw.on('drain', () => body.resume());
-    body.once('end', () => finish());
-    body.once('error', (error) => {
-      if (!(error instanceof ResultCutShort) || finished || hangUp.signal.aborted) return finish(error);
-      // DuckDB does not say why it cut a streamed result short: run the scan again, its rows discarded, for the reason.
-      reasoning = scanner.reason(request.body.sql, tables, hangUp.signal);
-      reasoning.then(
-        (reason) => finish(reason ?? error),
-        () => finish(error),
-      );
-    });
-    hangUp.signal.addEventListener('abort', () => finish(hangUp.signal.reason), { once: true });
   });
 
   app.post(
@@ -266,6 +171,12 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
     }),
   );
 
+  if (options.finalStages) {
+    const { finalStages } = options;
+    serveFinalStages(app, finalStages, auth);
+    exchangeRowsCounter(metrics.registry, () => finalStages.rowsReceived);
+  }
+
   app.post('/v1/canary', { ...auth, schema: { response: answers(CanaryResult) } }, async () => {
     try {
       return await options.canary();
@@ -283,11 +194,93 @@ export function buildQueryNodeApp(options: QueryNodeAppOptions): FastifyInstance
   return app;
 }
 
+/** The routes of the final stages coordinators run here (final-stages.ts). */
+function serveFinalStages(
+  app: ReturnType<typeof createServiceApp>,
+  finalStages: FinalStages,
+  auth: { onRequest: ReturnType<typeof requireToken> },
+): void {
+  app.post(
+    '/v1/final-stages',
+    { ...auth, schema: { body: FinalStageRequest, response: answers(FinalStageOpened) } },
+    async (request) => ({ id: await finalStages.create(request.body.inputs, request.body.ttlMs) }),
+  );
+  app.post(
+    '/v1/final-stages/:id/inputs/:input',
+    { ...auth, logLevel: 'warn', schema: { params: FinalStageInputParams, response: answers(FinalStagePart) } },
+    async (request) => await finalStages.receive(request.params.id, request.params.input, request.body as Readable),
+  );
+  app.delete(
+    '/v1/final-stages/:id/inputs/:input/parts/:part',
+    { ...auth, schema: { params: FinalStagePartParams } },
+    async (request, reply) => {
+      await finalStages.discard(request.params.id, request.params.input, request.params.part);
+      return reply.code(204).send();
+    },
+  );
+  app.delete('/v1/final-stages/:id', { ...auth, schema: { params: FinalStageParams } }, async (request, reply) => {
+    await finalStages.close(request.params.id);
+    return reply.code(204).send();
+  });
+  // No response schema: NDJSON written as DuckDB makes the rows (FinalStageLine).
+  app.post(
+    '/v1/final-stages/:id/answer',
+    { ...auth, schema: { params: FinalStageParams, body: FinalStageAnswerRequest } },
+    async (request, reply) => {
+      const hangUp = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) hangUp.abort(new Error('the coordinator hung up'));
+      });
+      // Errors before the first row are ordinary answers (a 400 for DuckDB's reason about the SQL).
+      const { columns, types, rows, close } = await finalStages.answer(
+        request.params.id,
+        request.body.sql,
+        hangUp.signal,
+      );
+      reply.hijack();
+      const raw = reply.raw;
+      // Waits for the coordinator to take a line it could not take at once; nothing once it hung up.
+      const line = (value: FinalStageLine) =>
+        raw.destroyed || raw.write(`${JSON.stringify(value)}\n`)
+          ? undefined
+          : new Promise<void>((resolve) => {
+              const done = () => {
+                raw.off('drain', done);
+                raw.off('close', done);
+                resolve();
+              };
+              raw.on('drain', done);
+              raw.on('close', done);
+            });
+      raw.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      try {
+        await line({ columns, types });
+        for await (const batch of rows) {
+          if (raw.destroyed) break;
+          await line({ rows: batch });
+        }
+        await line({ end: true });
+      } catch (error) {
+        const answer = httpAnswerOf(error);
+        if (!answer) request.log.error({ err: error }, 'a final stage failed');
+        await line({
+          error: answer?.code ?? 'internal',
+          status: answer?.status ?? 500,
+          message: answer?.message ?? 'the final stage failed; see the backend log',
+        });
+      } finally {
+        close();
+        raw.end();
+      }
+    },
+  );
+}
+
 function nodeMetrics(
   cache: SegmentCache,
   memory: SegmentMemory,
   warmer: Warmer,
-): { registry: Registry; segmentReads: Counter<'role' | 'cache'> } {
+): { registry: Registry; scans: Counter<'outcome'>; segmentReads: Counter<'role' | 'cache'> } {
   const registry = new Registry();
   const counter = (name: string, help: string, read: () => number) => {
     let reported = 0;
@@ -360,28 +353,11 @@ function nodeMetrics(
     'Share of the bytes that moved to this node that its cache holds (warm-up progress)',
     (w) => w.moved?.fraction,
   );
-  return { registry, segmentReads };
-}
-
-/**
- * Promise.all that waits for every promise to settle before it rejects: a scan that fails on one
- * segment releases its pins only once no acquire of another is still in flight, or those would
- * be pinned for good.
- */
-async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
-  const settled = await Promise.allSettled(promises);
-  const failed = settled.find((s) => s.status === 'rejected');
-  if (failed) throw failed.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
-}
-
-/** What the trailer says about a scan cut short: the status the coordinator answers with, and why. */
-function scanError(error: unknown): ScanFailure {
-  const answer = httpAnswerOf(error);
-  if (answer) return { status: answer.status, error: answer.code, message: answer.message };
-  return {
-    status: 500,
-    error: 'scan_failed',
-    message: error instanceof Error ? error.message.split('\n')[0]! : String(error),
-  };
+  const scans = new Counter({
+    name: 'berth_scans_total',
+    help: 'Scans run, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  return { registry, scans, segmentReads };
 }

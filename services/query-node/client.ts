@@ -6,13 +6,20 @@
  */
 import http from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { bearer } from '../common/auth.js';
+import { ARROW_STREAM_TYPE } from '../common/arrow-exchange.js';
+import type { ExchangeInput } from '../common/final-stage/contract.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
+import type { JsonValue } from '../coordinator/api.js';
 import type { ErrorBody } from '../common/schemas.js';
 import {
   SCAN_ERROR_TRAILER,
   SCAN_STATS_TRAILER,
   type CanaryResult,
+  type FinalStageLine,
+  type FinalStagePart,
+  type FinalStageRequest,
   type NodeInfo,
   type PushResult,
   type ScanFailure,
@@ -116,31 +123,41 @@ export class QueryNodeClient {
     });
   }
 
-  /** Pushes a segment file into the node's cache; `signal` (a cancelled activity) aborts the request. */
+  /**
+   * Pushes a segment file into the node's cache; `signal` (a cancelled activity) aborts the request.
+   * A node that has not answered within `timeoutMs` (a frozen one) fails it with an error that says so.
+   */
   async push(
     table: string,
     segmentId: string,
     body: Buffer,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<PushResult> {
-    const timeout = AbortSignal.timeout(options.timeoutMs ?? 60_000);
-    const response = await fetch(
-      `${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/octet-stream', ...bearer(this.token) },
-        body,
-        signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
-      },
-    );
-    const result = (await response.json()) as PushResult & Partial<ErrorBody>;
-    if (!response.ok)
-      throw new ServiceCallError(
-        response.status,
-        result,
-        `push to ${this.url} answered ${response.status}: ${result.message}`,
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const response = await fetch(
+        `${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/octet-stream', ...bearer(this.token) },
+          body,
+          signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
+        },
       );
-    return result;
+      const result = (await response.json()) as PushResult & Partial<ErrorBody>;
+      if (!response.ok)
+        throw new ServiceCallError(
+          response.status,
+          result,
+          `push to ${this.url} answered ${response.status}: ${result.message}`,
+        );
+      return result;
+    } catch (error) {
+      if (timeout.aborted && !options.signal?.aborted)
+        throw new Error(`push to ${this.url}: no answer within ${timeoutMs} ms`, { cause: error });
+      throw error;
+    }
   }
 
   /** Asks the node to read Berth's canary object from storage and scan it. */
@@ -164,4 +181,151 @@ export class QueryNodeClient {
   async warmth(timeoutMs = 2_000): Promise<Warmth> {
     return (await callJson<NodeInfo>(`${this.url}/v1/info`, { timeoutMs })).warmth;
   }
+
+  // ── a heavy query's final stage, run on this node (final-stages.ts) ──
+
+  /** Opens a final stage with these inputs; the node closes it after `ttlMs` without a call. */
+  async openFinalStage(inputs: ExchangeInput[], ttlMs: number): Promise<string> {
+    const body: FinalStageRequest = { inputs, ttlMs };
+    return (await callJson<{ id: string }>(`${this.url}/v1/final-stages`, { body, token: this.token })).id;
+  }
+
+  /** Streams one scan's Arrow IPC into an input of the final stage, as a part of its own. */
+  async sendFinalStagePart(id: string, input: string, body: Readable, signal: AbortSignal): Promise<FinalStagePart> {
+    const path = `/v1/final-stages/${id}/inputs/${encodeURIComponent(input)}`;
+    const response = await this.stream('POST', path, { 'content-type': ARROW_STREAM_TYPE }, signal, body);
+    return JSON.parse(await text(response)) as FinalStagePart;
+  }
+
+  async discardFinalStagePart(id: string, input: string, part: string): Promise<void> {
+    const path = `/v1/final-stages/${id}/inputs/${encodeURIComponent(input)}/parts/${encodeURIComponent(part)}`;
+    await callJson(`${this.url}${path}`, { method: 'DELETE', token: this.token });
+  }
+
+  async closeFinalStage(id: string): Promise<void> {
+    await callJson(`${this.url}/v1/final-stages/${id}`, { method: 'DELETE', token: this.token });
+  }
+
+  /**
+   * Runs the final SQL over the final stage's inputs: its columns, then its rows as the node makes
+   * them. A failure before the first row is a ServiceCallError with the node's status; one after,
+   * an error thrown by `rows`. close() stops the node's DuckDB.
+   */
+  async finalStageAnswer(id: string, sql: string, signal: AbortSignal): Promise<FinalStageAnswer> {
+    const hangUp = new AbortController();
+    const response = await this.stream(
+      'POST',
+      `/v1/final-stages/${id}/answer`,
+      { 'content-type': 'application/json' },
+      AbortSignal.any([signal, hangUp.signal]),
+      JSON.stringify({ sql }),
+    );
+    // Read a line at a time as the caller asks: the node computes no further ahead than that.
+    const lines = ndjsonLines(response);
+    const next = async (): Promise<FinalStageLine> => {
+      const { value, done } = await lines.next();
+      if (done) throw new Error(`final stage on ${this.url}: the answer ended before its last line`);
+      return JSON.parse(value) as FinalStageLine;
+    };
+    let first: FinalStageLine;
+    try {
+      first = await next();
+      if (!('columns' in first))
+        throw new Error(`final stage on ${this.url}: the answer did not begin with its columns`);
+    } catch (error) {
+      hangUp.abort();
+      throw error;
+    }
+    const url = this.url;
+    async function* rows(): AsyncGenerator<JsonValue[][]> {
+      for (;;) {
+        const line = await next();
+        if ('end' in line) return;
+        if ('error' in line)
+          throw new ServiceCallError(line.status, line, `final stage on ${url} failed: ${line.message}`);
+        if ('rows' in line) yield line.rows as JsonValue[][];
+      }
+    }
+    return { columns: first.columns, types: first.types, rows: rows(), close: () => hangUp.abort() };
+  }
+
+  /** A request whose body and answer stream; a non-2xx answer is a ServiceCallError with the node's message. */
+  private stream(
+    method: 'POST',
+    path: string,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+    body: Readable | string,
+  ): Promise<http.IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const call = http.request(`${this.url}${path}`, {
+        method,
+        agent,
+        signal,
+        headers: { ...headers, ...bearer(this.token) },
+      });
+      call.once('error', (error) => {
+        // A body that cannot go on is let go: its source (a scan) then ends, and says how.
+        if (typeof body !== 'string') body.destroy();
+        reject(error);
+      });
+      call.once('response', (response) => {
+        const status = response.statusCode ?? 502;
+        if (status >= 200 && status < 300) return resolve(response);
+        // Refused: nothing more of the body goes out.
+        if (typeof body !== 'string') {
+          body.unpipe(call);
+          body.destroy();
+        }
+        text(response).then((answer) => {
+          let parsed: ErrorBody | undefined;
+          try {
+            parsed = JSON.parse(answer) as ErrorBody;
+          } catch {
+            parsed = undefined;
+          }
+          reject(
+            new ServiceCallError(
+              status,
+              parsed,
+              `${method} ${path} on ${this.url} answered ${status}: ${parsed?.message ?? answer}`,
+            ),
+          );
+        }, reject);
+      });
+      if (typeof body === 'string') call.end(body);
+      else {
+        body.once('error', (error) => call.destroy(error));
+        body.pipe(call);
+      }
+    });
+  }
+}
+
+/** A final stage's answer as it streams from the node. */
+export interface FinalStageAnswer {
+  columns: string[];
+  types: string[];
+  rows: AsyncIterable<JsonValue[][]>;
+  close(): void;
+}
+
+/** An NDJSON body's lines, read from the socket only as they are asked for. */
+async function* ndjsonLines(response: http.IncomingMessage): AsyncGenerator<string> {
+  const utf8 = new StringDecoder('utf8'); // a character may span two chunks
+  let rest = '';
+  for await (const chunk of response) {
+    const lines = (rest + utf8.write(chunk as Buffer)).split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) if (line) yield line;
+  }
+  rest += utf8.end();
+  if (rest) yield rest;
+}
+
+/** The whole body of an answer, as text. */
+async function text(response: http.IncomingMessage): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of response) parts.push(part as Buffer);
+  return Buffer.concat(parts).toString();
 }

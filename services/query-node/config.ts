@@ -1,10 +1,14 @@
-/** A query node's configuration: the variables it reads, their defaults and their ranges (see README). */
+/** A query node's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
-import { Bytes, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
+import { Bytes, DEFAULT_SERVING_GROUP, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
 import { HttpUrl } from '../common/schemas.js';
 
+/** The disk cache's budget when none is given (services/query-node/segment-cache.ts). */
+export const DEFAULT_CACHE_BYTES = 1024 ** 3;
 /** The memory tier's budget when none is given (services/query-node/segment-memory.ts). */
 export const DEFAULT_MEMORY_BYTES = 256 * 1024 ** 2;
+/** How often the warmer fetches what the node owns and its cache lacks (services/query-node/warmer.ts). */
+export const DEFAULT_WARM_INTERVAL_MS = 10_000;
 
 export const QueryNodeConfig = Type.Object({
   ...Settings.common,
@@ -15,10 +19,10 @@ export const QueryNodeConfig = Type.Object({
   ...Settings.duckDbMemory,
   /** Identity and cache: keep it on a volume. @default DATA/node */
   BERTH_NODE_CACHE_DIR: Type.Optional(Type.String()),
-  BERTH_NODE_CACHE_BYTES: Bytes({ default: 1024 ** 3 }),
+  BERTH_NODE_CACHE_BYTES: Bytes({ default: DEFAULT_CACHE_BYTES }),
   /** The memory tier's budget (0: off). */
   BERTH_NODE_MEMORY_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_MEMORY_BYTES }),
-  BERTH_NODE_GROUP: GroupSetting({ default: 'serving' }),
+  BERTH_NODE_GROUP: GroupSetting({ default: DEFAULT_SERVING_GROUP }),
   BERTH_NODE_HOST: Host(),
   BERTH_NODE_PORT: Port(0),
   /** The URL peers use, when it is not the one the node listens on (in a container). */
@@ -27,7 +31,7 @@ export const QueryNodeConfig = Type.Object({
   BERTH_NODE_ADVERTISE_HOST: Type.Optional(Type.String()),
   /** Declared weight; unset: from the CPU quota. */
   BERTH_NODE_VCPUS: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-  BERTH_WARM_INTERVAL_MS: Millis({ default: 10_000 }),
+  BERTH_WARM_INTERVAL_MS: Millis({ default: DEFAULT_WARM_INTERVAL_MS }),
   /** Unset: the node's vCPUs. */
   BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
 });

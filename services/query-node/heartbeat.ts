@@ -3,6 +3,7 @@
  * the node's current vCPUs (a retuned CPU limit propagates by itself), registering again whenever
  * meta has forgotten the node.
  */
+import { DEFAULT_HEARTBEAT_MS } from '../common/config.js';
 import { ServiceCallError } from '../common/http-client.js';
 import type { MetaClient } from '../meta/client.js';
 
@@ -40,7 +41,7 @@ export function startHeartbeats(options: HeartbeatOptions): Heartbeats {
       void work()
         .catch((error: Error) => options.onError?.(error))
         .finally(() => schedule(beat));
-    }, options.intervalMs ?? 5_000);
+    }, options.intervalMs ?? DEFAULT_HEARTBEAT_MS);
     timer.unref();
   };
   const registered = (async () => {
@@ -52,7 +53,9 @@ export function startHeartbeats(options: HeartbeatOptions): Heartbeats {
       } catch (error) {
         options.onError?.(error as Error);
         if (stopped) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, options.intervalMs ?? 5_000)));
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(1_000, options.intervalMs ?? DEFAULT_HEARTBEAT_MS)),
+        );
       }
     }
   })();

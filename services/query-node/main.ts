@@ -1,9 +1,10 @@
-/** Runs one query node. Configuration comes from the environment (see config.ts and the README). */
-import { stopTracing } from '../common/telemetry.js'; // first: it instruments node:http before anything loads it
+/** Runs one query node. Configuration comes from the environment (see config.ts and docs/configuration.md). */
+import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { loadConfig } from '../common/config.js';
 import { startService } from '../common/startup.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
+import { announce, closeOnSignals } from '../common/serve.js';
 import { QueryNodeConfig } from './config.js';
 import { startQueryNode } from './node.js';
 
@@ -34,11 +35,5 @@ const node = await startQueryNode({
   threads: config.BERTH_DUCKDB_THREADS,
   memoryLimit: config.BERTH_DUCKDB_MEMORY_LIMIT,
 });
-process.stdout.write(`${JSON.stringify({ service: 'query-node', id: node.id, url: node.url })}\n`);
-const stop = async () => {
-  await node.close();
-  await stopTracing();
-  process.exit(0);
-};
-process.once('SIGINT', () => void stop());
-process.once('SIGTERM', () => void stop());
+announce({ service: 'query-node', id: node.id, url: node.url });
+closeOnSignals(() => node.close());

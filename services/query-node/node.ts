@@ -1,6 +1,7 @@
 /** Composes a running query node: identity, cache, DuckDB, meta registration, member view, warmer, HTTP. */
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { DEFAULT_HOST, DEFAULT_SERVING_GROUP } from '../common/config.js';
 import { openSandboxedDuckDB } from '../common/duckdb.js';
 import { MemberView } from '../common/member-view.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
@@ -11,12 +12,15 @@ import { startHeartbeats } from './heartbeat.js';
 import { loadOrCreateNodeId } from './identity.js';
 import { Scanner } from '../common/scanner.js';
 import { SegmentCache } from './segment-cache.js';
-import { DEFAULT_MEMORY_BYTES } from './config.js';
+import { DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_BYTES } from './config.js';
 import { SegmentMemory } from './segment-memory.js';
+import { SegmentSchemas } from './segment-schema.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
+import { FinalStages } from './final-stages.js';
+import { FinalStageEngine } from '../common/final-stage/engine.js';
 
-export interface QueryNodeConfig {
+export interface QueryNodeOptions {
   /** Holds the node's identity and its cached segments. */
   cacheDir: string;
   /** @default 1 GiB */
@@ -66,9 +70,9 @@ export interface RunningQueryNode {
   close(options?: { deregister?: boolean }): Promise<void>;
 }
 
-export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQueryNode> {
+export async function startQueryNode(config: QueryNodeOptions): Promise<RunningQueryNode> {
   const startedAt = Date.now();
-  const group = config.group ?? 'serving';
+  const group = config.group ?? DEFAULT_SERVING_GROUP;
   const id = await loadOrCreateNodeId(config.cacheDir);
   const segmentsDir = path.join(config.cacheDir, 'segments');
   const scratchDir = path.join(config.cacheDir, 'scratch');
@@ -87,7 +91,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   });
   const cache = await SegmentCache.open({
     dir: segmentsDir,
-    budgetBytes: config.cacheBytes ?? 1024 ** 3,
+    budgetBytes: config.cacheBytes ?? DEFAULT_CACHE_BYTES,
     s3,
     bucket: config.bucket,
     duckdb,
@@ -115,20 +119,29 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
   });
   let isRegistered = false;
   const scanner = new Scanner(duckdb);
+  // Opened by the first heavy final stage sent here: most nodes never run one.
+  const finalStages = new FinalStages(async () =>
+    FinalStageEngine.open(path.join(config.cacheDir, 'final-stage'), {
+      threads: config.threads ?? Math.ceil(await vcpus()),
+      memoryLimit: config.memoryLimit,
+    }),
+  );
   const app = buildQueryNodeApp({
     nodeId: id,
     group,
     token: config.token,
     cache,
     memory,
+    schemas: new SegmentSchemas(duckdb),
     scanner,
     view,
     warmer,
     canary: () => runCanary({ s3, bucket: config.bucket, duckdb, scratchDir }),
     isRegistered: () => isRegistered,
+    finalStages,
     logger: config.logger,
   });
-  const listening = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port ?? 0 });
+  const listening = await app.listen({ host: config.host ?? DEFAULT_HOST, port: config.port ?? 0 });
   const url = config.advertiseUrl ?? listening;
 
   const heartbeats = startHeartbeats({
@@ -162,6 +175,7 @@ export async function startQueryNode(config: QueryNodeConfig): Promise<RunningQu
       view.stop();
       warmer.stop();
       await app.close();
+      await finalStages.closeAll();
       await memory.close();
       scanner.close();
       duckdb.closeSync();

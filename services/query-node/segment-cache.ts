@@ -11,19 +11,19 @@
  * Files a scan is reading are pinned: evicting one defers its deletion until the last reader lets
  * go. Every change to one segment's file runs under that segment's lock, in turn. The cache
  * survives a restart: the files on disk (and the part lists beside those held in part) are its
- * contents.
+ * contents. The GETs themselves are segment-fetch.ts's.
  */
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import pLimit from 'p-limit';
 import type { DuckDBInstance } from '@duckdb/node-api';
-import { segmentObjectKey } from '../../core/identifiers.js';
 import { S3Fifo } from '../../core/s3-fifo.js';
 import { DomainError } from '../common/errors.js';
+import { S3SegmentFetch, TAIL_BYTES, type SegmentFetch } from './segment-fetch.js';
 import {
   bytesIn,
   coalesce,
@@ -70,8 +70,6 @@ export interface CacheCounters {
   bytesFromS3: number;
 }
 
-/** How much of an object's end the first GET of a partial fetch reads: the footer, usually whole. */
-const TAIL_BYTES = 64 * 1024;
 const PARTS_SUFFIX = '.parts';
 /** Ranged GETs of one segment in flight at once (the scan fetches several segments side by side too). */
 const RANGES_IN_FLIGHT = 4;
@@ -86,8 +84,10 @@ export class SegmentCache {
   /** Evicted while pinned: deleted on the last release. */
   private readonly doomed = new Set<string>();
   readonly counters: CacheCounters = { hits: 0, misses: 0, s3Gets: 0, bytesFromS3: 0 };
+  private readonly fetch: SegmentFetch;
 
   private constructor(private readonly options: SegmentCacheOptions) {
+    this.fetch = new S3SegmentFetch(options.s3, options.bucket, this.counters);
     this.policy = new S3Fifo<string>({ maxSize: options.budgetBytes, onEvict: (id) => this.discard(id) });
   }
 
@@ -199,11 +199,7 @@ export class SegmentCache {
   private async readThrough(table: string, id: string): Promise<HeldSegment> {
     const file = `${tempPath(this.pathOf(id))}.read-through`;
     try {
-      const response = await this.options.s3.send(
-        new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }),
-      );
-      this.counters.s3Gets++;
-      await pipeline(response.Body as Readable, createWriteStream(file, { mode: 0o600 }));
+      await pipeline(await this.fetch.whole(table, id), createWriteStream(file, { mode: 0o600 }));
       const { size } = await stat(file);
       this.counters.bytesFromS3 += size;
       let released = false;
@@ -273,11 +269,7 @@ export class SegmentCache {
   }
 
   private async fetchWhole(table: string, id: string): Promise<number> {
-    const response = await this.options.s3.send(
-      new GetObjectCommand({ Bucket: this.options.bucket, Key: segmentObjectKey(table, id) }),
-    );
-    this.counters.s3Gets++;
-    const bytes = await this.write(id, response.Body as Readable);
+    const bytes = await this.write(id, await this.fetch.whole(table, id));
     this.counters.bytesFromS3 += bytes;
     return bytes;
   }
@@ -287,27 +279,9 @@ export class SegmentCache {
    * its offset in a sparse file of the object's size, with the list of where its column chunks lie.
    */
   private async fetchFooter(table: string, id: string): Promise<number> {
-    const key = segmentObjectKey(table, id);
-    const first = await this.getRange(key, `bytes=-${TAIL_BYTES}`);
-    const { size } = first;
-    if (size === undefined) return await this.writeFetched(id, first.body, first.body.length); // the server sent it all
-    const tailStart = size - Math.min(TAIL_BYTES, size);
-    // A server that ignores suffix ranges answers from the start: ask for the end by offsets.
-    let tail =
-      first.start === tailStart ? first.body : (await this.getRange(key, `bytes=${tailStart}-${size - 1}`)).body;
-    let fetched = first.body.length + (tail === first.body ? 0 : tail.length);
-    if (tail.length === size) return await this.writeFetched(id, tail, fetched); // a small object: all of it came
-    const footer =
-      tail.length >= 8 && tail.toString('latin1', tail.length - 4) === 'PAR1'
-        ? tail.readUInt32LE(tail.length - 8) + 8
-        : undefined;
-    if (footer === undefined || footer > size)
-      throw new Error(`segment ${id} is not a Parquet file (no footer at its end)`);
-    if (footer > tail.length) {
-      const head = (await this.getRange(key, `bytes=${size - footer}-${size - tail.length - 1}`)).body;
-      tail = Buffer.concat([head, tail]);
-      fetched += head.length;
-    }
+    const footer = await this.fetch.footer(table, id);
+    if ('whole' in footer) return await this.writeFetched(id, footer.whole, footer.fetched);
+    const { size, tail, fetched } = footer;
     const final = this.pathOf(id);
     const temp = tempPath(final);
     try {
@@ -342,7 +316,6 @@ export class SegmentCache {
     if (!parts) return 0;
     const missing = missingRanges(parts, mentions);
     if (missing.length === 0) return 0;
-    const key = segmentObjectKey(table, id);
     const file = this.pathOf(id);
     let fetched = 0;
     const limit = pLimit(RANGES_IN_FLIGHT);
@@ -350,18 +323,9 @@ export class SegmentCache {
       coalesce(missing).map(([start, end]) =>
         limit(async () => {
           // Streamed into place: a range may be a large column chunk.
-          const response = await this.options.s3.send(
-            new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }),
-          );
-          this.counters.s3Gets++;
-          if (response.ContentRange !== `bytes ${start}-${end - 1}/${parts.size}`) {
-            response.Body?.transformToByteArray().catch(() => {}); // drain: the answer is not the range asked for
-            throw new Error(
-              `segment ${id}: asked S3 for bytes ${start}-${end - 1} of ${parts.size}, got ${response.ContentRange ?? 'the whole object'}`,
-            );
-          }
+          const body = await this.fetch.range(table, id, [start, end], parts.size);
           const into = createWriteStream(file, { flags: 'r+', start });
-          await pipeline(response.Body as Readable, into);
+          await pipeline(body, into);
           this.counters.bytesFromS3 += into.bytesWritten;
           fetched += into.bytesWritten;
           if (into.bytesWritten !== end - start)
@@ -380,18 +344,6 @@ export class SegmentCache {
     }
     if (this.policy.has(id)) this.keep(id, bytesIn(parts.have));
     return fetched;
-  }
-
-  /** One ranged GET: its bytes, and where they start in an object of what size when the answer says so (a 206). */
-  private async getRange(key: string, range: string): Promise<{ body: Buffer; start?: number; size?: number }> {
-    const response = await this.options.s3.send(
-      new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: range }),
-    );
-    this.counters.s3Gets++;
-    const body = Buffer.from(await response.Body!.transformToByteArray());
-    this.counters.bytesFromS3 += body.length;
-    const answered = /^bytes (\d+)-\d+\/(\d+)$/.exec(response.ContentRange ?? '');
-    return answered ? { body, start: Number(answered[1]), size: Number(answered[2]) } : { body };
   }
 
   /** A whole object that came back from a ranged GET, into place; the bytes fetched for it. */

@@ -9,6 +9,7 @@ import type { MemberView } from '../common/member-view.js';
 import type { MetaClient, SegmentRow } from '../meta/client.js';
 import type { SegmentCache } from './segment-cache.js';
 import type { WarmShare, Warmth } from './api.js';
+import { DEFAULT_WARM_INTERVAL_MS } from './config.js';
 
 export interface WarmerOptions {
   nodeId: string;
@@ -38,7 +39,7 @@ export class Warmer {
   start(): void {
     this.timer = setInterval(
       () => void this.runOnce().catch((error: Error) => this.options.onError?.(error)),
-      this.options.intervalMs ?? 10_000,
+      this.options.intervalMs ?? DEFAULT_WARM_INTERVAL_MS,
     );
     this.timer.unref();
   }

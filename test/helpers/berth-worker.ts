@@ -35,7 +35,10 @@ export async function startWorker(
   cluster: TestCluster,
   taskQueue: string,
   extra: Partial<
-    Pick<BerthWorkerConfig, 'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs'>
+    Pick<
+      BerthWorkerConfig,
+      'heavyPool' | 'servingScaler' | 'temporalAddress' | 'mergeConcurrency' | 'shutdownGraceMs' | 'log'
+    >
   > = {},
 ): Promise<RunningWorker> {
   const worker = await createBerthWorker({

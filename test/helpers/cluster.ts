@@ -15,14 +15,14 @@ import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { createS3Client, type S3Credentials } from '../../services/common/s3-client.js';
 import {
   startCoordinator,
-  type CoordinatorConfig,
+  type CoordinatorOptions,
   type RunningCoordinator,
 } from '../../services/coordinator/coordinator.js';
 import { buildMetaApp } from '../../services/meta/app.js';
 import { MetaClient } from '../../services/meta/client.js';
 import { SqliteMetaStore } from '../../services/meta/sqlite-store.js';
-import { startQueryNode, type QueryNodeConfig, type RunningQueryNode } from '../../services/query-node/node.js';
-import type { IngestResult } from '../../services/coordinator/ingest.js';
+import { startQueryNode, type QueryNodeOptions, type RunningQueryNode } from '../../services/query-node/node.js';
+import type { IngestResult } from '../../services/coordinator/ingest/ingest.js';
 import type { QueryResult } from '../../services/coordinator/query-service.js';
 import { eventNdjson } from './event-data.js';
 import { signalGroup, spawnOwned } from './process-groups.js';
@@ -39,7 +39,7 @@ export interface TestCluster {
   nodes: RunningQueryNode[];
   coordinator: RunningCoordinator;
   /** Starts another query node (a fresh cache dir unless one is given). */
-  addNode(options?: Partial<QueryNodeConfig>): Promise<RunningQueryNode>;
+  addNode(options?: Partial<QueryNodeOptions>): Promise<RunningQueryNode>;
   /** POSTs NDJSON rows to the coordinator's ingest endpoint, with the token unless `headers` replace it. */
   ingest(
     table: string,
@@ -69,7 +69,7 @@ export interface ClusterOptions {
   metaUrls?: string[];
   /** Coordinator settings: the heavy pool, the verdict, the limits, the serving group and its autoscaler. */
   coordinator?: Pick<
-    CoordinatorConfig,
+    CoordinatorOptions,
     | 'heavyPool'
     | 'verdictThresholds'
     | 'scanTimeoutMs'
@@ -107,7 +107,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
   s3Client.destroy();
   let counter = 0;
 
-  const addNode = async (extra: Partial<QueryNodeConfig> = {}) => {
+  const addNode = async (extra: Partial<QueryNodeOptions> = {}) => {
     const node = await startQueryNode({
       cacheDir: path.join(dir, `node-${counter++}`),
       cacheBytes: options.cacheBytes ?? 512 * 1024 * 1024,
@@ -126,7 +126,9 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     return node;
   };
 
-  // Tests send bursts (a whole corpus at once) to check answers, not admission: a line long enough for them.
+  // Tests send bursts (a whole corpus at once) to check answers, not admission: a line long enough
+  // for them, and a wait in it that no loaded machine trips within a test's timeout (production's
+  // 10 s is tuned for a serving tier); admission's own tests set theirs.
   const coordinator = await startCoordinator({
     workDir: path.join(dir, 'coordinator'),
     metaUrl,
@@ -136,6 +138,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     memberPollMs: FAST.memberPollMs,
     maxIngestBytes: 8 * 1024 * 1024,
     maxQueueSize: 1_000,
+    queueTimeoutMs: 300_000,
     logger: false,
     ...options.coordinator,
   });

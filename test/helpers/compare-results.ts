@@ -4,7 +4,7 @@
  * value, big integers and decimals included, must be identical.
  */
 import { expect } from 'vitest';
-import type { JsonResult, JsonValue } from '../../services/coordinator/result-json.js';
+import type { JsonResult, JsonValue } from '../../services/common/final-stage/result-json.js';
 
 const RELATIVE_TOLERANCE = 1e-9;
 const FLOATING = /^(DOUBLE|FLOAT)$/;

@@ -11,18 +11,18 @@
  * PodNodeSelector admission plugin, and each test namespace (test/helpers/kube.ts) carries a node
  * selector that only its own nodes' labels match.
  *
- * The apiserver, controller-manager and scheduler are built by scripts/kube-control-plane.sh into a
- * cache outside the repo; etcd is Debian's etcd-server. Under CI=true missing binaries fail the run
- * (the CI script builds them first); elsewhere the script builds them once (about 12 minutes).
+ * etcd, the apiserver, controller-manager and scheduler are built by scripts/kube-control-plane.sh
+ * into a cache outside the repo (BERTH_ETCD names another etcd). Under CI=true missing binaries
+ * fail the run (the CI script builds them first); elsewhere the script builds them once (about 15
+ * minutes).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { openSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { freePort } from '../../cli/embedded/free-port.js';
 
 const BUILD_SCRIPT = fileURLToPath(new URL('../../scripts/kube-control-plane.sh', import.meta.url));
@@ -45,21 +45,11 @@ export interface KubeControlPlane {
 }
 
 /**
- * Finds the binaries, building the apiserver and controller-manager first unless `mustExist`
+ * Finds the binaries, building the missing ones first unless `mustExist`
  * (CI, where .ci/run built them and a missing one is a broken setup, not a reason to skip). The
  * script says on stderr when it builds.
  */
 export async function resolveKubeBinaries(options: { mustExist: boolean }): Promise<KubeBinaries> {
-  const etcd =
-    process.env.BERTH_ETCD ??
-    (await promisify(execFile)('sh', ['-c', 'command -v etcd']).then(
-      ({ stdout }) => stdout.trim(),
-      () => '',
-    ));
-  if (!etcd)
-    throw new Error(
-      "etcd is not on PATH: install Debian's etcd-server package (apt-get install etcd-server), or set BERTH_ETCD",
-    );
   const env = { ...process.env, ...(options.mustExist ? { BERTH_KUBE_CHECK_ONLY: '1' } : {}) };
   const dir = await new Promise<string>((resolve, reject) => {
     const child = spawn('bash', [BUILD_SCRIPT], { env, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -78,7 +68,7 @@ export async function resolveKubeBinaries(options: { mustExist: boolean }): Prom
     apiserver: path.join(dir, 'kube-apiserver'),
     controllerManager: path.join(dir, 'kube-controller-manager'),
     scheduler: path.join(dir, 'kube-scheduler'),
-    etcd,
+    etcd: process.env.BERTH_ETCD ?? path.join(dir, 'etcd'),
   };
 }
 
@@ -189,12 +179,7 @@ export async function startKubeControlPlane(options: {
     ].join('\n'),
   );
 
-  const [etcdPort, peerPort, apiPort, schedulerPort] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-  ];
+  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
   const server = `https://127.0.0.1:${apiPort}`;
   const started: { stop(): Promise<void> }[] = [];
   const stop = async () => {
@@ -297,24 +282,42 @@ export async function startKubeControlPlane(options: {
       file('kube-controller-manager.log'),
     );
     started.push(manager);
-    const scheduler = startProcess(
-      binaries.scheduler,
-      [
-        '--kubeconfig',
-        file('scheduler.kubeconfig'),
-        '--leader-elect=false',
-        // Served only for its /readyz (always allowed, so no authentication set-up).
-        '--bind-address',
-        '127.0.0.1',
-        '--secure-port',
-        String(schedulerPort),
-        '--cert-dir',
-        file('scheduler-certs'),
-        '--profiling=false',
-      ],
-      file('kube-scheduler.log'),
-    );
-    started.push(scheduler);
+    // The scheduler's port is picked as it starts, and picked again if another process took it
+    // meanwhile (other servers start beside the control plane on free ports too).
+    const startScheduler = async (attempt: number) => {
+      const port = await freePort();
+      const log = file(attempt === 1 ? 'kube-scheduler.log' : `kube-scheduler-${attempt}.log`);
+      const process = startProcess(
+        binaries.scheduler,
+        [
+          '--kubeconfig',
+          file('scheduler.kubeconfig'),
+          '--leader-elect=false',
+          // Served only for its /readyz (always allowed, so no authentication set-up).
+          '--bind-address',
+          '127.0.0.1',
+          '--secure-port',
+          String(port),
+          '--cert-dir',
+          file('scheduler-certs'),
+          '--profiling=false',
+        ],
+        log,
+      );
+      started.push(process);
+      let exited = false;
+      void process.exited.then(() => (exited = true));
+      // Bound, or gone because its port was taken: its log says which.
+      for (const deadline = Date.now() + timeoutMs; Date.now() < deadline && !exited;) {
+        const text = await readFile(log, 'utf8').catch(() => '');
+        if (text.includes('Serving securely on')) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const taken = exited && (await readFile(log, 'utf8').catch(() => '')).includes('address already in use');
+      return { process, port, log, taken };
+    };
+    let scheduler = await startScheduler(1);
+    for (let attempt = 2; scheduler.taken && attempt <= 3; attempt++) scheduler = await startScheduler(attempt);
     // Both start side by side. Running controllers show: the ServiceAccount controller gives every
     // namespace its "default". The scheduler is ready once its informers have synced.
     await Promise.all([
@@ -328,9 +331,9 @@ export async function startKubeControlPlane(options: {
       ),
       waitFor(
         'kube-scheduler',
-        file('kube-scheduler.log'),
-        scheduler.exited,
-        async () => (await kubeGet(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200,
+        scheduler.log,
+        scheduler.process.exited,
+        async () => (await kubeGet(`https://127.0.0.1:${scheduler.port}/readyz`)).status === 200,
         timeoutMs,
       ),
     ]);

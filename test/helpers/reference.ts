@@ -5,7 +5,7 @@ import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { segmentObjectKey } from '../../core/identifiers.js';
 import { createS3Client } from '../../services/common/s3-client.js';
-import { readJsonResult, type JsonResult } from '../../services/coordinator/result-json.js';
+import { readJsonResult, type JsonResult } from '../../services/common/final-stage/result-json.js';
 import type { TestCluster } from './cluster.js';
 
 export interface Reference {

@@ -1,7 +1,7 @@
 /**
  * Records one history of every workflow type into test/fixtures/histories/, for the replay tests
  * (test/replay.test.ts). Run it with `npm run record-histories` after a workflow change that ships
- * under a patch or as a new workflow type (README: "Changing a workflow"), never to make a failing
+ * under a patch or as a new workflow type (docs/development.md: "Changing a workflow"), never to make a failing
  * replay test pass. The heavy pool runs with activity doubles (its command sequence is what
  * matters); merges, the janitor and the reconciler run against a real test cluster.
  */
@@ -25,13 +25,10 @@ import type { ServingScalerActivities } from '../../activities/serving-scaler.js
 import { preflightReport } from '../../core/preflight.js';
 import { planServingChange } from '../../core/serving-scale.js';
 import { reportServingLoad, servingScalerStatus } from '../../workflows/serving-scaler-client.js';
-import {
-  mergeTaskQueueFor,
-  mergeWorkflowId,
-  poolWorkflowId,
-  servingScalerWorkflowId,
-  type ServingScalerConfig,
-} from '../../workflows/api.js';
+import { mergeTaskQueueFor } from '../../workflows/contracts/shared.js';
+import { poolWorkflowId } from '../../workflows/contracts/heavy-pool.js';
+import { mergeWorkflowId } from '../../workflows/contracts/segment-merge.js';
+import { servingScalerWorkflowId, type ServingScalerConfig } from '../../workflows/contracts/serving-scaler.js';
 import {
   janitorWorkflow,
   poolReconcilerWorkflow,

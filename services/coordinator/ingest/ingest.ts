@@ -1,0 +1,161 @@
+/**
+ * Ingest: a batch of NDJSON rows becomes one level-0 Parquet segment in S3, is pushed into its
+ * owner's cache, and is committed to the manifest, after which it is queryable. The segment id is
+ * derived from the table and the bytes, so sending the same batch again commits nothing new. The
+ * put has the S3 timeout (past it, or with S3 down, a 503 naming S3 and nothing committed); the push
+ * is best effort and has a short timeout of its own (past it, the commit goes ahead: a cold read).
+ */
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { PutObjectCommand, S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
+import { partitionOf, segmentId, segmentObjectKey } from '../../../core/identifiers.js';
+import { badRequest, DomainError } from '../../common/errors.js';
+import type { MemberView } from '../../common/member-view.js';
+import { DEFAULT_S3_TIMEOUT_MS } from '../../common/s3-client.js';
+import type { MetaClient } from '../../meta/client.js';
+import { QueryNodeClient } from '../../query-node/client.js';
+import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
+import type { SegmentWriter } from './segment-writer.js';
+import type { IngestResult } from '../api.js';
+
+export type { IngestResult };
+
+export interface IngestOptions {
+  writer: SegmentWriter;
+  /** Deepest nesting a row may have. @default DEFAULT_MAX_DEPTH */
+  maxDepth?: number;
+  meta: MetaClient;
+  view: MemberView;
+  s3: S3Client;
+  bucket: string;
+  token: string;
+  /** How long the put of a segment may take, its retries included (BERTH_S3_TIMEOUT_MS). @default DEFAULT_S3_TIMEOUT_MS */
+  s3TimeoutMs?: number;
+  /** How long the best-effort push to the owner may hold the commit back (BERTH_PUSH_TIMEOUT_MS). @default 5000 */
+  pushTimeoutMs?: number;
+}
+
+/** How long the push to a segment's owner may hold a commit back, unless the coordinator is told otherwise. */
+export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
+
+/** The push reason of a batch sent again: it was committed before, and nothing was done this time. */
+export const ALREADY_COMMITTED = 'the batch was committed before';
+
+export class Ingestor {
+  constructor(private readonly options: IngestOptions) {}
+
+  /** `timestampColumn` names the new table's timestamp column (default "ts"); an existing table keeps its own. */
+  async ingest(table: string, body: Readable, timestampColumn?: string): Promise<IngestResult> {
+    const { writer, meta, s3, bucket } = this.options;
+    const input = writer.scratchFile('.ndjson');
+    const output = writer.scratchFile('.parquet');
+    try {
+      const hash = createHash('sha256').update(table);
+      body.on('data', (chunk: Buffer) => hash.update(chunk));
+      await pipeline(
+        body,
+        nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH),
+        createWriteStream(input, { mode: 0o600 }),
+      );
+
+      const known = await meta.findTable(table);
+      if (known && timestampColumn && known.timestampColumn !== timestampColumn) {
+        throw badRequest(
+          'table_mismatch',
+          `table "${table}" keeps its timestamps in "${known.timestampColumn}", not "${timestampColumn}"`,
+        );
+      }
+      const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
+      let file = await writer.ndjsonToSegment(input, output, tsColumn, known?.columns);
+      if (!known) {
+        const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
+        // Another first batch won the race with its own schema: conform to it.
+        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns))
+          file = await writer.ndjsonToSegment(input, output, tsColumn, registered.columns);
+      }
+
+      const bytes = await readFile(output);
+      const id = segmentId(table, 0, partitionOf(file.minTs), hash.digest('hex').slice(0, 20));
+      // A batch meta already knows (sent again, perhaps after a merge retired it and the janitor
+      // deleted its object) is answered with the row committed first: nothing uploaded, pushed or added.
+      if ((await meta.knownSegments([id])).length > 0)
+        return {
+          segment: await meta.getSegment(id),
+          push: { owner: null, accepted: false, reason: ALREADY_COMMITTED },
+        };
+      const s3TimeoutMs = this.options.s3TimeoutMs ?? DEFAULT_S3_TIMEOUT_MS;
+      await s3
+        .send(new PutObjectCommand({ Bucket: bucket, Key: segmentObjectKey(table, id), Body: bytes }), {
+          abortSignal: AbortSignal.timeout(s3TimeoutMs),
+        })
+        .catch((error: unknown) => {
+          throw storageFailure(error, s3TimeoutMs);
+        });
+      const push = await this.push(table, id, bytes);
+      const segment = await meta.commitSegment({
+        id,
+        table,
+        minTs: file.minTs,
+        maxTs: file.maxTs,
+        rows: file.rows,
+        bytes: bytes.length,
+        level: 0,
+      });
+      return { segment, push };
+    } finally {
+      await Promise.all([rm(input, { force: true }), rm(output, { force: true })]);
+    }
+  }
+
+  /** Best effort: a declined or failed push only means a cold first read. */
+  private async push(table: string, id: string, bytes: Buffer): Promise<IngestResult['push']> {
+    const owner = this.options.view.placement?.owner(id);
+    const member = owner && this.options.view.member(owner.id);
+    if (!member) return { owner: null, accepted: false, reason: 'no member list yet' };
+    try {
+      const result = await new QueryNodeClient(member.url, this.options.token).push(table, id, bytes, {
+        timeoutMs: this.options.pushTimeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS,
+      });
+      return { owner: member.id, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
+    } catch (error) {
+      return { owner: member.id, accepted: false, reason: (error as Error).message };
+    }
+  }
+}
+
+/** Network failures that mean S3 could not be reached at all. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * What a failed put of a segment is answered with, in Berth's words (the SDK's error is its cause):
+ * S3 silent, unreachable or answering 5xx is a 503 naming S3, to be sent again; S3 refusing the put
+ * (credentials, bucket) is a 502. Never a 500: the batch was fine, the store was not.
+ */
+function storageFailure(error: unknown, timeoutMs: number): DomainError {
+  const failure = error as Error & { code?: string };
+  const status = error instanceof S3ServiceException ? error.$metadata.httpStatusCode : undefined;
+  if (status !== undefined && status < 500 && status !== 408 && status !== 429)
+    return new DomainError(
+      'upstream_failed',
+      's3_refused',
+      `S3 refused the segment (${status} ${failure.name}); the batch is not committed`,
+      { cause: error },
+    );
+  const code = failure.code ?? '';
+  const reason =
+    status !== undefined
+      ? `answered ${status} (${failure.name})`
+      : UNREACHABLE.has(code)
+        ? `is unreachable (${code})`
+        : code === 'ECONNRESET' || code === 'EPIPE'
+          ? `closed the connection (${code})`
+          : failure.name === 'AbortError' || failure.name === 'TimeoutError' || code === 'ETIMEDOUT'
+            ? `did not answer within ${timeoutMs} ms (BERTH_S3_TIMEOUT_MS)`
+            : `could not be called (${failure.name})`;
+  return new DomainError('unavailable', 's3_unavailable', `S3 ${reason}; the batch is not committed: send it again`, {
+    cause: error,
+  });
+}

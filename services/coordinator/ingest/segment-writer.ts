@@ -1,0 +1,129 @@
+/**
+ * Turns a batch of NDJSON rows into one sorted Parquet segment, with a DuckDB of its own whose
+ * only directory is the ingest scratch directory: the query engine never sees a batch in flight,
+ * and this engine never runs a user's SQL.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { MAX_COLUMN_NAME_LENGTH, quoteIdent } from '../../../core/identifiers.js';
+import { openSandboxedDuckDB, sqlString, withConnection } from '../../common/duckdb.js';
+import { badRequest } from '../../common/errors.js';
+import type { ColumnSpec } from '../../meta/client.js';
+import { jsonReadType } from '../../../core/json-typing.js';
+import { epochMsSql } from '../../../core/time-bounds.js';
+import { columnsDisagree, describe } from '../../common/parquet-columns.js';
+import { checkRows, inferColumns } from './ndjson-rows.js';
+
+export interface SegmentFile {
+  rows: number;
+  /** Epoch ms, floor of the earliest and ceiling of the latest timestamp (core/time-bounds.ts). */
+  minTs: number;
+  maxTs: number;
+  columns: ColumnSpec[];
+}
+
+/** What meta accepts for a table's schema. */
+const MAX_COLUMNS = 2000;
+
+export class SegmentWriter {
+  private constructor(
+    private readonly duckdb: DuckDBInstance,
+    private readonly dir: string,
+  ) {}
+
+  /** `dir` is emptied: batches left by a previous run were never committed. */
+  static async open(dir: string, options: { threads?: number; memoryLimit?: string } = {}): Promise<SegmentWriter> {
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(path.join(dir, 'spill'), { recursive: true, mode: 0o700 });
+    return new SegmentWriter(
+      await openSandboxedDuckDB({ allowedDirectories: [dir], tempDirectory: path.join(dir, 'spill'), ...options }),
+      dir,
+    );
+  }
+
+  close(): void {
+    this.duckdb.closeSync();
+  }
+
+  /** A scratch file path inside the writer's directory. */
+  scratchFile(suffix: string): string {
+    return path.join(this.dir, `${randomUUID()}${suffix}`);
+  }
+
+  /**
+   * Reads newline-delimited JSON into one sorted Parquet segment. With `columns` every row must fit
+   * that schema as it is; without, the columns come from all the rows by the typing rule
+   * (core/json-typing.ts: the table's first batch) and every row must fit them. The timestamp
+   * column may not be NULL. Bad rows are a 400 that names the line and field, or quotes DuckDB.
+   * The file written is read back: its columns are the table's, or nothing is returned.
+   */
+  async ndjsonToSegment(
+    input: string,
+    output: string,
+    timestampColumn: string,
+    columns?: ColumnSpec[],
+  ): Promise<SegmentFile> {
+    const ts = quoteIdent(timestampColumn);
+    let schema = columns;
+    if (!schema) {
+      schema = await inferColumns(input, timestampColumn);
+      if (schema.length > MAX_COLUMNS)
+        throw badRequest(
+          'too_many_columns',
+          `the rows have ${schema.length} fields; a table has at most ${MAX_COLUMNS} columns`,
+        );
+      const long = schema.find((col) => col.name.length > MAX_COLUMN_NAME_LENGTH);
+      if (long)
+        throw badRequest(
+          'column_name_too_long',
+          `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME_LENGTH} characters`,
+        );
+    }
+    if (schema.length === 0 && (await holdsNoRows(input))) throw badRequest('no_rows', 'the body holds no rows');
+    if (!schema.some((col) => col.name === timestampColumn))
+      throw badRequest('missing_timestamp', `rows have no "${timestampColumn}" column (the table's timestamp column)`);
+    await checkRows(input, schema);
+    return await withConnection(this.duckdb, async (c) => {
+      const read = async (sql: string) => {
+        try {
+          return await c.runAndReadAll(sql);
+        } catch (error) {
+          // DuckDB's reason, quoted after Berth's words, without the coordinator's scratch path.
+          const reason = (error as Error).message.split('\n')[0]!.replaceAll(input, 'the body');
+          throw badRequest('invalid_rows', `the rows could not be read: ${reason}`);
+        }
+      };
+      const readAs = schema.map((col) => ({ ...col, readType: jsonReadType(col.type) }));
+      const source = `read_json(${sqlString(input)}, format = 'newline_delimited', columns = {${readAs.map((col) => `${sqlString(col.name)}: ${sqlString(col.readType)}`).join(', ')}})`;
+      const recast = readAs
+        .filter((col) => col.readType !== col.type)
+        .map((col) => `CAST(${quoteIdent(col.name)} AS ${col.type}) AS ${quoteIdent(col.name)}`);
+      await read(
+        `CREATE TEMP TABLE segment_rows AS SELECT * ${recast.length > 0 ? `REPLACE (${recast.join(', ')})` : ''} FROM ${source}`,
+      );
+      const [rows, nulls, minTs, maxTs] = (
+        await c.runAndReadAll(
+          `SELECT count(*), count(*) - count(${ts}), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM segment_rows`,
+        )
+      )
+        .getRows()[0]!
+        .map((v) => (v === null ? null : Number(v)));
+      if (!rows) throw badRequest('no_rows', 'the body holds no rows');
+      if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
+      await c.run(`COPY (SELECT * FROM segment_rows ORDER BY ${ts}) TO ${sqlString(output)} (FORMAT parquet)`);
+      const written = await describe(c, 'segment_rows');
+      const stored = await describe(c, `read_parquet(${sqlString(output)})`);
+      const disagreement = columnsDisagree(stored, columns ?? written);
+      if (disagreement) throw new Error(`the segment written for the batch disagrees with the table: ${disagreement}`);
+      return { rows: rows!, minTs: minTs!, maxTs: maxTs!, columns: written };
+    });
+  }
+}
+
+/** Whether an NDJSON file is empty or only blank lines (a small one is read; a large one holds rows). */
+async function holdsNoRows(file: string): Promise<boolean> {
+  const { size } = await stat(file);
+  return size === 0 || (size < 64 * 1024 && (await readFile(file, 'utf8')).trim() === '');
+}

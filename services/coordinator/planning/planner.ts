@@ -1,0 +1,314 @@
+/**
+ * Turns SQL into an executable plan in two stages: for every read of a catalog table, the SQL its
+ * segments' owners run (a partial aggregate, a distinct or top-k select, or the columns the query
+ * names filtered by the conjuncts that only need the row: core/query-plan/), and the SQL the final
+ * stage runs over what they send. It checks the SQL (syntax, relations, binding) with DuckDB
+ * (sql-binder.ts), and keeps a decomposition only when the final stage gives exactly the columns
+ * and types the query itself would: correctness first, then the less the owners send the better.
+ *
+ * What runs is always SQL written back from the tree that was checked, never the text as sent: a
+ * trailing comment or semicolon cannot change it, and no relation can appear that the check did
+ * not see.
+ */
+import { planQuery } from '../../../core/query-plan/decompose.js';
+import { referencedRelations, tableReads, type TableRead } from '../../../core/query-plan/names.js';
+import {
+  commonTableExpressions,
+  isColumnRef,
+  isFunction,
+  replaceNodes,
+  walk,
+  type AstNode,
+  type QueryNode,
+  type SelectNode,
+} from '../../../core/query-plan/parse-tree.js';
+import {
+  inputTable,
+  namedColumns,
+  pushableConjuncts,
+  rowsSelect,
+  selfContained,
+} from '../../../core/query-plan/pushdown.js';
+import { timeBounds, type TimeBounds } from '../../../core/query-plan/time-window.js';
+import { quoteIdent, TABLE_NAME } from '../../../core/identifiers.js';
+import { badRequest, DomainError } from '../../common/errors.js';
+import type { TableInfo } from '../../meta/client.js';
+import type { BoundColumn, ExchangeColumn, ExecutablePlan, ScanInput, TimeWindow } from '../stages.js';
+import type { SqlBinder } from './sql-binder.js';
+
+/** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
+const INPUT_PREFIX = '__in';
+
+/**
+ * How much of a read the planner moves to its owners, most first: `partials` (the SELECT over
+ * the read, where it decomposes: split `aggregate` or `select`), `filters` (the columns the query
+ * names, filtered by the conjuncts that need only the row: split `rows`) or `nothing` (every
+ * column, unfiltered: split `rows`, the query itself over the table's rows).
+ */
+type Pushdown = 'partials' | 'filters' | 'nothing';
+
+/** Names of what reads the clock, whatever DuckDB says of their stability. */
+const CLOCK = /^(current_|local|now$|today$|get_current_|transaction_timestamp$|statement_timestamp$)/i;
+
+export class Planner {
+  constructor(
+    private readonly binder: SqlBinder,
+    private readonly lookupTable: (name: string) => Promise<TableInfo | undefined>,
+  ) {}
+
+  /** Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). */
+  async plan(sql: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
+    const node = await this.binder.parse(sql);
+    if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
+      throw badRequest('invalid_sql', 'only SELECT queries are supported');
+    const refs = referencedRelations(node);
+    if (refs.forbidden.length > 0) {
+      throw badRequest(
+        'forbidden_relation',
+        `only Berth's tables can be queried, by name; not allowed: ${refs.forbidden.join(', ')}`,
+      );
+    }
+    const tables: TableInfo[] = [];
+    for (const name of refs.tables) {
+      const table = TABLE_NAME.test(name.toLowerCase()) ? await lookupTable(name.toLowerCase()) : undefined;
+      if (!table) throw badRequest('unknown_table', `unknown table "${name}"`);
+      tables.push(table);
+    }
+    const checked = await this.deparse(node);
+    // Names and types are those of the query as sent; what runs must give the same types.
+    const columns = await this.bind(sql, tables);
+    const runs = await this.bind(checked, tables);
+    if (runs.some((c, i) => c.type !== columns[i]?.type)) {
+      throw badRequest(
+        'unsupported_sql',
+        `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`,
+      );
+    }
+    const byName = new Map(tables.map((t) => [t.name, t]));
+    const reads = tableReads(node).map((read) => ({ read, table: byName.get(read.table)! }));
+    const prefix = inputPrefix(node);
+    // The most pushed down first; each next one moves more rows but binds in more cases.
+    for (const pushdown of ['partials', 'filters', 'nothing'] as const) {
+      const plan = await this.split(node, reads, columns, prefix, pushdown).catch((error: unknown) => {
+        if (error instanceof DomainError) throw error;
+        return undefined;
+      });
+      if (plan) return { ...plan, reusable: this.reusable(node) };
+    }
+    throw badRequest(
+      'unsupported_sql',
+      'Berth cannot split this query into stages that give the same columns and types',
+    );
+  }
+
+  /**
+   * Whether the query gives the same answer over the same rows every time: every function it calls
+   * is CONSISTENT by DuckDB's stability, none reads the clock (DuckDB calls current_localtimestamp()
+   * consistent; parsed as a column, `current_timestamp` and its kind are functions too), and it
+   * takes no sample (DuckDB's samples differ from run to run).
+   */
+  private reusable(node: QueryNode): boolean {
+    let reusable = true;
+    walk(node, (n) => {
+      if (isFunction(n)) {
+        const name = String(n.function_name).toLowerCase();
+        if (!this.binder.consistentFunctions.has(name) || CLOCK.test(name)) reusable = false;
+      }
+      if (isColumnRef(n) && n.column_names.some((c) => CLOCK.test(c))) reusable = false;
+      if (n.sample !== undefined && n.sample !== null) reusable = false;
+    });
+    return reusable;
+  }
+
+  /** The query split with this much pushed down to each read's owners, if it binds to the query's columns. */
+  private async split(
+    node: QueryNode,
+    reads: { read: TableRead; table: TableInfo }[],
+    columns: BoundColumn[],
+    prefix: string,
+    pushdown: Pushdown,
+  ): Promise<Omit<ExecutablePlan, 'reusable'> | undefined> {
+    const replacements = new Map<AstNode, AstNode>();
+    const inputs: ScanInput[] = [];
+    const reasons: string[] = [];
+    for (const [i, { read, table }] of reads.entries()) {
+      const name = `${prefix}${i}`;
+      const names = table.columns.map((c) => c.name);
+      const bounds =
+        read.select && !read.ref.sample
+          ? timeBounds(read.select.where_clause, read, { timestampColumn: table.timestampColumn, columns: names })
+          : { lower: [], upper: [] };
+      const window = await this.window(bounds);
+      const partial = pushdown === 'partials' ? await this.partial(node, read, table, name, columns) : undefined;
+      if (partial && partial.split !== 'rows') {
+        replacements.set(read.select!, partial.final);
+        inputs.push({
+          name,
+          table,
+          split: partial.split,
+          sql: exchangeSql(partial.sql, partial.columns),
+          columns: namedColumns(read.select!, read, names),
+          exchange: partial.exchange,
+          window,
+        });
+        continue;
+      }
+      if (partial?.split === 'rows') reasons.push(partial.reason);
+      const read_ = pushdown === 'nothing' ? names : namedColumns(node, read, names);
+      const conjuncts = pushdown === 'nothing' ? [] : pushableConjuncts(read, names, this.binder.aggregateFunctions);
+      const rowsSql = await this.binder.deparse(rowsSelect(read, read_, conjuncts));
+      const sent = await this.binder.describe(rowsSql, [table]);
+      replacements.set(read.ref, inputTable(read, name));
+      inputs.push({
+        name,
+        table,
+        split: 'rows',
+        sql: exchangeSql(rowsSql, sent),
+        columns: read_,
+        exchange: exchangeColumns(sent, (c) => c.name),
+        window,
+      });
+    }
+    const exchanged = inputs.map((input) => ({ name: input.name, columns: input.exchange }));
+    let finalSql = await this.binder.deparse(replaceNodes(node, replacements) as QueryNode);
+    let finalColumns = await this.binder.describe(finalSql, exchanged);
+    if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type))
+      return undefined;
+    if (finalColumns.some((c, i) => c.name !== columns[i]!.name)) {
+      // An unnamed expression is named by its text, which writing it back can change (2e1 is
+      // written 20.0, #5 a column's name): the query's own names go back on from outside, since
+      // an alias inside would change what ORDER BY and GROUP BY names mean. As a select list, not
+      // a column list: a query may give two columns one name, which a column list would rename.
+      const inner = columns.map((_, i) => `__c${i}`);
+      const named = columns.map((c, i) => `__named.${inner[i]} AS ${quoteIdent(c.name)}`);
+      finalSql = `SELECT ${named.join(', ')} FROM (${finalSql}) AS __named(${inner.join(', ')})`;
+      finalColumns = await this.binder.describe(finalSql, exchanged);
+      if (finalColumns.some((c, i) => c.name !== columns[i]!.name || c.type !== columns[i]!.type)) return undefined;
+    }
+    // The final stage only finishes partials when the query is the SELECT over its one read.
+    const route = inputs.length === 1 && reads[0]!.read.select === node ? inputs[0]!.split : 'rows';
+    const reason =
+      route === 'rows'
+        ? (reasons[0] ??
+          (inputs.length === 0
+            ? 'no table'
+            : inputs.length > 1
+              ? 'more than one table read'
+              : 'a subquery over the table'))
+        : undefined;
+    return {
+      route,
+      ...(reason ? { reason } : {}),
+      tables: [...new Set(reads.map((r) => r.table))],
+      inputs,
+      finalSql,
+      columns,
+    };
+  }
+
+  /** The partial the owners run for the SELECT directly over a read, and what replaces that SELECT in the final stage. */
+  private async partial(
+    node: QueryNode,
+    read: TableRead,
+    table: TableInfo,
+    input: string,
+    queryColumns: BoundColumn[],
+  ): Promise<
+    | {
+        split: 'aggregate' | 'select';
+        sql: string;
+        columns: BoundColumn[];
+        exchange: ExchangeColumn[];
+        final: SelectNode;
+      }
+    | { split: 'rows'; reason: string }
+    | undefined
+  > {
+    const select = read.select;
+    if (!select) return undefined;
+    if (
+      !selfContained(
+        read,
+        table.columns.map((c) => c.name),
+      )
+    )
+      return { split: 'rows', reason: 'a SELECT that refers outside itself' };
+    // The SELECT's own output names: the query's for the query itself, else DuckDB's for the subquery.
+    const outputColumns =
+      select === node ? queryColumns : await this.binder.describe(await this.binder.deparse(select), [table]);
+    const shape = planQuery({
+      node: select,
+      partialsTable: input,
+      tables: new Map([
+        [table.name, { timestampColumn: table.timestampColumn, columns: table.columns.map((c) => c.name) }],
+      ]),
+      aggregateFunctions: this.binder.aggregateFunctions,
+      outputColumns: outputColumns.map((c) => c.name),
+    });
+    if (shape.split === 'rows') return { split: 'rows', reason: shape.reason };
+    const sql = await this.binder.deparse(shape.partial);
+    const columns = await this.binder.describe(sql, [table]);
+    // Only the final stage can make a UNION value: as text it would come back with another tag, or not at all.
+    if (columns.some((c) => CARRIED_ONLY_AS_TEXT.test(c.type)))
+      return { split: 'rows', reason: 'a UNION value, which the exchange cannot carry' };
+    // A select's partial has the SELECT's own columns; an aggregate's has the partials' aliases.
+    const exchange = exchangeColumns(columns, (c, i) => (shape.split === 'select' ? outputColumns[i]!.name : c.name));
+    return { split: shape.split, sql, columns, exchange, final: shape.final };
+  }
+
+  /** The checked tree as SQL; a tree DuckDB cannot write back is a query Berth cannot run. */
+  private async deparse(node: QueryNode): Promise<string> {
+    try {
+      return await this.binder.deparse(node);
+    } catch (error) {
+      throw badRequest('unsupported_sql', `Berth cannot run this query: ${(error as Error).message.split('\n')[0]}`);
+    }
+  }
+
+  /** Binds the query against the tables' schemas; DuckDB's error becomes a 400. */
+  private async bind(sql: string, tables: TableInfo[]): Promise<BoundColumn[]> {
+    try {
+      return await this.binder.describe(sql, tables);
+    } catch (error) {
+      throw badRequest('invalid_sql', (error as Error).message);
+    }
+  }
+
+  /** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
+  private async window(bounds: TimeBounds): Promise<TimeWindow> {
+    const lower = await this.binder.epochMillis(bounds.lower).catch(() => []);
+    const upper = await this.binder.epochMillis(bounds.upper).catch(() => []);
+    return {
+      from: lower.length > 0 ? Math.max(...lower) : undefined,
+      to: upper.length > 0 ? Math.min(...upper) : undefined,
+    };
+  }
+}
+
+/** Types the exchange does not carry as they are (services/common/arrow-exchange.ts): they travel as text. */
+const TRAVELS_AS_TEXT = /\b(ENUM|UNION)\(|\b(GEOMETRY|VARIANT)\b|"NULL"/;
+/** Of those, the ones text cannot bring back: VARCHAR casts to a UNION only by picking a member by its type. */
+const CARRIED_ONLY_AS_TEXT = /\bUNION\(/;
+
+const exchangeColumns = (columns: BoundColumn[], name: (c: BoundColumn, i: number) => string): ExchangeColumn[] =>
+  columns.map((c, i) => ({ name: name(c, i), type: c.type, asText: TRAVELS_AS_TEXT.test(c.type) }));
+
+/** What an owner runs: the scan SQL, its columns renamed c0, c1, ... and the ones the exchange does not carry sent as text. */
+function exchangeSql(sql: string, columns: BoundColumn[]): string {
+  const names = columns.map((_, i) => `c${i}`);
+  const select = columns.map((c, i) => (TRAVELS_AS_TEXT.test(c.type) ? `CAST(c${i} AS VARCHAR) AS c${i}` : `c${i}`));
+  return `SELECT ${select.join(', ')} FROM (${sql}) AS __exchange(${names.join(', ')})`;
+}
+
+/** A prefix for the final stage's input names that no name in the query starts with. */
+function inputPrefix(node: QueryNode): string {
+  const names = new Set<string>();
+  walk(node, (n) => {
+    for (const key of ['alias', 'table_name', 'key', 'cte_name'])
+      if (typeof n[key] === 'string') names.add(n[key].toLowerCase());
+    for (const cte of commonTableExpressions(n)) names.add(String(cte.key).toLowerCase());
+  });
+  let prefix = INPUT_PREFIX;
+  while ([...names].some((n) => n.startsWith(prefix))) prefix = `_${prefix}`;
+  return prefix;
+}

@@ -1,0 +1,109 @@
+/**
+ * The planner's DuckDB: parses SQL into DuckDB's parse tree and back, binds queries against table
+ * schemas (without data) to check them and learn their output columns, and evaluates time bounds.
+ * It runs on the coordinator's DuckDB for queries (sql-engine.ts), which the final stages share,
+ * and knows nothing of them.
+ */
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
+import { epochMsSql } from '../../../core/time-bounds.js';
+import { selectNode, type Expression, type QueryNode } from '../../../core/query-plan/parse-tree.js';
+import { sqlString, withConnection } from '../../common/duckdb.js';
+import { badRequest } from '../../common/errors.js';
+import { bindTables } from '../../common/scanner.js';
+import type { ColumnSpec } from '../../meta/client.js';
+import type { BoundColumn } from '../stages.js';
+import { readParseTree, writeParseTree } from './parse-tree-json.js';
+
+/** Connections kept open for statements that leave nothing on their connection (the engine's pool). */
+export interface PooledConnections {
+  use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T>;
+}
+
+/** What the planner needs to know of DuckDB's functions. */
+export interface FunctionNames {
+  aggregateFunctions: ReadonlySet<string>;
+  /** Functions whose every overload gives the same value in every query (DuckDB's CONSISTENT stability). */
+  consistentFunctions: ReadonlySet<string>;
+}
+
+export class SqlBinder implements FunctionNames {
+  readonly aggregateFunctions: ReadonlySet<string>;
+  readonly consistentFunctions: ReadonlySet<string>;
+
+  constructor(
+    protected readonly duckdb: DuckDBInstance,
+    private readonly pooled: PooledConnections,
+    functions: FunctionNames,
+  ) {
+    this.aggregateFunctions = functions.aggregateFunctions;
+    this.consistentFunctions = functions.consistentFunctions;
+  }
+
+  /** The names of DuckDB's aggregate functions and of its consistent ones, lower-cased. */
+  static async functionNames(duckdb: DuckDBInstance): Promise<FunctionNames> {
+    const names = (sql: string) =>
+      withConnection(duckdb, async (c) => new Set((await c.runAndReadAll(sql)).getRows().map((r) => String(r[0]))));
+    const aggregateFunctions = await names(
+      `SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type = 'aggregate'`,
+    );
+    const consistentFunctions = await names(
+      `SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 HAVING bool_and(coalesce(stability = 'CONSISTENT', false))`,
+    );
+    return { aggregateFunctions, consistentFunctions };
+  }
+
+  /** The statement's parse tree, every literal exact; a syntax error, or anything but one query, is a 400. */
+  async parse(sql: string): Promise<QueryNode> {
+    if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
+    const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(sql)})`);
+    const parsed = readParseTree(json) as {
+      error: boolean;
+      error_message?: string;
+      statements?: { node: QueryNode }[];
+    };
+    if (parsed.error) throw badRequest('invalid_sql', parsed.error_message ?? 'the SQL could not be parsed');
+    if (parsed.statements?.length !== 1) throw badRequest('invalid_sql', 'send exactly one SELECT statement');
+    return parsed.statements[0]!.node;
+  }
+
+  /** SQL text for a parse tree, literals written digit for digit. */
+  async deparse(node: QueryNode): Promise<string> {
+    return await this.scalar(
+      `SELECT json_deserialize_sql(${sqlString(writeParseTree({ error: false, statements: [{ node }] }))})`,
+    );
+  }
+
+  /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
+  async describe(sql: string, tables: { name: string; columns: ColumnSpec[] }[]): Promise<BoundColumn[]> {
+    return await withConnection(this.duckdb, async (c) => {
+      await bindTables(
+        c,
+        tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })),
+      );
+      const reader = await c.runAndReadAll(`DESCRIBE ${sql}`);
+      return reader.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
+    });
+  }
+
+  /** Evaluates constant expressions (time bounds) to epoch milliseconds. */
+  async epochMillis(expressions: Expression[]): Promise<number[]> {
+    if (expressions.length === 0) return [];
+    const select = await this.deparse(
+      selectNode({
+        select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })),
+        from_table: { type: 'EMPTY', alias: '', sample: null },
+      }),
+    );
+    return await this.pooled.use(async (c) => {
+      const reader = await c.runAndReadAll(
+        `SELECT ${expressions.map((_, i) => epochMsSql(`CAST(b${i} AS TIMESTAMP)`, 'floor')).join(', ')} FROM (${select})`,
+      );
+      // A NULL bound bounds nothing: the comparison is never true, and no segment is pruned for it.
+      return (reader.getRows()[0] ?? []).filter((v) => v !== null).map((v) => Number(v));
+    });
+  }
+
+  private async scalar(sql: string): Promise<string> {
+    return await this.pooled.use(async (c) => String((await c.runAndReadAll(sql)).getRows()[0]![0]));
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * A query's plan as planning hands it to execution: the scan stage of each read of a table, and
+ * the final stage that runs over what the scans send. Both folders read these types, and neither
+ * imports the other (planning/planner.ts makes a plan, query-service.ts runs it).
+ */
+import type { TableInfo } from '../meta/client.js';
+import type { ExchangeColumn, ExchangeInput } from '../common/final-stage/contract.js';
+import type { Split } from './api.js';
+
+/** How a read is split between its owners and the final stage, and so a query's route: api.ts. */
+export type { Split };
+
+/** A column of a bound query, as DuckDB names and types it. */
+export interface BoundColumn {
+  name: string;
+  type: string;
+}
+
+export interface TimeWindow {
+  from?: number;
+  to?: number;
+}
+
+/** What the scan stage sends each input of the final stage: common/final-stage/contract.ts. */
+export type { ExchangeColumn, ExchangeInput };
+
+/** The scan stage of one read of a table. */
+export interface ScanInput {
+  /** The name the final SQL reads this input by. */
+  name: string;
+  table: TableInfo;
+  split: Split;
+  /** What each owner runs over its segments; its columns are `c0`, `c1`, … */
+  sql: string;
+  /** The table's columns the scan reads. */
+  columns: string[];
+  exchange: ExchangeColumn[];
+  /** For pruning segments by the manifest's min/max. */
+  window: TimeWindow;
+}
+
+export interface ExecutablePlan {
+  /** The one read's split when the final stage only finishes its partials, else `rows`. */
+  route: Split;
+  /** Why the query is not one aggregate or select over one table. */
+  reason?: string;
+  tables: TableInfo[];
+  inputs: ScanInput[];
+  /** What the final stage runs over the inputs. */
+  finalSql: string;
+  columns: BoundColumn[];
+  /**
+   * True when the plan depends only on the SQL and the tables' schemas: no function whose value
+   * may change between queries (now(), random()...), since the time windows are evaluated at plan
+   * time. Only such a plan may be reused (planning/plan-cache.ts).
+   */
+  reusable: boolean;
+}
