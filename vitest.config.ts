@@ -16,6 +16,7 @@ const UNIT = [
   'planner',
   'pool-rules',
   'preflight',
+  'query-node-client',
   'python-tool',
   'routing-verdict',
   's3-fifo',

@@ -59,13 +59,13 @@ export class QueryNodeClient {
       const call = http.request(`${this.url}/v1/scan`, {
         method: 'POST',
         agent,
-        signal,
         headers: {
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(payload),
           ...bearer(this.token),
         },
       });
+      abortOn(call, signal);
       call.once('error', reject);
       call.once('response', (response) => {
         if (response.statusCode !== 200) {
@@ -212,14 +212,17 @@ export class QueryNodeClient {
    * an error thrown by `rows`. close() stops the node's DuckDB.
    */
   async finalStageAnswer(id: string, sql: string, signal: AbortSignal): Promise<FinalStageAnswer> {
-    const hangUp = new AbortController();
     const response = await this.stream(
       'POST',
       `/v1/final-stages/${id}/answer`,
       { 'content-type': 'application/json' },
-      AbortSignal.any([signal, hangUp.signal]),
+      signal,
       JSON.stringify({ sql }),
     );
+    // Hanging up an answer not yet whole stops the node's DuckDB; a whole one leaves the connection to be reused.
+    const hangUp = () => {
+      if (!response.complete) response.destroy();
+    };
     // Read a line at a time as the caller asks: the node computes no further ahead than that.
     const lines = ndjsonLines(response);
     const next = async (): Promise<FinalStageLine> => {
@@ -233,7 +236,7 @@ export class QueryNodeClient {
       if (!('columns' in first))
         throw new Error(`final stage on ${this.url}: the answer did not begin with its columns`);
     } catch (error) {
-      hangUp.abort();
+      hangUp();
       throw error;
     }
     const url = this.url;
@@ -246,7 +249,7 @@ export class QueryNodeClient {
         if ('rows' in line) yield line.rows as JsonValue[][];
       }
     }
-    return { columns: first.columns, types: first.types, rows: rows(), close: () => hangUp.abort() };
+    return { columns: first.columns, types: first.types, rows: rows(), close: hangUp };
   }
 
   /** A request whose body and answer stream; a non-2xx answer is a ServiceCallError with the node's message. */
@@ -261,9 +264,9 @@ export class QueryNodeClient {
       const call = http.request(`${this.url}${path}`, {
         method,
         agent,
-        signal,
         headers: { ...headers, ...bearer(this.token) },
       });
+      abortOn(call, signal);
       call.once('error', (error) => {
         // A body that cannot go on is let go: its source (a scan) then ends, and says how.
         if (typeof body !== 'string') body.destroy();
@@ -300,6 +303,20 @@ export class QueryNodeClient {
       }
     });
   }
+}
+
+/**
+ * Destroys the call when `signal` aborts, for as long as the call lasts. Not http.request's own
+ * `signal`: with a kept-alive agent its listener outlives the call, and an abort after the answer
+ * ended throws an AbortError that no caller can catch.
+ */
+function abortOn(call: http.ClientRequest, signal: AbortSignal): void {
+  const abort = () => {
+    call.destroy(new DOMException('The operation was aborted', 'AbortError'));
+  };
+  if (signal.aborted) return abort();
+  signal.addEventListener('abort', abort, { once: true });
+  call.once('close', () => signal.removeEventListener('abort', abort));
 }
 
 /** A final stage's answer as it streams from the node. */

@@ -1,0 +1,64 @@
+/**
+ * The coordinator's client of a node's final stage (services/query-node/client.ts) over a real
+ * socket and its kept-alive connections: a query's signal that aborts after the answer was whole
+ * throws nothing, and closing an answer not yet whole hangs up, which is how the node learns to
+ * stop its DuckDB.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueryNodeClient } from '../services/query-node/client.js';
+
+describe('a final stage answer from a node', () => {
+  let server: http.Server;
+  let client: QueryNodeClient;
+  /** Resolves when the server sees the answer's connection close before it wrote the end. */
+  let hungUp: Promise<void> = Promise.resolve();
+
+  beforeAll(async () => {
+    server = http.createServer((request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      response.write(`${JSON.stringify({ columns: ['x'], types: ['INTEGER'] })}\n`);
+      response.write(`${JSON.stringify({ rows: [[1], [2]] })}\n`);
+      if (request.url?.includes('/whole/')) return response.end(`${JSON.stringify({ end: true })}\n`);
+      hungUp = new Promise((resolve) => response.once('close', () => resolve()));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    client = new QueryNodeClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('lets the query’s signal abort after the answer was whole, with nothing thrown', async () => {
+    const uncaught: unknown[] = [];
+    const record = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', record);
+    try {
+      for (let round = 0; round < 3; round++) {
+        const query = new AbortController();
+        const answer = await client.finalStageAnswer('whole', 'SELECT 1', query.signal);
+        const rows: unknown[][] = [];
+        for await (const batch of answer.rows) rows.push(...batch);
+        answer.close();
+        // The answer's connection has gone back to the agent; the query ends after it.
+        await new Promise((resolve) => setImmediate(resolve));
+        query.abort();
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(rows).toEqual([[1], [2]]);
+      }
+    } finally {
+      process.off('uncaughtException', record);
+    }
+    expect(uncaught).toEqual([]);
+  });
+
+  it('hangs up an answer closed before its end', async () => {
+    const answer = await client.finalStageAnswer('partial', 'SELECT 1', new AbortController().signal);
+    expect(answer.columns).toEqual(['x']);
+    answer.close();
+    await hungUp;
+  });
+});
