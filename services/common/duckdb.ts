@@ -41,6 +41,11 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     if (options.cacheParquetFooters) await connection.run('SET parquet_metadata_cache = true');
     // Times with a zone are read and shown in UTC whatever the host's zone: one answer everywhere.
     await connection.run("SET TimeZone = 'UTC'");
+    // DuckDB 1.5's rewrite of a top-N window (QUALIFY row_number() … <= k) into an aggregate fails
+    // over a table function's rows filtered on a struct field ("INTERNAL Error: Failed to cast
+    // expression to type"), which is how a final stage reads held rows; its fixes since are for
+    // rows it dropped. The window is computed as written instead: the same answer, always.
+    await connection.run("SET disabled_optimizers = 'top_n_window_elimination'");
     await connection.run('SET autoinstall_known_extensions = false');
     await connection.run('SET autoload_known_extensions = false');
     await connection.run('SET enable_external_access = false');
