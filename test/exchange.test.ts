@@ -197,6 +197,31 @@ describe('the exchange', () => {
   });
 
   it(
+    'spills a final stage whose state outgrows its memory, and past its temp directory answers 413 with DuckDB’s reason',
+    { timeout: 120_000 },
+    async () => {
+      // 10 million distinct keys: a hash table of several hundred MB against 64 MiB of memory.
+      const sql = "SELECT count(DISTINCT i || '-' || r) AS n FROM every, range(2000) t(r)";
+      const limits = { threads: 1, memoryLimit: '64MiB' };
+      const spilling = await SqlEngine.open(path.join(dir, 'spilling'), limits);
+      const capped = await SqlEngine.open(path.join(dir, 'capped'), { ...limits, tempDirectoryLimit: '1MiB' });
+      try {
+        expect((await roundTrip(spilling, sql)).result.rows).toEqual([[10_000_000]]);
+        const refused = await roundTrip(capped, sql).catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(DomainError);
+        const { kind, code, message } = refused as DomainError;
+        expect([HTTP_STATUS[kind], code]).toEqual([413, 'query_state_too_large']);
+        expect(message).toMatch(/memory 64MiB, temp directory 1MiB.*Out of Memory Error: .*max_temp_directory_size/s);
+        // The engine lives on.
+        expect((await roundTrip(capped, 'SELECT count(*) FROM every')).result.rows).toEqual([[5000]]);
+      } finally {
+        spilling.close();
+        capped.close();
+      }
+    },
+  );
+
+  it(
     'leaves a final stage read only in part without hanging, and gives its memory back',
     { timeout: 120_000 },
     async () => {

@@ -28,6 +28,9 @@ const SMALL_HEAVY_SQL = "SELECT median(latency_ms) AS p50 FROM events WHERE serv
 // A window (its final stage runs the query's own SQL, so it is heavy here) whose answer is about 50 MB of JSON.
 const BIG_HEAVY_SQL =
   "SELECT ts, service, row_number() OVER (ORDER BY ts, service) AS n, repeat(service || level || coalesce(user_id, '?'), 2400) AS filler FROM events ORDER BY n";
+// A window over 10 million rows (every event 5,000 times): its sort holds far more than 64 MiB.
+const SPILLING_SQL =
+  'SELECT max(k) AS k, count(*) AS n FROM (SELECT row_number() OVER (ORDER BY latency_ms, r) AS k FROM events, range(5000) t(r))';
 
 /** A query over HTTP, as a client sends it. */
 async function ask(
@@ -145,6 +148,9 @@ describe('the heavy pool from zero and back', () => {
             BERTH_S3_SECRET_ACCESS_KEY: cluster.s3.credentials.secretAccessKey,
             BERTH_S3_BUCKET: cluster.bucket,
             BERTH_LOG_LEVEL: 'warn',
+            // A "tight" backend's final stages have 64 MiB of memory; a "capped" one's also 1 MiB of temp directory.
+            ...(/^(tight|capped)-/.test(g) ? { BERTH_FINAL_STAGE_MEMORY_LIMIT: '64MiB' } : {}),
+            ...(g.startsWith('capped-') ? { BERTH_FINAL_STAGE_TEMP_LIMIT: '1MiB' } : {}),
           },
           `${cluster.dir}/${g}-${i}.log`,
         );
@@ -363,6 +369,34 @@ describe('the heavy pool from zero and back', () => {
       }
       expect(mostWaiting).toBeLessThanOrEqual(maxQueueSize);
       expect(await payloadsOver(client, poolWorkflowId(crowd), 64 * 1024)).toEqual([]);
+    },
+  );
+
+  it(
+    'spills a heavy final stage past its backend’s memory; past its temp directory too it is a 413 with DuckDB’s reason, and the backend lives on',
+    { timeout: 240_000 },
+    async () => {
+      const [tight, capped] = [`tight-${randomUUID().slice(0, 8)}`, `capped-${randomUUID().slice(0, 8)}`];
+      groups.push(tight, capped);
+      const light = await cluster.coordinator.queries.queryOnGroup(SPILLING_SQL, 'serving');
+      expect(light.rows).toEqual([[5000 * 2000, 5000 * 2000]]);
+
+      const one = await coordinatorFor(poolConfig(tight, { increment: 1, maxReplicas: 1 }));
+      const spilled = await ask(one.url, SPILLING_SQL);
+      expect(spilled.status, spilled.body.message).toBe(200);
+      expect(spilled.body.rows).toEqual(light.rows);
+      const [backend] = await cluster.meta.members(tight);
+      expect(spilled.body.stats).toMatchObject({ group: tight, stages: { final: backend!.id } });
+
+      const two = await coordinatorFor(poolConfig(capped, { increment: 1, maxReplicas: 1 }));
+      const refused = await ask(two.url, SPILLING_SQL);
+      expect(refused.status, refused.body.message).toBe(413);
+      expect(refused.body.error).toBe('query_state_too_large');
+      expect(refused.body.message).toMatch(/memory 64MiB, temp directory 1MiB.*max_temp_directory_size/s);
+      const [cappedBackend] = await cluster.meta.members(capped);
+      const after = await ask(two.url, SMALL_HEAVY_SQL);
+      expect(after.status, after.body.message).toBe(200);
+      expect(after.body.stats).toMatchObject({ group: capped, stages: { final: cappedBackend!.id } });
     },
   );
 

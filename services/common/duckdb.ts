@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBDataChunk, type DuckDBResult } from '@duckdb/node-api';
-import { badRequest, type DomainError } from './errors.js';
+import { badRequest, DomainError } from './errors.js';
 
 export interface SandboxedDuckDBOptions {
   /** Directories the engine may read and write (segment cache, scratch). */
@@ -17,6 +17,8 @@ export interface SandboxedDuckDBOptions {
   threads?: number;
   /** e.g. '2GB'. @default defaultMemoryLimit() */
   memoryLimit?: string;
+  /** The most its temp directory holds (max_temp_directory_size), e.g. '20GiB'. @default DuckDB's: 90 % of the disk's free space */
+  tempDirectoryLimit?: string;
   /**
    * Keeps Parquet footers in memory between queries, for files that never change once written
    * under their name (a query node's segments: one object per id). @default false
@@ -35,6 +37,8 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     await connection.run(`SET temp_directory = ${sqlString(options.tempDirectory)}`);
     if (options.threads) await connection.run(`SET threads = ${Math.max(1, Math.floor(options.threads))}`);
     await connection.run(`SET memory_limit = ${sqlString(options.memoryLimit ?? defaultMemoryLimit())}`);
+    if (options.tempDirectoryLimit)
+      await connection.run(`SET max_temp_directory_size = ${sqlString(options.tempDirectoryLimit)}`);
     // DuckDB's file cache checks a file's modification time to the second: a file filled in place
     // (a segment held in part) within the second after a read would be read as it was.
     await connection.run('SET enable_external_file_cache = false');
@@ -129,6 +133,21 @@ export const defaultMemoryLimit = (): string =>
 /** DuckDB's errors that the query itself causes, so that every node would fail it the same way. */
 const QUERY_ERROR =
   /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid Input|Invalid type|Mismatch Type|Not implemented|Out of Range|Parser|Permission|Syntax|Type) Error: /;
+
+/**
+ * A query whose state outgrew DuckDB's memory and then its temp directory, as a 413 with DuckDB's
+ * reason (which names the limit); undefined for any other error. Every engine of its class has
+ * the same limits, so it is not run again elsewhere.
+ */
+export function stateTooLarge(error: unknown, limits: string): DomainError | undefined {
+  const message = error instanceof Error ? error.message : '';
+  if (!message.startsWith('Out of Memory Error: ')) return undefined;
+  return new DomainError(
+    'too_large',
+    'query_state_too_large',
+    `the query's state is larger than its final stage can hold in memory and spill to disk (${limits}): ${message}`,
+  );
+}
 
 /**
  * A DuckDB error the query caused, as a 400 with DuckDB's message (without the directories this

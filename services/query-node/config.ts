@@ -34,5 +34,9 @@ export const QueryNodeConfig = Type.Object({
   BERTH_WARM_INTERVAL_MS: Millis({ default: DEFAULT_WARM_INTERVAL_MS }),
   /** Unset: the node's vCPUs. */
   BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** The DuckDB of the heavy final stages a backend runs: its memory limit (unset: BERTH_DUCKDB_MEMORY_LIMIT's). */
+  BERTH_FINAL_STAGE_MEMORY_LIMIT: Type.Optional(Type.String()),
+  /** …and the most it spills to the node's disk (unset: DuckDB's, 90 % of the disk's free space). */
+  BERTH_FINAL_STAGE_TEMP_LIMIT: Type.Optional(Type.String()),
 });
 export type QueryNodeConfig = Static<typeof QueryNodeConfig>;

@@ -34,6 +34,10 @@ const node = await startQueryNode({
   warmIntervalMs: config.BERTH_WARM_INTERVAL_MS,
   threads: config.BERTH_DUCKDB_THREADS,
   memoryLimit: config.BERTH_DUCKDB_MEMORY_LIMIT,
+  finalStage: {
+    memoryLimit: config.BERTH_FINAL_STAGE_MEMORY_LIMIT ?? config.BERTH_DUCKDB_MEMORY_LIMIT,
+    tempDirectoryLimit: config.BERTH_FINAL_STAGE_TEMP_LIMIT,
+  },
 });
 announce({ service: 'query-node', id: node.id, url: node.url });
 closeOnSignals(() => node.close());

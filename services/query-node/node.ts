@@ -18,7 +18,7 @@ import { SegmentSchemas } from './segment-schema.js';
 import { detectVcpus } from './vcpus.js';
 import { Warmer } from './warmer.js';
 import { FinalStages } from './final-stages.js';
-import { FinalStageEngine } from '../common/final-stage/engine.js';
+import { FinalStageEngine, type FinalStageSettings } from '../common/final-stage/engine.js';
 
 export interface QueryNodeOptions {
   /** Holds the node's identity and its cached segments. */
@@ -51,6 +51,8 @@ export interface QueryNodeOptions {
   threads?: number;
   /** DuckDB memory limit, e.g. '2GB'. */
   memoryLimit?: string;
+  /** The limits of the DuckDB that runs heavy final stages here. @default memoryLimit, and DuckDB's temp-directory limit */
+  finalStage?: Pick<FinalStageSettings, 'memoryLimit' | 'tempDirectoryLimit'>;
   /** @default true */
   logger?: boolean;
 }
@@ -124,6 +126,7 @@ export async function startQueryNode(config: QueryNodeOptions): Promise<RunningQ
     FinalStageEngine.open(path.join(config.cacheDir, 'final-stage'), {
       threads: config.threads ?? Math.ceil(await vcpus()),
       memoryLimit: config.memoryLimit,
+      ...config.finalStage,
     }),
   );
   const app = buildQueryNodeApp({

@@ -8,7 +8,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DuckDBInstance, DuckDBType } from '@duckdb/node-api';
 import { LRUCache } from 'lru-cache';
-import { openSandboxedDuckDB, withConnection, type SandboxedDuckDBOptions } from '../duckdb.js';
+import { defaultMemoryLimit, openSandboxedDuckDB, withConnection, type SandboxedDuckDBOptions } from '../duckdb.js';
 import { ConnectionPool } from './connection-pool.js';
 import type { ExchangeInput } from './contract.js';
 import { Exchange } from './exchange.js';
@@ -17,7 +17,10 @@ import { HeldRowsStore } from './held-rows.js';
 /** Scan-stage rows a process holds in memory for final stages at most, by default. */
 export const DEFAULT_EXCHANGE_MEMORY_BYTES = 64 * 1024 ** 2;
 
-export interface FinalStageSettings extends Pick<SandboxedDuckDBOptions, 'threads' | 'memoryLimit'> {
+export interface FinalStageSettings extends Pick<
+  SandboxedDuckDBOptions,
+  'threads' | 'memoryLimit' | 'tempDirectoryLimit'
+> {
   /** Scan-stage rows held in memory over every final stage at once; past it they go to tables. @default 64 MiB */
   exchangeMemoryBytes?: number;
 }
@@ -33,6 +36,8 @@ export class FinalStageEngine {
     private readonly scratchDir: string,
     /** Scan-stage rows the final stages read from memory. */
     readonly heldRows: HeldRowsStore,
+    /** Its DuckDB's memory and temp-directory limits, in words. */
+    private readonly limits: string,
   ) {}
 
   /** Opens an engine in `scratchDir` (emptied first: it holds nothing but partial results and spills). */
@@ -47,7 +52,8 @@ export class FinalStageEngine {
     });
     const heldRows = new HeldRowsStore(exchangeMemoryBytes);
     await withConnection(duckdb, async (c) => heldRows.register(c));
-    return new FinalStageEngine(duckdb, new ConnectionPool(duckdb), scratchDir, heldRows);
+    const limits = `memory ${duckdbSettings.memoryLimit ?? defaultMemoryLimit()}, temp directory ${duckdbSettings.tempDirectoryLimit ?? "90 % of the disk's free space"}`;
+    return new FinalStageEngine(duckdb, new ConnectionPool(duckdb), scratchDir, heldRows, limits);
   }
 
   /** A place for one query's final stage: its inputs fill as the scan stage streams rows in. */
@@ -58,6 +64,7 @@ export class FinalStageEngine {
       this.heldRows,
       inputs,
       [this.scratchDir],
+      this.limits,
       this.exchangeTypes,
       (rows) => (this.rowsReceived += rows),
     );

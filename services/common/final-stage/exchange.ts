@@ -9,7 +9,7 @@ import type { DuckDBAppender, DuckDBConnection, DuckDBInstance, DuckDBType } fro
 import type { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../../core/identifiers.js';
 import { appendBatch, arrowBatches } from '../arrow-exchange.js';
-import { queryError, ResultCutShort } from '../duckdb.js';
+import { queryError, ResultCutShort, stateTooLarge } from '../duckdb.js';
 import type { ExchangeColumn, ExchangeInput } from './contract.js';
 import type { ConnectionPool } from './connection-pool.js';
 import type { HeldRows, HeldRowsStore } from './held-rows.js';
@@ -68,6 +68,8 @@ export class Exchange {
     private readonly heldRows: HeldRowsStore,
     private readonly inputs: ExchangeInput[],
     private readonly hide: readonly string[],
+    /** The engine's memory and temp-directory limits, as a query past both is told them. */
+    private readonly limits: string,
     /** DuckDB's types of each column list the exchange has carried, kept across queries: asking costs a statement. */
     private readonly types: LRUCache<string, Promise<DuckDBType[]>>,
     /** Told the rows of each stream received whole. */
@@ -346,7 +348,10 @@ export class Exchange {
     this.retiring.add(retired);
   }
 
-  /** Runs a step of the final stage: `signal` interrupts DuckDB, and DuckDB's errors about the query become 400s. */
+  /**
+   * Runs a step of the final stage: `signal` interrupts DuckDB, DuckDB's errors about the query
+   * become 400s, and a state past both of the engine's limits a 413.
+   */
   private async run<T>(c: DuckDBConnection, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
     signal?.throwIfAborted(); // a listener added now would never hear an abort already past
     const interrupt = () => c.interrupt();
@@ -355,7 +360,7 @@ export class Exchange {
       return await step();
     } catch (error) {
       signal?.throwIfAborted();
-      throw queryError(error, this.hide) ?? error;
+      throw queryError(error, this.hide) ?? stateTooLarge(error, this.limits) ?? error;
     } finally {
       signal?.removeEventListener('abort', interrupt);
     }
