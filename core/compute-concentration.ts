@@ -14,6 +14,23 @@ export interface LoggedQuery {
   computeMs: number;
   /** The verdict it got. */
   heavy: boolean;
+  /** The compute group it ran on. */
+  group: string;
+  /** What its heavy verdict named as the bottleneck. */
+  bottleneck?: 'scan' | 'memory';
+  /** Where its final stage ran: `coordinator`, the id of the heavy backend, or `result cache` (none ran). */
+  finalStage: string;
+}
+
+/** The queries that ran alike: on one group, for one bottleneck. */
+export interface Placement {
+  group: string;
+  bottleneck?: 'scan' | 'memory';
+  queries: number;
+  /** Their share of all compute time. */
+  timeShare: number;
+  /** How many of their final stages each host ran, most first. */
+  finalStages: { host: string; queries: number }[];
 }
 
 export interface TopShare {
@@ -40,6 +57,8 @@ export interface Concentration {
   /** The queries the verdict already sent to the pool, and their shares. */
   heavyNow: { queries: number; bytesShare: number; timeShare: number };
   tops: TopShare[];
+  /** Where the queries ran, the most queries first. */
+  placements: Placement[];
 }
 
 export const DEFAULT_TOPS = [0.01, 0.03, 0.1];
@@ -68,6 +87,7 @@ export function concentration(log: readonly LoggedQuery[], tops: readonly number
         computeMs,
       ),
     },
+    placements: placements(log, computeMs),
     tops:
       log.length === 0
         ? []
@@ -95,4 +115,28 @@ export function concentration(log: readonly LoggedQuery[], tops: readonly number
             };
           }),
   };
+}
+
+function placements(log: readonly LoggedQuery[], computeMs: number): Placement[] {
+  const byPlace = new Map<string, { place: Placement; ms: number; hosts: Map<string, number> }>();
+  for (const q of log) {
+    const key = `${q.group}\0${q.bottleneck ?? ''}`;
+    let at = byPlace.get(key);
+    if (!at) {
+      const place: Placement = { group: q.group, queries: 0, timeShare: 0, finalStages: [] };
+      if (q.bottleneck) place.bottleneck = q.bottleneck;
+      byPlace.set(key, (at = { place, ms: 0, hosts: new Map() }));
+    }
+    at.place.queries++;
+    at.ms += q.computeMs;
+    at.hosts.set(q.finalStage, (at.hosts.get(q.finalStage) ?? 0) + 1);
+  }
+  const most = (a: { queries: number }, b: { queries: number }) => b.queries - a.queries;
+  return [...byPlace.values()]
+    .map(({ place, ms, hosts }) => ({
+      ...place,
+      timeShare: share(ms, computeMs),
+      finalStages: [...hosts].map(([host, queries]) => ({ host, queries })).sort(most),
+    }))
+    .sort(most);
 }

@@ -92,12 +92,22 @@ describe('compute concentration', () => {
   it('finds the seed’s shape: the heavy 3 % of queries take nearly all of the time, and names the threshold that sends them', () => {
     // 970 point lookups of 158 ms over 1 MB, 30 monthly windows of 196,354 ms over 10 GB.
     const log: LoggedQuery[] = [
-      ...Array.from({ length: 970 }, (_, i) => ({ at: i, scanBytes: 1_000_000, computeMs: 158, heavy: false })),
+      ...Array.from({ length: 970 }, (_, i) => ({
+        at: i,
+        scanBytes: 1_000_000,
+        computeMs: 158,
+        heavy: false,
+        group: 'serving',
+        finalStage: 'coordinator',
+      })),
       ...Array.from({ length: 30 }, (_, i) => ({
         at: 1000 + i,
         scanBytes: 10_000_000_000 + i,
         computeMs: 196_354,
         heavy: true,
+        group: 'heavy',
+        bottleneck: 'memory' as const,
+        finalStage: i < 20 ? 'qn-a' : 'qn-b',
       })),
     ];
     const c = concentration(log);
@@ -121,6 +131,25 @@ describe('compute concentration', () => {
     // The top 10 % reaches into the lookups, whose sizes tie: the threshold that takes 10 % sends them all.
     expect(ten).toMatchObject({ queries: 100, scanThreshold: 1_000_000, sent: 1000, sentTimeShare: 1 });
     expect(concentration([]).tops).toEqual([]);
+    // Where they ran: the lookups on the serving group, the windows' final stages on two heavy backends.
+    expect(c.placements).toEqual([
+      {
+        group: 'serving',
+        queries: 970,
+        timeShare: (970 * 158) / totalMs,
+        finalStages: [{ host: 'coordinator', queries: 970 }],
+      },
+      {
+        group: 'heavy',
+        bottleneck: 'memory',
+        queries: 30,
+        timeShare: (30 * 196_354) / totalMs,
+        finalStages: [
+          { host: 'qn-a', queries: 20 },
+          { host: 'qn-b', queries: 10 },
+        ],
+      },
+    ]);
   });
 });
 
@@ -306,9 +335,17 @@ describe('berth cost over a real pool’s launches', () => {
       expect(c.scanBytes).toBe(answers.reduce((sum, s) => sum + s.scanBytes, 0));
       expect(c.tops[0]!.scanThreshold).toBe(Math.max(...answers.map((s) => s.scanBytes)));
       expect(c.heavyNow.queries).toBe(0);
-      expect((await berth('cost', group, '--data-dir', dataDir)).stdout).toMatch(
-        /compute concentration over the last 4 queries this coordinator answered/,
-      );
+      expect(c.placements).toEqual([
+        {
+          group: 'serving',
+          queries: 4,
+          timeShare: c.computeMs > 0 ? 1 : 0,
+          finalStages: [{ host: 'coordinator', queries: 4 }],
+        },
+      ]);
+      const human = (await berth('cost', group, '--data-dir', dataDir)).stdout;
+      expect(human).toMatch(/compute concentration over the last 4 queries this coordinator answered/);
+      expect(human).toMatch(/where they ran\n.*\n +serving +4 +[\d.]+% +coordinator \(4\)/);
     },
   );
 });

@@ -6,7 +6,7 @@
  * pool.
  */
 import { Command } from 'commander';
-import type { Concentration } from '../../core/compute-concentration.js';
+import type { Concentration, Placement } from '../../core/compute-concentration.js';
 import { bill, usageWindow, windowStart, type Bill, type UsageWindow } from '../../core/node-hours.js';
 import { formatBytes } from '../../core/bytes.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
@@ -76,9 +76,28 @@ export function formatCost(report: CostReport): string {
               percent(t.sentTimeShare),
             ]),
           ]),
+          '',
+          'where they ran',
+          table([
+            ['group', 'bottleneck', 'queries', 'time', 'final stages'],
+            ...c.placements.map((p) => [
+              p.group,
+              p.bottleneck ?? '',
+              count(p.queries),
+              percent(p.timeShare),
+              finalStages(p.finalStages),
+            ]),
+          ]),
         ]),
   ];
   return lines.join('\n');
+}
+
+/** The hosts that ran a placement's final stages, the busiest first: three named, the rest counted. */
+function finalStages(hosts: Placement['finalStages']): string {
+  const named = hosts.slice(0, 3).map((h) => `${h.host} (${count(h.queries)})`);
+  const rest = hosts.length - named.length;
+  return [...named, ...(rest > 0 ? [`${rest} more`] : [])].join(', ');
 }
 
 export function costCommand(): Command {

@@ -166,11 +166,15 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     resultCount.inc({ result: result.stats.result });
     queryTime.observe(labels, result.stats.elapsedMs / 1000);
     const { stats } = result;
+    const computed = stats.result === 'computed'; // a kept answer scanned nothing and ran no final stage
     queryLog.record({
       at: Date.now(),
-      scanBytes: stats.result === 'cached' ? 0 : stats.scanBytes, // a kept answer scanned nothing
+      scanBytes: computed ? stats.scanBytes : 0,
       computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0),
-      heavy: stats.result === 'computed' && stats.verdict.class === 'heavy',
+      heavy: computed && stats.verdict.class === 'heavy',
+      group: stats.group,
+      ...(computed && stats.verdict.class === 'heavy' ? { bottleneck: stats.verdict.bottleneck } : {}),
+      finalStage: computed ? stats.stages.final : 'result cache',
     });
     request.log.info({ stats: result.stats }, 'query answered');
     if (!streamed) return result;

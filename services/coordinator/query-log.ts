@@ -1,7 +1,7 @@
 /**
- * The coordinator's query log: the last N answered queries' sizes and times, in memory and bounded
- * (a ring), for compute concentration (`berth cost`). It holds no SQL and no rows; a restart
- * starts it afresh, and each coordinator logs the queries it answered.
+ * The coordinator's query log: the last N answered queries' sizes, times and where they ran, in
+ * memory and bounded (a ring), for compute concentration (`berth cost`). It holds no SQL and no
+ * rows; a restart starts it afresh, and each coordinator logs the queries it answered.
  */
 import type { LoggedQuery } from '../../core/compute-concentration.js';
 
