@@ -401,6 +401,39 @@ describe('the heavy pool from zero and back', () => {
   );
 
   it(
+    'drains a backend sent SIGTERM while it runs a final stage: the query answers exactly, then it leaves meta and exits 0',
+    { timeout: 240_000 },
+    async () => {
+      const drain = `drain-${randomUUID().slice(0, 8)}`;
+      groups.push(drain);
+      const light = await cluster.coordinator.queries.queryOnGroup(SPILLING_SQL, 'serving');
+      const coordinator = await coordinatorFor(poolConfig(drain));
+      const answer = ask(coordinator.url, SPILLING_SQL);
+      // The final stage's backend is the one the scans' rows went to: it is computing the window.
+      let victim: { id: string; url: string } | undefined;
+      await expect
+        .poll(
+          async () => {
+            for (const member of await cluster.meta.members(drain))
+              if ((await exchangeRows(member.url)) > 0) victim = member;
+            return victim;
+          },
+          { timeout: 90_000, interval: 20 },
+        )
+        .toBeDefined();
+      const process = backends.get(victim!.url)!;
+      process.child.kill('SIGTERM');
+
+      const { status, body } = await answer;
+      expect(status, body.message).toBe(200);
+      expect(body.rows).toEqual(light.rows);
+      expect(await process.exited).toBe(0);
+      // It said it left: meta no longer lists it at all, where a crashed node stays listed as dead.
+      expect((await cluster.meta.backends(drain)).map((b) => b.id)).not.toContain(victim!.id);
+    },
+  );
+
+  it(
     'never serves on a backend that heartbeats but cannot read storage, and says why',
     { timeout: 120_000 },
     async () => {
