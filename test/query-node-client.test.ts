@@ -2,11 +2,13 @@
  * The coordinator's client of a node's final stage (services/query-node/client.ts) over a real
  * socket and its kept-alive connections: a query's signal that aborts after the answer was whole
  * throws nothing, and closing an answer not yet whole hangs up, which is how the node learns to
- * stop its DuckDB.
+ * stop its DuckDB. A part the node refuses says why, though the refusal broke its upload.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServiceCallError } from '../services/common/http-client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 
 describe('a final stage answer from a node', () => {
@@ -17,6 +19,14 @@ describe('a final stage answer from a node', () => {
 
   beforeAll(async () => {
     server = http.createServer((request, response) => {
+      if (request.url?.includes('/inputs/')) {
+        // A part refused at once, mid-body, as a node refuses a stream whose columns are not the plan's.
+        response.writeHead(409, { 'content-type': 'application/json', connection: 'close' });
+        response.end(JSON.stringify({ error: 'schema_mismatch', message: 'column c0 is VARCHAR, not BIGINT' }), () =>
+          request.socket.destroy(),
+        );
+        return;
+      }
       request.resume();
       response.writeHead(200, { 'content-type': 'application/x-ndjson' });
       response.write(`${JSON.stringify({ columns: ['x'], types: ['INTEGER'] })}\n`);
@@ -53,6 +63,25 @@ describe('a final stage answer from a node', () => {
       process.off('uncaughtException', record);
     }
     expect(uncaught).toEqual([]);
+  });
+
+  it('says why a part was refused, though the refusal cut its body short', async () => {
+    for (let round = 0; round < 5; round++) {
+      // 64 MiB the node never reads: the refusal comes while the body is still going out.
+      const chunk = Buffer.alloc(1024 ** 2);
+      const body = Readable.from(
+        (function* () {
+          for (let i = 0; i < 64; i++) yield chunk;
+        })(),
+      );
+      const refused = await client
+        .sendFinalStagePart('stage', 'in0', body, new AbortController().signal)
+        .catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(ServiceCallError);
+      expect((refused as ServiceCallError).status).toBe(409);
+      expect((refused as ServiceCallError).message).toContain('column c0 is VARCHAR, not BIGINT');
+      expect(body.destroyed).toBe(true);
+    }
   });
 
   it('hangs up an answer closed before its end', async () => {
