@@ -29,13 +29,19 @@ export function announce(line: { service: string; url: string } & Record<string,
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
-/** On the first SIGINT or SIGTERM: `close`, then the traces flushed, then exit 0. */
+/**
+ * On the first SIGINT or SIGTERM: `close`, then the traces flushed, then exit 0. A SIGTERM while
+ * it closes changes nothing (a platform may repeat it while the process drains); a second SIGINT
+ * (Ctrl-C again) exits at once.
+ */
 export function closeOnSignals(close: () => Promise<void>): void {
+  let stopping = false;
   const stop = async () => {
+    stopping = true;
     await close();
     await stopTracing();
     process.exit(0);
   };
-  process.once('SIGINT', () => void stop());
-  process.once('SIGTERM', () => void stop());
+  process.on('SIGINT', () => (stopping ? process.exit(130) : void stop()));
+  process.on('SIGTERM', () => void (stopping || stop()));
 }

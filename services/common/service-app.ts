@@ -3,6 +3,7 @@
  * one error handler, TypeBox types, a limit on the bodies fastify parses, and GET /healthz. Each
  * app.ts adds only its own routes (and its /metrics with `serveMetrics`).
  */
+import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
@@ -28,12 +29,31 @@ export function createServiceApp(service: string, options: ServiceAppOptions) {
     ...(options.ajv ? { ajv: options.ajv } : {}),
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
+  closeEachConnectionOnceIdle(app);
   app.get(
     '/healthz',
     { ...(options.quietHealth ? { logLevel: 'warn' as const } : {}), schema: { response: answers(Ok) } },
     async () => ({ ok: true as const }),
   );
   return app;
+}
+
+/**
+ * While the app closes, each connection is closed as soon as its last answer ends. Fastify closes
+ * only the connections idle when it starts to close: one busy then (a final stage's streamed
+ * answer) would otherwise stay open in the client's agent until the keep-alive timeout (72 s),
+ * past any grace period, and the process would be killed instead of exiting.
+ */
+function closeEachConnectionOnceIdle(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.server.on('request', (_request, response: ServerResponse) =>
+    response.once('close', () => {
+      if (closing) setImmediate(() => app.server.closeIdleConnections());
+    }),
+  );
 }
 
 /** GET /metrics: the figures in `registry`, after `refresh` when the figures are read at each scrape. */
