@@ -26,6 +26,7 @@ import {
 import { buildControllerApp } from '../services/controller/app.js';
 import { launchPool, poolStatus } from '../workflows/pool-client.js';
 import { poolWorkflowId, type PoolConfig } from '../workflows/contracts/heavy-pool.js';
+import { registerSearchAttributes } from '../workers/search-attributes.js';
 import { berth, cliDataDir } from './helpers/berth-cli.js';
 import { temporalClient, workflowBundle } from './helpers/berth-worker.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
@@ -193,6 +194,7 @@ describe('berth cost over a real pool’s launches', () => {
   beforeAll(async () => {
     client = await temporalClient();
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    await registerSearchAttributes(connection, 'default'); // as every Berth worker does before it polls
     worker = await Worker.create({ connection, taskQueue, workflowBundle: await workflowBundle(), activities });
     running = worker.run();
     cluster = await startCluster({ vcpus: [2] });
