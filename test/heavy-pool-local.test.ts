@@ -423,11 +423,14 @@ describe('the heavy pool from zero and back', () => {
         .toBeDefined();
       const process = backends.get(victim!.url)!;
       process.child.kill('SIGTERM');
+      const signalled = Date.now();
 
       const { status, body } = await answer;
       expect(status, body.message).toBe(200);
       expect(body.rows).toEqual(light.rows);
       expect(await process.exited).toBe(0);
+      // Within Kubernetes' default grace period of 30 s (a connection left open held it 72 s).
+      expect(Date.now() - signalled).toBeLessThan(30_000);
       // It said it left: meta no longer lists it at all, where a crashed node stays listed as dead.
       expect((await cluster.meta.backends(drain)).map((b) => b.id)).not.toContain(victim!.id);
     },

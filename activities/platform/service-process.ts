@@ -32,6 +32,9 @@ export interface ServiceSupervision extends Supervision {
   portVariable?: string;
 }
 
+/** How long a stopped service may drain before it is killed: Kubernetes' default grace period. */
+export const STOP_GRACE_MS = 30_000;
+
 /** Where each service's compiled entry point lives. */
 export const SERVICE_SCRIPTS = {
   meta: fileURLToPath(new URL('../../services/meta/main.js', import.meta.url)),
@@ -98,8 +101,12 @@ async function run(
     announcement,
     exited: exited.then((code) => (code === null ? `signal ${child.signalCode}` : `code ${code}`)),
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      if (child.exitCode !== null || child.signalCode !== null) return void (await exited);
+      // As Kubernetes does: SIGTERM, then SIGKILL for a drain past the grace period.
+      child.kill('SIGTERM');
+      const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
       await exited;
+      clearTimeout(kill);
     },
   };
 }

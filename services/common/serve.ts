@@ -31,8 +31,9 @@ export function announce(line: { service: string; url: string } & Record<string,
 
 /**
  * On the first SIGINT or SIGTERM: `close`, then the traces flushed, then exit 0. A SIGTERM while
- * it closes changes nothing (a platform may repeat it while the process drains); a second SIGINT
- * (Ctrl-C again) exits at once.
+ * it closes changes nothing: a platform may repeat it while the process drains, and ends a drain
+ * that takes too long with SIGKILL (Kubernetes after the grace period, `berth up` after its own).
+ * A second SIGINT (Ctrl-C again) kills it at once, as if it had no handler.
  */
 export function closeOnSignals(close: () => Promise<void>): void {
   let stopping = false;
@@ -42,6 +43,11 @@ export function closeOnSignals(close: () => Promise<void>): void {
     await stopTracing();
     process.exit(0);
   };
-  process.on('SIGINT', () => (stopping ? process.exit(130) : void stop()));
+  const onSigint = () => {
+    if (!stopping) return void stop();
+    process.off('SIGINT', onSigint);
+    process.kill(process.pid, 'SIGINT');
+  };
+  process.on('SIGINT', onSigint);
   process.on('SIGTERM', () => void (stopping || stop()));
 }

@@ -3,7 +3,8 @@
  * one error handler, TypeBox types, a limit on the bodies fastify parses, and GET /healthz. Each
  * app.ts adds only its own routes (and its /metrics with `serveMetrics`).
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
@@ -39,21 +40,27 @@ export function createServiceApp(service: string, options: ServiceAppOptions) {
 }
 
 /**
- * While the app closes, each connection is closed as soon as its last answer ends. Fastify closes
+ * While the app closes, each connection is ended as soon as its last answer is out. Fastify closes
  * only the connections idle when it starts to close: one busy then (a final stage's streamed
  * answer) would otherwise stay open in the client's agent until the keep-alive timeout (72 s),
- * past any grace period, and the process would be killed instead of exiting.
+ * past any grace period, and the process would be killed instead of exiting. Each socket is
+ * ended on its own, after its bytes: other answers still going out are left alone.
  */
 function closeEachConnectionOnceIdle(app: FastifyInstance): void {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.server.on('request', (_request, response: ServerResponse) =>
+  const answering = new WeakMap<Socket, number>();
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    answering.set(socket, (answering.get(socket) ?? 0) + 1);
     response.once('close', () => {
-      if (closing) setImmediate(() => app.server.closeIdleConnections());
-    }),
-  );
+      const left = answering.get(socket)! - 1;
+      answering.set(socket, left);
+      if (closing && left === 0) socket.end();
+    });
+  });
 }
 
 /** GET /metrics: the figures in `registry`, after `refresh` when the figures are read at each scrape. */
