@@ -212,6 +212,15 @@ describe('the exchange', () => {
         const { kind, code, message } = refused as DomainError;
         expect([HTTP_STATUS[kind], code]).toEqual([413, 'query_state_too_large']);
         expect(message).toMatch(/memory 64MiB, temp directory 1MiB.*Out of Memory Error: .*max_temp_directory_size/s);
+        // With another final stage open on the engine, the state was not this query's alone: run it again.
+        const other = capped.openExchange([input]);
+        const crowded = await roundTrip(capped, sql).catch((e: unknown) => e);
+        await other.close();
+        expect(crowded).toBeInstanceOf(DomainError);
+        expect([HTTP_STATUS[(crowded as DomainError).kind], (crowded as DomainError).code]).toEqual([
+          503,
+          'final_stage_out_of_memory',
+        ]);
         // The engine lives on.
         expect((await roundTrip(capped, 'SELECT count(*) FROM every')).result.rows).toEqual([[5000]]);
       } finally {

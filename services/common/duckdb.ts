@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBDataChunk, type DuckDBResult } from '@duckdb/node-api';
-import { badRequest, DomainError } from './errors.js';
+import { badRequest, type DomainError } from './errors.js';
 
 export interface SandboxedDuckDBOptions {
   /** Directories the engine may read and write (segment cache, scratch). */
@@ -135,19 +135,11 @@ const QUERY_ERROR =
   /^(Binder|Catalog|Conversion|Constraint|Dependency|Invalid Input|Invalid type|Mismatch Type|Not implemented|Out of Range|Parser|Permission|Syntax|Type) Error: /;
 
 /**
- * A query whose state outgrew DuckDB's memory and then its temp directory, as a 413 with DuckDB's
- * reason (which names the limit); undefined for any other error. Every engine of its class has
- * the same limits, so it is not run again elsewhere.
+ * Whether DuckDB ran out of memory and of temp directory: a query's own error, or an appender's
+ * (whose message wraps DuckDB's: "Failed to append: … failed to offload data block").
  */
-export function stateTooLarge(error: unknown, limits: string): DomainError | undefined {
-  const message = error instanceof Error ? error.message : '';
-  if (!message.startsWith('Out of Memory Error: ')) return undefined;
-  return new DomainError(
-    'too_large',
-    'query_state_too_large',
-    `the query's state is larger than its final stage can hold in memory and spill to disk (${limits}): ${message}`,
-  );
-}
+export const isOutOfMemory = (error: unknown): boolean =>
+  error instanceof Error && /Out of Memory Error: |failed to offload data block/.test(error.message);
 
 /**
  * A DuckDB error the query caused, as a 400 with DuckDB's message (without the directories this

@@ -28,6 +28,8 @@ export interface FinalStageSettings extends Pick<
 export class FinalStageEngine {
   /** Rows the scan stage has sent this engine's final stages, over its lifetime (/metrics). */
   rowsReceived = 0;
+  /** Final stages open now, which share its memory and temp directory. */
+  private openExchanges = 0;
   private readonly exchangeTypes = new LRUCache<string, Promise<DuckDBType[]>>({ max: 1000 });
 
   private constructor(
@@ -58,15 +60,20 @@ export class FinalStageEngine {
 
   /** A place for one query's final stage: its inputs fill as the scan stage streams rows in. */
   openExchange(inputs: ExchangeInput[]): Exchange {
+    this.openExchanges++;
     return new Exchange(
       this.duckdb,
       this.pool,
       this.heldRows,
       inputs,
       [this.scratchDir],
-      this.limits,
+      {
+        limits: this.limits,
+        received: (rows) => (this.rowsReceived += rows),
+        shared: () => this.openExchanges > 1,
+        closed: () => this.openExchanges--,
+      },
       this.exchangeTypes,
-      (rows) => (this.rowsReceived += rows),
     );
   }
 

@@ -9,7 +9,8 @@ import type { DuckDBAppender, DuckDBConnection, DuckDBInstance, DuckDBType } fro
 import type { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../../core/identifiers.js';
 import { appendBatch, arrowBatches } from '../arrow-exchange.js';
-import { queryError, ResultCutShort, stateTooLarge } from '../duckdb.js';
+import { isOutOfMemory, queryError, ResultCutShort } from '../duckdb.js';
+import { DomainError } from '../errors.js';
 import type { ExchangeColumn, ExchangeInput } from './contract.js';
 import type { ConnectionPool } from './connection-pool.js';
 import type { HeldRows, HeldRowsStore } from './held-rows.js';
@@ -50,6 +51,18 @@ interface BoundFinal {
  * (held-rows.ts); past the process's budget it goes to a table, appended batch by batch, so that
  * DuckDB holds the rows (and spills them past its memory limit), never JavaScript.
  */
+/** What an exchange tells its engine, and asks of it. */
+export interface ExchangeHost {
+  /** The engine's memory and temp-directory limits, in words: a query past both is told them. */
+  readonly limits: string;
+  /** Told the rows of each stream received whole. */
+  received(rows: number): void;
+  /** Whether other final stages are open on the engine now. */
+  shared(): boolean;
+  /** Told once, when the exchange closes. */
+  closed(): void;
+}
+
 export class Exchange {
   private readonly parts = new Map<string, Part[]>();
   /** Streams being received: close() waits for them, so that none writes into a dropped schema. */
@@ -68,12 +81,9 @@ export class Exchange {
     private readonly heldRows: HeldRowsStore,
     private readonly inputs: ExchangeInput[],
     private readonly hide: readonly string[],
-    /** The engine's memory and temp-directory limits, as a query past both is told them. */
-    private readonly limits: string,
+    private readonly host: ExchangeHost,
     /** DuckDB's types of each column list the exchange has carried, kept across queries: asking costs a statement. */
     private readonly types: LRUCache<string, Promise<DuckDBType[]>>,
-    /** Told the rows of each stream received whole. */
-    private readonly onReceived: (rows: number) => void = () => {},
   ) {
     for (const input of inputs) this.parts.set(input.name, []);
   }
@@ -120,7 +130,7 @@ export class Exchange {
     }
     const receiving = this.append(name, body);
     void receiving.then(
-      ({ rows }) => this.onReceived(rows),
+      ({ rows }) => this.host.received(rows),
       () => {},
     );
     const settled: Promise<boolean> = receiving.then(
@@ -166,7 +176,7 @@ export class Exchange {
     } catch (error) {
       body.destroy();
       await this.discard(name, part.name);
-      throw error;
+      throw this.outOfMemory(error) ?? error; // its rows outgrew the engine on their way to a table
     }
   }
 
@@ -360,7 +370,7 @@ export class Exchange {
       return await step();
     } catch (error) {
       signal?.throwIfAborted();
-      throw queryError(error, this.hide) ?? stateTooLarge(error, this.limits) ?? error;
+      throw queryError(error, this.hide) ?? this.outOfMemory(error) ?? error;
     } finally {
       signal?.removeEventListener('abort', interrupt);
     }
@@ -370,7 +380,29 @@ export class Exchange {
    * Drops every row the query received, once no stream is still being received (their scans were
    * stopped) and no final stage still reads them.
    */
+  /**
+   * DuckDB out of memory and temp directory: a 413 when this was the engine's only final stage
+   * (the query's state is too large for it), else a 503 to run it again (the stages running at
+   * once outgrew it together). Undefined for any other error.
+   */
+  private outOfMemory(error: unknown): DomainError | undefined {
+    if (!isOutOfMemory(error)) return undefined;
+    const reason = (error as Error).message;
+    if (!this.host.shared())
+      return new DomainError(
+        'too_large',
+        'query_state_too_large',
+        `the query's state is larger than its final stage can hold in memory and spill to disk (${this.host.limits}): ${reason}`,
+      );
+    return new DomainError(
+      'unavailable',
+      'final_stage_out_of_memory',
+      `the final stages running at once outgrew their engine's memory and temp directory (${this.host.limits}); run the query again: ${reason}`,
+    );
+  }
+
   async close(): Promise<void> {
+    if (!this.closed) this.host.closed();
     this.closed = true;
     while (this.receiving.size > 0 || this.retiring.size > 0) await Promise.all([...this.receiving, ...this.retiring]);
     for (const parts of this.parts.values()) for (const part of parts) if (part.held) this.heldRows.drop(part.held);
