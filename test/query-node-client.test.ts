@@ -4,8 +4,9 @@
  * throws nothing, and closing an answer not yet whole hangs up, which is how the node learns to
  * stop its DuckDB. A part the node refuses says why, though the refusal broke its upload.
  */
+import { getEventListeners } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceCallError } from '../services/common/http-client.js';
@@ -16,6 +17,8 @@ describe('a final stage answer from a node', () => {
   let client: QueryNodeClient;
   /** Resolves when the server sees the answer's connection close before it wrote the end. */
   let hungUp: Promise<void> = Promise.resolve();
+  /** The connections open on the node's side. */
+  const open = new Set<Socket>();
 
   beforeAll(async () => {
     server = http.createServer((request, response) => {
@@ -28,11 +31,23 @@ describe('a final stage answer from a node', () => {
         return;
       }
       request.resume();
+      if (request.url?.includes('/big/')) {
+        // The whole answer in one piece: 2,000 rows the caller leaves unread.
+        const rows = Array.from({ length: 2000 }, (_, i) => [i, 'x'.repeat(50)]);
+        response.writeHead(200, { 'content-type': 'application/x-ndjson' });
+        return response.end(
+          `${JSON.stringify({ columns: ['x', 'y'], types: ['INTEGER', 'VARCHAR'] })}\n${JSON.stringify({ rows })}\n${JSON.stringify({ end: true })}\n`,
+        );
+      }
       response.writeHead(200, { 'content-type': 'application/x-ndjson' });
       response.write(`${JSON.stringify({ columns: ['x'], types: ['INTEGER'] })}\n`);
       response.write(`${JSON.stringify({ rows: [[1], [2]] })}\n`);
       if (request.url?.includes('/whole/')) return response.end(`${JSON.stringify({ end: true })}\n`);
       hungUp = new Promise((resolve) => response.once('close', () => resolve()));
+    });
+    server.on('connection', (socket) => {
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     client = new QueryNodeClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
@@ -63,6 +78,16 @@ describe('a final stage answer from a node', () => {
       process.off('uncaughtException', record);
     }
     expect(uncaught).toEqual([]);
+  });
+
+  it('lets go of a whole answer closed unread: its connection and the query’s signal', async () => {
+    const query = new AbortController();
+    const answer = await client.finalStageAnswer('big', 'SELECT 1', query.signal);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the whole answer has arrived, most of it unread
+    const before = open.size;
+    answer.close();
+    await expect.poll(() => open.size).toBe(before - 1);
+    expect(getEventListeners(query.signal, 'abort')).toEqual([]);
   });
 
   it('says why a part was refused, though the refusal cut its body short', async () => {

@@ -219,12 +219,13 @@ export class QueryNodeClient {
       signal,
       JSON.stringify({ sql }),
     );
-    // Hanging up an answer not yet whole stops the node's DuckDB; a whole one leaves the connection to be reused.
-    const hangUp = () => {
-      if (!response.complete) response.destroy();
-    };
     // Read a line at a time as the caller asks: the node computes no further ahead than that.
     const lines = ndjsonLines(response);
+    // Hanging up stops the node's DuckDB when the answer is not yet whole, and when it is, lets go
+    // of a connection whose unread lines would otherwise hold it (and the query's signal) forever.
+    const hangUp = () => {
+      if (!response.readableEnded) response.destroy();
+    };
     const next = async (): Promise<FinalStageLine> => {
       const { value, done } = await lines.next();
       if (done) throw new Error(`final stage on ${this.url}: the answer ended before its last line`);
