@@ -80,7 +80,7 @@ export function formatCost(report: CostReport): string {
           'where they ran',
           table([
             ['group', 'bottleneck', 'queries', 'time', 'final stages'],
-            ...c.placements.map((p) => [
+            ...(c.placements ?? []).map((p) => [
               p.group,
               p.bottleneck ?? '',
               count(p.queries),

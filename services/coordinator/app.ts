@@ -172,7 +172,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       scanBytes: computed ? stats.scanBytes : 0,
       computeMs: stats.elapsedMs - (stats.pool?.waitedMs ?? 0),
       heavy: computed && stats.verdict.class === 'heavy',
-      group: stats.group,
+      group: computed ? stats.group : 'result cache',
       ...(computed && stats.verdict.class === 'heavy' ? { bottleneck: stats.verdict.bottleneck } : {}),
       finalStage: computed ? stats.stages.final : 'result cache',
     });
