@@ -83,7 +83,8 @@ export const HEAVY_SQL = `SELECT day, service, errors, sum(errors) OVER (PARTITI
 export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const { endpoints, token, say } = options;
   const coordinator = new CoordinatorClient(endpoints.coordinator, token);
-  const poolStatus = () => new ControllerClient(endpoints.controller).poolStatus('heavy');
+  // The tour's heavy query is memory-bound: it launches the memory class, one big backend.
+  const poolStatus = () => new ControllerClient(endpoints.controller).poolStatus(endpoints.heavyGroups.memory);
 
   // 1. A month of events, four batches a day: each batch is one level-0 segment.
   const rowsPerBatch = Math.ceil(options.rows / (DAYS * BATCHES_PER_DAY));

@@ -175,8 +175,26 @@ describe('berth up and the everyday commands', () => {
         const rejected = await berth('pool', 'launch', 'heavy', '--target', '0', '--data-dir', dataDir);
         expect(rejected.code).not.toBe(0);
         expect(rejected.stderr).toMatch(/target/);
+        // The memory class steps by one backend, which the local driver starts with its larger final-stage limit.
+        const memory = await berth('pool', 'launch', 'heavy-memory', '--target', '3', '--data-dir', dataDir);
+        expect(memory.stdout).toMatch(/^heavy-memory: target 1 accepted \(workflow heavy-pool-heavy-memory\)/);
+        await expect
+          .poll(
+            () =>
+              descendants(first.up.child.pid!).filter((pid) => environ(pid).includes('BERTH_NODE_GROUP=heavy-memory')),
+            {
+              timeout: 30_000,
+            },
+          )
+          .toHaveLength(1);
+        const [memoryBackend] = descendants(first.up.child.pid!).filter((pid) =>
+          environ(pid).includes('BERTH_NODE_GROUP=heavy-memory'),
+        );
+        expect(environ(memoryBackend!)).toContain('BERTH_FINAL_STAGE_MEMORY_LIMIT=50%');
         const unknown = await berth('pool', 'status', 'nope', '--data-dir', dataDir);
-        expect(unknown.stderr.trim()).toBe('berth: unknown group "nope": this controller scales "heavy"');
+        expect(unknown.stderr.trim()).toBe(
+          'berth: unknown group "nope": this controller scales "heavy", "heavy-memory"',
+        );
 
         const bad = await berth('query', 'SELECT * FROM nowhere', '--data-dir', dataDir);
         expect(bad.code).not.toBe(0);

@@ -8,7 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Type, type TObject, type TSchema } from 'typebox';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig, poolConfigOf, servingScalerConfigOf } from '../services/common/config.js';
+import { ConfigError, heavyPoolsOf, parseConfig, servingScalerConfigOf } from '../services/common/config.js';
+import { availableMemoryBytes, memoryLimitOf } from '../services/common/duckdb.js';
 import { ControllerConfig } from '../services/controller/config.js';
 import { CoordinatorConfig } from '../services/coordinator/config.js';
 import { MetaConfig } from '../services/meta/config.js';
@@ -81,16 +82,54 @@ describe('a process’s configuration', () => {
     });
     expect(config.BERTH_COORDINATOR_PORT).toBe(7401);
     expect(config.BERTH_MAX_CONCURRENT_QUERIES).toBe(16);
-    expect(poolConfigOf(config)).toEqual({ group: 'heavy', ...POOL_DEFAULTS, maxReplicas: 6 });
+    expect(heavyPoolsOf(config)).toEqual({ scan: { group: 'heavy', ...POOL_DEFAULTS, maxReplicas: 6 } });
     expect(servingScalerConfigOf(config)).toMatchObject({ group: 'serving', floor: 1, max: 8 });
-    expect(poolConfigOf(parseConfig(CoordinatorConfig, BASE))).toBeUndefined();
+    expect(heavyPoolsOf(parseConfig(CoordinatorConfig, BASE))).toEqual({});
     expect(servingScalerConfigOf(parseConfig(CoordinatorConfig, BASE))).toBeUndefined();
+  });
+
+  it('builds the memory class as a second heavy group of one backend per launch, beside the scan group only', () => {
+    const env = {
+      ...BASE,
+      BERTH_HEAVY_GROUP: 'heavy',
+      BERTH_HEAVY_INCREMENT: '4',
+      BERTH_HEAVY_IDLE_TIMEOUT_MS: '9000',
+    };
+    const { scan, memory } = heavyPoolsOf(
+      parseConfig(CoordinatorConfig, { ...env, BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' }),
+    );
+    expect(scan).toMatchObject({ group: 'heavy', increment: 4, idleTimeoutMs: 9000 });
+    expect(memory).toEqual({ ...scan, group: 'heavy-memory', increment: 1, maxReplicas: 1 });
+    const wider = parseConfig(CoordinatorConfig, {
+      ...env,
+      BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory',
+      BERTH_HEAVY_MEMORY_MAX_REPLICAS: '3',
+    });
+    expect(heavyPoolsOf(wider).memory).toMatchObject({ increment: 1, maxReplicas: 3 });
+    const alone = parseConfig(CoordinatorConfig, { ...BASE, BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' });
+    expect(() => heavyPoolsOf(alone)).toThrow('BERTH_HEAVY_MEMORY_GROUP needs BERTH_HEAVY_GROUP set too');
+    const same = parseConfig(CoordinatorConfig, { ...env, BERTH_HEAVY_MEMORY_GROUP: 'heavy' });
+    expect(() => heavyPoolsOf(same)).toThrow(ConfigError);
+  });
+
+  it('reads a DuckDB memory limit as a size or as a share of the memory available, and refuses anything else at boot', () => {
+    const mib = (share: number) => `${Math.floor((availableMemoryBytes() * share) / 1024 ** 2)}MiB`;
+    expect(memoryLimitOf('60%')).toBe(mib(0.6));
+    expect(memoryLimitOf(undefined)).toBe(mib(0.25));
+    expect(memoryLimitOf('2GB')).toBe('2GB');
+    expect(() => memoryLimitOf('150%')).toThrow('at most 100 %');
+    for (const limit of ['40%', '512 MiB', '2GB', '1.5GiB'])
+      expect(parseConfig(QueryNodeConfig, { ...BASE, BERTH_FINAL_STAGE_MEMORY_LIMIT: limit })).toBeDefined();
+    expect(() => parseConfig(QueryNodeConfig, { ...BASE, BERTH_DUCKDB_MEMORY_LIMIT: 'lots' })).toThrow(
+      'BERTH_DUCKDB_MEMORY_LIMIT must match',
+    );
   });
 
   it('stops a service at boot with EX_CONFIG and the variable named, before it starts anything', async () => {
     for (const [script, env] of [
       ['dist/services/coordinator/main.js', { BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_INCREMENT: '0' }],
       ['dist/workers/main.js', { BERTH_MERGE_CONCURRENCY: '2.5' }],
+      ['dist/services/controller/main.js', { BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' }],
     ] as const) {
       const child = spawnOwned(process.execPath, [path.join(ROOT, script)], {
         env: { PATH: process.env.PATH, ...BASE, ...env },

@@ -15,7 +15,7 @@ describe('berth up --demo', () => {
   afterAll(() => (dataDir ? rm(dataDir, { recursive: true, force: true }) : undefined));
 
   it(
-    'serves a light query from the serving group’s caches and a heavy one on a pool launched 0 → N, then parks it',
+    'serves a light query from the serving group’s caches and a memory-bound heavy one on the memory class launched 0 → 1, then parks it',
     { timeout: 300_000 },
     async () => {
       dataDir = await mkdtemp(path.join(os.tmpdir(), 'berth-demo-'));
@@ -47,13 +47,14 @@ describe('berth up --demo', () => {
       expect(summary.heavy).toMatchObject({
         verdict: 'heavy',
         bottleneck: 'memory',
-        launchWorkflowId: 'heavy-pool-heavy',
-        target: 2,
+        // Memory-bound: the memory class, one big backend, not the scan group's increment of two.
+        launchWorkflowId: 'heavy-pool-heavy-memory',
+        target: 1,
         layersPassed: ['pods', 'backends', 'canary'],
       });
       expect(summary.heavy.rows).toBe(8 * 30); // eight services, thirty days
       expect(summary.poolPhaseAtEnd).toBe('parked');
-      expect(stderr).toMatch(/pool ready: target 2, pods 2, alive backends 2, layers pods → backends → canary/);
+      expect(stderr).toMatch(/pool ready: target 1, pods 1, alive backends 1, layers pods → backends → canary/);
     },
   );
 });

@@ -11,6 +11,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../services/common/config.js';
+import { QueryNodeConfig } from '../services/query-node/config.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SOURCE_DIRS = ['core', 'services', 'activities', 'workflows', 'workers', 'cli'];
@@ -182,10 +184,15 @@ describe('docker-compose.yml and deploy/k8s', () => {
     });
   });
 
-  it('grants the worker get and patch on the heavy workload, reading pods and events, and listing nodes for preflight, nothing else', () => {
+  it('grants the worker get and patch on the heavy workloads, reading pods and events, and listing nodes for preflight, nothing else', () => {
     const role = k8s.find((d) => d.kind === 'Role')!;
     expect(role.rules).toEqual([
-      { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: ['berth-heavy'], verbs: ['get', 'patch'] },
+      {
+        apiGroups: ['apps'],
+        resources: ['statefulsets'],
+        resourceNames: ['berth-heavy', 'berth-heavy-memory'],
+        verbs: ['get', 'patch'],
+      },
       { apiGroups: [''], resources: ['pods', 'events'], verbs: ['list', 'watch'] },
     ]);
     const clusterRole = k8s.find((d) => d.kind === 'ClusterRole')!;
@@ -195,19 +202,47 @@ describe('docker-compose.yml and deploy/k8s', () => {
       roleRef: { kind: 'ClusterRole', name: clusterRole.metadata.name },
       subjects: [{ kind: 'ServiceAccount', name: 'berth-worker', namespace: role.metadata.namespace }],
     });
-    const heavy = k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'berth-heavy')!;
-    expect(heavy.metadata.namespace).toBe(role.metadata.namespace);
-    expect(heavy.spec).toMatchObject({
-      replicas: 0,
-      podManagementPolicy: 'Parallel',
-      selector: { matchLabels: { app: 'berth-heavy' } },
-    });
-    expect(heavy.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_NODE_GROUP', value: 'heavy' });
+    const settings = k8s.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'berth')!.data!;
     const worker = k8s.find((d) => d.kind === 'Deployment' && d.metadata.name === 'berth-worker')!;
     expect(worker.spec.template.spec.serviceAccountName).toBe('berth-worker');
-    expect(worker.spec.template.spec.containers[0].env).toContainEqual({
-      name: 'BERTH_K8S_WORKLOAD',
-      value: 'statefulset/berth-heavy',
-    });
+    for (const [name, group, variable] of [
+      ['berth-heavy', settings.BERTH_HEAVY_GROUP, 'BERTH_K8S_WORKLOAD'],
+      ['berth-heavy-memory', settings.BERTH_HEAVY_MEMORY_GROUP, 'BERTH_K8S_MEMORY_WORKLOAD'],
+    ] as const) {
+      const workload = k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === name)!;
+      expect(workload.metadata.namespace).toBe(role.metadata.namespace);
+      expect(workload.spec).toMatchObject({
+        replicas: 0,
+        podManagementPolicy: 'Parallel',
+        selector: { matchLabels: { app: name } },
+      });
+      expect(workload.spec.template.spec.containers[0].env).toContainEqual({ name: 'BERTH_NODE_GROUP', value: group });
+      expect(worker.spec.template.spec.containers[0].env).toContainEqual({
+        name: variable,
+        value: `statefulset/${name}`,
+      });
+    }
+  });
+
+  it('makes the memory class one bigger backend whose DuckDB limits are shares of its own container', () => {
+    const container = (name: string) =>
+      k8s.find((d) => d.kind === 'StatefulSet' && d.metadata.name === name)!.spec.template.spec.containers[0];
+    const gib = (quantity: string) => Number(/^(\d+)Gi$/.exec(quantity)![1]);
+    const [scan, memory] = [container('berth-heavy'), container('berth-heavy-memory')];
+    expect(gib(memory.resources.limits.memory)).toBeGreaterThanOrEqual(4 * gib(scan.resources.limits.memory));
+    expect(memory.resources.requests).toEqual(memory.resources.limits); // Guaranteed: never the first evicted
+    const env = Object.fromEntries(
+      memory.env
+        .filter((e: { value?: string }) => e.value !== undefined)
+        .map((e: { name: string; value: string }) => [e.name, e.value]),
+    );
+    const config = parseConfig(QueryNodeConfig, { BERTH_TOKEN: 't', BERTH_META_URL: 'http://meta:7400', ...env });
+    const share = (limit?: string) => Number(/^(\d+)%$/.exec(limit ?? '')?.[1]);
+    // Both engines' shares leave room for Node and the memory tier inside the container's limit.
+    expect(share(config.BERTH_FINAL_STAGE_MEMORY_LIMIT) + share(config.BERTH_DUCKDB_MEMORY_LIMIT)).toBeLessThanOrEqual(
+      85,
+    );
+    expect(share(config.BERTH_FINAL_STAGE_MEMORY_LIMIT)).toBeGreaterThan(share(config.BERTH_DUCKDB_MEMORY_LIMIT));
+    expect(config.BERTH_FINAL_STAGE_TEMP_LIMIT).toBeDefined();
   });
 });

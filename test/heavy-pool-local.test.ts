@@ -95,7 +95,11 @@ describe('the heavy pool from zero and back', () => {
   const verdictThresholds = { scanBytes: 1e12, memoryBytes: 1 }; // every shape that runs its own SQL in the final stage is heavy here
 
   /** Another coordinator of the same cluster, with a pool of its own configuration. */
-  const coordinatorFor = async (config: PoolConfig, extra: { queueTimeoutMs?: number } = {}) => {
+  const coordinatorFor = async (
+    config: PoolConfig,
+    extra: { queueTimeoutMs?: number; memory?: PoolConfig; thresholds?: typeof verdictThresholds } = {},
+  ) => {
+    const { thresholds = verdictThresholds, ...pool } = extra;
     const coordinator = await startCoordinator({
       workDir: path.join(cluster.dir, `coordinator-${randomUUID()}`),
       metaUrl: cluster.metaUrl,
@@ -104,8 +108,8 @@ describe('the heavy pool from zero and back', () => {
       bucket: cluster.bucket,
       memberPollMs: FAST.memberPollMs,
       logger: false,
-      verdictThresholds,
-      heavyPool: { temporalAddress: inject('temporalAddress'), taskQueue, config, admissionPollMs: 100, ...extra },
+      verdictThresholds: thresholds,
+      heavyPool: { temporalAddress: inject('temporalAddress'), taskQueue, config, admissionPollMs: 100, ...pool },
     });
     extraCoordinators.push(coordinator);
     return coordinator;
@@ -236,6 +240,83 @@ describe('the heavy pool from zero and back', () => {
       });
       await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
       expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
+    },
+  );
+
+  it(
+    'sizes heavy capacity by bottleneck: memory-bound launches one backend of the memory class, scan-bound scales the scan group out by its increment, and each parks on its own',
+    { timeout: 180_000 },
+    async () => {
+      const id = randomUUID().slice(0, 8);
+      const [scanGroup, memoryGroup] = [`scan-${id}`, `memory-${id}`];
+      groups.push(scanGroup, memoryGroup);
+      // Every query that reads a byte is heavy here: `rows` splits are memory-bound, the rest scan-bound.
+      const coordinator = await coordinatorFor(poolConfig(scanGroup), {
+        memory: poolConfig(memoryGroup, { increment: 1, maxReplicas: 1 }),
+        thresholds: { scanBytes: 1, memoryBytes: 1 },
+      });
+      // No sum of doubles: its last bits follow the order DuckDB adds in.
+      const SCAN_SQL =
+        'SELECT service, count(*) AS n, max(latency_ms) AS slowest FROM events GROUP BY service ORDER BY service';
+      const [expectedMemory, expectedScan] = [
+        await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving'),
+        await cluster.coordinator.queries.queryOnGroup(SCAN_SQL, 'serving'),
+      ];
+
+      const memoryBound = await ask(coordinator.url, HEAVY_SQL);
+      expect(memoryBound.status, memoryBound.body.message).toBe(200);
+      expect(memoryBound.body.stats).toMatchObject({
+        group: memoryGroup,
+        verdict: { class: 'heavy', bottleneck: 'memory' },
+        pool: { workflowId: poolWorkflowId(memoryGroup) },
+      });
+      expect({ rows: memoryBound.body.rows, types: memoryBound.body.types }).toEqual({
+        rows: expectedMemory.rows,
+        types: expectedMemory.types,
+      });
+      // One backend, scaled up not out: it ran every scan and the final stage.
+      const [memoryBackend, ...others] = await cluster.meta.members(memoryGroup);
+      expect(others).toEqual([]);
+      expect((memoryBound.body.stats!.stages as { final: string }).final).toBe(memoryBackend!.id);
+      expect(Object.keys(memoryBound.body.stats!.nodes as object)).toEqual([memoryBackend!.id]);
+      expect(await poolStatus({ client, group: memoryGroup })).toMatchObject({
+        phase: 'ready',
+        target: 1,
+        podsRunning: 1,
+        aliveBackends: 1,
+        patches: 1,
+      });
+      // Nothing launched the scan group.
+      expect(await poolStatus({ client, group: scanGroup })).toMatchObject({ phase: 'parked', target: 0, patches: 0 });
+
+      const scanBound = await ask(coordinator.url, SCAN_SQL);
+      expect(scanBound.status, scanBound.body.message).toBe(200);
+      expect(scanBound.body.stats).toMatchObject({
+        group: scanGroup,
+        verdict: { class: 'heavy', bottleneck: 'scan' },
+        pool: { workflowId: poolWorkflowId(scanGroup) },
+      });
+      expect({ rows: scanBound.body.rows, types: scanBound.body.types }).toEqual({
+        rows: expectedScan.rows,
+        types: expectedScan.types,
+      });
+      expect(await poolStatus({ client, group: scanGroup })).toMatchObject({
+        phase: 'ready',
+        target: 2,
+        podsRunning: 2,
+        aliveBackends: 2,
+      });
+      // Both are workload groups of their own.
+      expect((await workload(coordinator.url, scanGroup)).running).toBe(0);
+      expect((await workload(coordinator.url, memoryGroup)).running).toBe(0);
+
+      // Each group's reaper parks it; every process of both is gone.
+      for (const g of [memoryGroup, scanGroup]) {
+        await expect
+          .poll(async () => (await poolStatus({ client, group: g })).phase, { timeout: 30_000 })
+          .toBe('parked');
+        await expect.poll(() => platform.runningPods(g), { timeout: 10_000 }).toBe(0);
+      }
     },
   );
 

@@ -1,6 +1,6 @@
 /** A worker's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
-import { Millis, Settings } from '../services/common/config.js';
+import { MemoryLimit, Millis, Settings } from '../services/common/config.js';
 import { DEFAULT_RECONCILE_EVERY_MS } from './reconciler-schedule.js';
 import { SCHEDULE_DEFAULTS } from './schedules.js';
 import { WORKER_DEFAULTS } from './worker.js';
@@ -13,6 +13,8 @@ export const WorkerConfig = Type.Object({
   // The worker drives the platform: it needs the heavy group and its cap (for preflight), and the serving group (merges push to its owners).
   BERTH_HEAVY_GROUP: Settings.heavyPool.BERTH_HEAVY_GROUP,
   BERTH_HEAVY_MAX_REPLICAS: Settings.heavyPool.BERTH_HEAVY_MAX_REPLICAS,
+  BERTH_HEAVY_MEMORY_GROUP: Settings.heavyPool.BERTH_HEAVY_MEMORY_GROUP,
+  BERTH_HEAVY_MEMORY_MAX_REPLICAS: Settings.heavyPool.BERTH_HEAVY_MEMORY_MAX_REPLICAS,
   ...Settings.servingScaler,
   BERTH_HEAVY_RECONCILE_MS: Millis({ default: DEFAULT_RECONCILE_EVERY_MS }),
   BERTH_PLATFORM: Type.Enum(['local', 'kubernetes'], { default: 'local' }),
@@ -21,6 +23,8 @@ export const WorkerConfig = Type.Object({
   BERTH_K8S_TARGET: Type.Enum(['workload', 'custom-resource'], { default: 'workload' }),
   /** The heavy group's workload. @default statefulset/berth-GROUP */
   BERTH_K8S_WORKLOAD: Type.Optional(Type.String()),
+  /** The memory class's workload. @default statefulset/berth-GROUP */
+  BERTH_K8S_MEMORY_WORKLOAD: Type.Optional(Type.String()),
   BERTH_K8S_SERVING_WORKLOAD: Type.String({ default: 'statefulset/berth-query' }),
   /** Required for custom-resource. */
   BERTH_K8S_NAME: Type.Optional(Type.String({ minLength: 1 })),
@@ -33,6 +37,8 @@ export const WorkerConfig = Type.Object({
   BERTH_HEAVY_DIR: Type.Optional(Type.String()),
   BERTH_HEAVY_BOOT_DELAY_MS: Millis({ minimum: 0, default: 2_000 }),
   BERTH_HEAVY_VCPUS: Type.Number({ exclusiveMinimum: 0, default: 2 }),
+  /** The local driver's memory-class backend: its final stages' memory limit, as a container's limit would size it. */
+  BERTH_HEAVY_MEMORY_LIMIT: MemoryLimit({ default: '50%' }),
   BERTH_MERGE_CONCURRENCY: Type.Integer({ minimum: 1, default: WORKER_DEFAULTS.mergeConcurrency }),
   BERTH_WORKER_SHUTDOWN_GRACE_MS: Millis({ minimum: 0, default: WORKER_DEFAULTS.shutdownGraceMs }),
   /** @default DATA/worker */

@@ -77,7 +77,7 @@ const sync = async () => {
   // The reconciler runs on the pool's queue, next to the pool it reconciles.
   if (heavyGroup)
     await ensureReconcilerSchedule(client, {
-      groups: [heavyGroup],
+      groups: [heavyGroup, ...(config.BERTH_HEAVY_MEMORY_GROUP ? [config.BERTH_HEAVY_MEMORY_GROUP] : [])],
       everyMs: config.BERTH_HEAVY_RECONCILE_MS,
       taskQueue,
     });

@@ -1,7 +1,8 @@
 /**
  * The heavy pool's platform driver, chosen by the environment: BERTH_PLATFORM=kubernetes patches
  * the heavy workload's replicas (or an operator's custom resource); BERTH_PLATFORM=local (the
- * embedded cluster) starts query-node processes on this machine. No BERTH_HEAVY_GROUP, no heavy pool.
+ * embedded cluster) starts query-node processes on this machine. No BERTH_HEAVY_GROUP, no heavy pool;
+ * BERTH_HEAVY_MEMORY_GROUP adds the memory class, a group of its own on the same driver.
  * The same driver scales the serving group when its autoscaler is on (BERTH_SERVING_AUTOSCALE).
  */
 import { mkdir } from 'node:fs/promises';
@@ -23,6 +24,7 @@ export async function heavyPoolPlatform(
   config: WorkerConfig,
 ): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
   const heavyGroup = config.BERTH_HEAVY_GROUP;
+  const memoryGroup = heavyGroup ? config.BERTH_HEAVY_MEMORY_GROUP : undefined;
   const serving = servingScalerConfigOf(config);
   if (!heavyGroup && !serving) return undefined;
   if (config.BERTH_PLATFORM === 'kubernetes') {
@@ -33,7 +35,7 @@ export async function heavyPoolPlatform(
       platform: new KubernetesPlatform({
         kubeConfig,
         namespace,
-        target: kubernetesTarget(config, heavyGroup, serving?.group),
+        target: kubernetesTarget(config, heavyGroup, memoryGroup, serving?.group),
       }),
       close: async () => {},
     };
@@ -43,14 +45,15 @@ export async function heavyPoolPlatform(
   const vcpus = config.BERTH_HEAVY_VCPUS;
   const platform = new LocalPlatform({
     bootDelayMs: config.BERTH_HEAVY_BOOT_DELAY_MS,
-    preflight: () =>
+    preflight: (group) =>
       localPreflight({
         script: SERVICE_SCRIPTS['query-node'],
         dir,
         vcpus,
-        maxReplicas: config.BERTH_HEAVY_MAX_REPLICAS,
+        maxReplicas: group === memoryGroup ? config.BERTH_HEAVY_MEMORY_MAX_REPLICAS : config.BERTH_HEAVY_MAX_REPLICAS,
       }),
-    // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be.
+    // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be. A
+    // memory-class backend's final stages get the larger memory limit its bigger container would.
     startBackend: (group, index) =>
       startServiceProcess(
         `${group}-${index}`,
@@ -59,6 +62,7 @@ export async function heavyPoolPlatform(
           BERTH_NODE_GROUP: group,
           BERTH_NODE_CACHE_DIR: path.join(dir, `${group}-${Date.now()}-${index}`),
           BERTH_NODE_VCPUS: String(vcpus),
+          ...(group === memoryGroup ? { BERTH_FINAL_STAGE_MEMORY_LIMIT: config.BERTH_HEAVY_MEMORY_LIMIT } : {}),
         },
         path.join(dir, `${group}-${index}.log`),
       ),
@@ -76,10 +80,14 @@ export async function heavyPoolPlatform(
 function kubernetesTarget(
   config: WorkerConfig,
   heavyGroup: string | undefined,
+  memoryGroup: string | undefined,
   servingGroup: string | undefined,
 ): KubernetesTarget {
   if (config.BERTH_K8S_TARGET === 'workload') {
-    const workload = (variable: 'BERTH_K8S_WORKLOAD' | 'BERTH_K8S_SERVING_WORKLOAD', fallback: string): WorkloadRef => {
+    const workload = (
+      variable: 'BERTH_K8S_WORKLOAD' | 'BERTH_K8S_MEMORY_WORKLOAD' | 'BERTH_K8S_SERVING_WORKLOAD',
+      fallback: string,
+    ): WorkloadRef => {
       const spec = config[variable] ?? fallback;
       const [workloadKind, name] = spec.split('/');
       if ((workloadKind !== 'statefulset' && workloadKind !== 'deployment') || !name) {
@@ -91,6 +99,9 @@ function kubernetesTarget(
       kind: 'workload',
       workloads: {
         ...(heavyGroup ? { [heavyGroup]: workload('BERTH_K8S_WORKLOAD', `statefulset/berth-${heavyGroup}`) } : {}),
+        ...(memoryGroup
+          ? { [memoryGroup]: workload('BERTH_K8S_MEMORY_WORKLOAD', `statefulset/berth-${memoryGroup}`) }
+          : {}),
         ...(servingGroup
           ? { [servingGroup]: workload('BERTH_K8S_SERVING_WORKLOAD', config.BERTH_K8S_SERVING_WORKLOAD) }
           : {}),

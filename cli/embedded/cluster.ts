@@ -32,6 +32,8 @@ export interface Endpoints {
   temporalUi: string;
   /** The worker's Temporal SDK metrics, for Prometheus. */
   workerMetrics: string;
+  /** The heavy groups: `scan` scales out by its increment, `memory` is one big backend per launch. */
+  heavyGroups: { scan: string; memory: string };
   nodes: { id: string; url: string; vcpus: number }[];
 }
 
@@ -55,9 +57,12 @@ export interface EmbeddedClusterOptions {
   controllerPort: number;
   /** Each node's cache budget in bytes. @default 1 GiB */
   cacheBytes?: number;
-  /** The heavy pool on the local driver: its group, steps, cap, idle timeout and boot delay. */
+  /** The heavy pool on the local driver: its groups, steps, cap, idle timeout and boot delay. */
   heavy?: {
+    /** @default 'heavy' */
     group?: string;
+    /** The memory class's group. @default 'heavy-memory' */
+    memoryGroup?: string;
     increment?: number;
     maxReplicas?: number;
     idleTimeoutMs?: number;
@@ -135,11 +140,13 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);
 
     const heavy = options.heavy ?? {};
+    const heavyGroups = { scan: heavy.group ?? 'heavy', memory: heavy.memoryGroup ?? 'heavy-memory' };
     const common = {
       BERTH_TOKEN: token,
       BERTH_TEMPORAL_ADDRESS: temporal.address,
       BERTH_TEMPORAL_NAMESPACE: temporal.namespace,
-      BERTH_HEAVY_GROUP: heavy.group ?? 'heavy',
+      BERTH_HEAVY_GROUP: heavyGroups.scan,
+      BERTH_HEAVY_MEMORY_GROUP: heavyGroups.memory,
       BERTH_HEAVY_INCREMENT: String(heavy.increment ?? 2),
       BERTH_HEAVY_MAX_REPLICAS: String(heavy.maxReplicas ?? 2),
       BERTH_HEAVY_IDLE_TIMEOUT_MS: String(heavy.idleTimeoutMs ?? 300_000),
@@ -252,6 +259,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       temporalNamespace: temporal.namespace,
       temporalUi: temporal.uiUrl!,
       workerMetrics: `http://${workerMetrics}/metrics`,
+      heavyGroups,
       nodes: nodes.map((n, i) => ({ id: String(n.announced.id), url: n.url, vcpus: options.vcpus[i]! })),
     };
     await writeFile(endpointsFile(dataDir), `${JSON.stringify(endpoints, null, 2)}\n`);

@@ -38,6 +38,12 @@ export const Port = (defaultPort: number) => Type.Integer({ minimum: 0, maximum:
 /** A compute group's name (the shape node ids have). */
 export const GroupSetting = (options: { default?: string } = {}) =>
   Type.String({ pattern: NODE_ID.source, ...options });
+/** DuckDB's memory limit: a size as DuckDB reads it ('2GB', '512 MiB') or a share of the memory available ('60%'). */
+export const MemoryLimit = (options: { default?: string } = {}) =>
+  Type.String({
+    pattern: '^\\s*(\\d+(\\.\\d+)?\\s*%|\\d+(\\.\\d+)?\\s*([KkMmGgTt]i?[Bb]|[Bb]|bytes)?)\\s*$',
+    ...options,
+  });
 export const Host = (defaultHost = DEFAULT_HOST) => Type.String({ minLength: 1, default: defaultHost });
 
 /** What every service reads. BERTH_LOG_LEVEL is read by the logger of every app (tests build apps without a config); it is checked here. */
@@ -82,6 +88,12 @@ const HeavyPoolSettings = {
   BERTH_HEAVY_MAX_QUEUE_SIZE: Type.Integer({ minimum: 0, default: POOL_DEFAULTS.maxQueueSize }),
   BERTH_HEAVY_LAUNCH_DEADLINE_MS: Millis({ default: POOL_DEFAULTS.launchDeadlineMs }),
   BERTH_HEAVY_REPORT_TTL_MS: Millis({ default: POOL_DEFAULTS.reportTtlMs }),
+  /**
+   * The memory class: a second heavy group for memory-bound verdicts, scaled up rather than out
+   * (one launch is one big backend). Unset: memory-bound verdicts go to BERTH_HEAVY_GROUP too.
+   */
+  BERTH_HEAVY_MEMORY_GROUP: Type.Optional(GroupSetting()),
+  BERTH_HEAVY_MEMORY_MAX_REPLICAS: Type.Integer({ minimum: 1, default: 1 }),
 };
 
 /** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
@@ -98,8 +110,8 @@ const ServingScalerSettings = {
 
 const HeartbeatSettings = { BERTH_HEARTBEAT_MS: Millis({ default: DEFAULT_HEARTBEAT_MS }) };
 const MemberPollSettings = { BERTH_MEMBER_POLL_MS: Millis({ default: DEFAULT_MEMBER_POLL_MS }) };
-/** DuckDB's memory limit per engine (e.g. 2GB); unset: a quarter of the memory available. */
-const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(Type.String()) };
+/** DuckDB's memory limit per engine (e.g. 2GB or 40%); unset: a quarter of the memory available. */
+const DuckDbMemorySettings = { BERTH_DUCKDB_MEMORY_LIMIT: Type.Optional(MemoryLimit()) };
 
 /** The routing verdict's thresholds. */
 const VerdictSettings = {
@@ -124,13 +136,20 @@ export const Settings = {
 export type HeavyPoolEnv = Static<TObject<typeof HeavyPoolSettings>>;
 export type ServingScalerEnv = Static<TObject<typeof ServingScalerSettings>>;
 
-/** The heavy pool's configuration; undefined when BERTH_HEAVY_GROUP is not set. */
-export function poolConfigOf(env: HeavyPoolEnv): PoolConfig | undefined {
-  if (!env.BERTH_HEAVY_GROUP) return undefined;
-  return {
-    group: env.BERTH_HEAVY_GROUP,
-    increment: env.BERTH_HEAVY_INCREMENT,
-    maxReplicas: env.BERTH_HEAVY_MAX_REPLICAS,
+/**
+ * The heavy groups' configurations: `scan` (BERTH_HEAVY_GROUP, scaled out by its increment) and
+ * `memory` (BERTH_HEAVY_MEMORY_GROUP, one backend per launch). Both share the pool's timings and
+ * queue limits; the memory group needs the scan group beside it.
+ */
+export function heavyPoolsOf(env: HeavyPoolEnv): { scan?: PoolConfig; memory?: PoolConfig } {
+  const memoryGroup = env.BERTH_HEAVY_MEMORY_GROUP;
+  if (!env.BERTH_HEAVY_GROUP) {
+    if (memoryGroup) throw new ConfigError('BERTH_HEAVY_MEMORY_GROUP needs BERTH_HEAVY_GROUP set too');
+    return {};
+  }
+  if (memoryGroup === env.BERTH_HEAVY_GROUP)
+    throw new ConfigError(`BERTH_HEAVY_MEMORY_GROUP must differ from BERTH_HEAVY_GROUP, not both "${memoryGroup}"`);
+  const shared = {
     idleTimeoutMs: env.BERTH_HEAVY_IDLE_TIMEOUT_MS,
     readinessWaitMs: env.BERTH_HEAVY_READINESS_WAIT_MS,
     readinessConfirmMs: env.BERTH_HEAVY_READINESS_CONFIRM_MS,
@@ -139,6 +158,17 @@ export function poolConfigOf(env: HeavyPoolEnv): PoolConfig | undefined {
     maxQueueSize: env.BERTH_HEAVY_MAX_QUEUE_SIZE,
     launchDeadlineMs: env.BERTH_HEAVY_LAUNCH_DEADLINE_MS,
     reportTtlMs: env.BERTH_HEAVY_REPORT_TTL_MS,
+  };
+  return {
+    scan: {
+      group: env.BERTH_HEAVY_GROUP,
+      increment: env.BERTH_HEAVY_INCREMENT,
+      maxReplicas: env.BERTH_HEAVY_MAX_REPLICAS,
+      ...shared,
+    },
+    memory: memoryGroup
+      ? { group: memoryGroup, increment: 1, maxReplicas: env.BERTH_HEAVY_MEMORY_MAX_REPLICAS, ...shared }
+      : undefined,
   };
 }
 
@@ -188,8 +218,13 @@ export function parseConfig<T extends TObject>(schema: T, env: NodeJS.ProcessEnv
 
 /** `parseConfig` at a process's boot: a configuration error is printed and the process exits with EX_CONFIG. */
 export function loadConfig<T extends TObject>(schema: T): Static<T> {
+  return atBoot(() => parseConfig(schema));
+}
+
+/** Reads configuration at a process's boot: a ConfigError is printed and the process exits with EX_CONFIG. */
+export function atBoot<T>(read: () => T): T {
   try {
-    return parseConfig(schema);
+    return read();
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     process.stderr.write(`${error.message}\n`);

@@ -15,7 +15,7 @@ export interface SandboxedDuckDBOptions {
   tempDirectory: string;
   /** @default DuckDB's default (all cores) */
   threads?: number;
-  /** e.g. '2GB'. @default defaultMemoryLimit() */
+  /** A size ('2GB') or a share of the memory available ('60%'). @default memoryLimitOf(undefined) */
   memoryLimit?: string;
   /** The most its temp directory holds (max_temp_directory_size), e.g. '20GiB'. @default DuckDB's: 90 % of the disk's free space */
   tempDirectoryLimit?: string;
@@ -36,7 +36,7 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
     await connection.run(`SET allowed_directories = [${dirs}]`);
     await connection.run(`SET temp_directory = ${sqlString(options.tempDirectory)}`);
     if (options.threads) await connection.run(`SET threads = ${Math.max(1, Math.floor(options.threads))}`);
-    await connection.run(`SET memory_limit = ${sqlString(options.memoryLimit ?? defaultMemoryLimit())}`);
+    await connection.run(`SET memory_limit = ${sqlString(memoryLimitOf(options.memoryLimit))}`);
     if (options.tempDirectoryLimit)
       await connection.run(`SET max_temp_directory_size = ${sqlString(options.tempDirectoryLimit)}`);
     // DuckDB's file cache checks a file's modification time to the second: a file filled in place
@@ -123,12 +123,20 @@ export function availableMemoryBytes(): number {
 }
 
 /**
- * DuckDB's memory limit when none is configured: a quarter of the memory available, not DuckDB's
- * own 80 %, since a machine or pod runs other processes (and `berth up` several DuckDBs) beside it.
- * Past the limit DuckDB spills to its temp directory or fails the query, never the process.
+ * DuckDB's memory limit from a setting: a size as DuckDB reads it ('2GB'), or a share of the
+ * memory available ('60%'), which DuckDB has no syntax for; so a pod's limit sizes its engines.
+ * Unset: a quarter of the memory available, not DuckDB's own 80 %, since a machine or pod runs
+ * other processes (and `berth up` several DuckDBs) beside it. Past the limit DuckDB spills to its
+ * temp directory or fails the query, never the process.
  */
-export const defaultMemoryLimit = (): string =>
-  `${Math.max(64, Math.floor(availableMemoryBytes() / 4 / 1024 ** 2))}MiB`;
+export function memoryLimitOf(setting: string | undefined): string {
+  const share = /^(\d+(?:\.\d+)?)\s*%$/.exec(setting?.trim() ?? '25%');
+  if (!share) return setting!;
+  const percent = Number(share[1]);
+  if (!(percent > 0 && percent <= 100))
+    throw new Error(`a memory limit's share is above 0 % and at most 100 %, not "${setting}"`);
+  return `${Math.max(64, Math.floor((availableMemoryBytes() * percent) / 100 / 1024 ** 2))}MiB`;
+}
 
 /** DuckDB's errors that the query itself causes, so that every node would fail it the same way. */
 const QUERY_ERROR =

@@ -1,7 +1,7 @@
 /** Runs the controller. Configuration comes from the environment (see config.ts and docs/configuration.md). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig, poolConfigOf, servingScalerConfigOf } from '../common/config.js';
+import { atBoot, heavyPoolsOf, loadConfig, servingScalerConfigOf } from '../common/config.js';
 import { serve } from '../common/serve.js';
 import { startService } from '../common/startup.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
@@ -10,7 +10,7 @@ import { ControllerConfig } from './config.js';
 
 const config = loadConfig(ControllerConfig);
 const { token } = startService(config);
-const pool = poolConfigOf(config);
+const { scan, memory } = atBoot(() => heavyPoolsOf(config));
 const connection = await Connection.connect({ address: config.BERTH_TEMPORAL_ADDRESS });
 const client = new Client({
   connection,
@@ -19,7 +19,7 @@ const client = new Client({
 });
 const app = buildControllerApp({
   client,
-  pools: pool ? [pool] : [],
+  pools: [scan, memory].filter((pool) => pool !== undefined),
   servingScaler: servingScalerConfigOf(config),
   token,
   taskQueue: config.BERTH_TASK_QUEUE,

@@ -46,7 +46,10 @@ export interface CoordinatorOptions {
     temporalAddress: string;
     namespace?: string;
     taskQueue?: string;
+    /** The scan group: scan-bound verdicts, and memory-bound ones when there is no `memory` group. */
     config: PoolConfig;
+    /** The memory class: memory-bound verdicts run on its one big backend (scale up, not out). */
+    memory?: PoolConfig;
     /** A heavy query waiting longer than this is answered 503 with what the pool waits for. @default 1200000 */
     queueTimeoutMs?: number;
     /** How often waiting heavy queries read their admission. @default 250 */
@@ -94,7 +97,7 @@ export interface CoordinatorOptions {
   queryDeadlineMs?: number;
   /** Largest query result, as JSON (and as Arrow IPC from each node). @default 256 MiB */
   maxResultBytes?: number;
-  /** DuckDB's memory limit for each of the coordinator's two engines, e.g. '2GB'. @default defaultMemoryLimit() */
+  /** DuckDB's memory limit for each of the coordinator's two engines, e.g. '2GB' or '25%'. @default memoryLimitOf(undefined) */
   memoryLimit?: string;
   /** Threads of the DuckDB that runs final stages. @default the machine's cores */
   threads?: number;
@@ -144,51 +147,56 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
   const scatters = new Map([[servingGroup, scatterOver(view, config.seedNodes ?? [])]]);
 
   let heavyPool: HeavyPool | undefined;
+  let memoryPool: HeavyPool | undefined;
   let temporal: Connection | undefined;
   if (config.heavyPool) {
-    const { config: pool, temporalAddress, namespace, taskQueue } = config.heavyPool;
-    const settings = poolSettings(pool);
-    const poolView = new MemberView({
-      meta,
-      group: pool.group,
-      pollMs: config.memberPollMs,
-      onError: logFailure('reading the heavy pool’s member list failed'),
-    });
-    views.push(poolView);
-    scatters.set(pool.group, scatterOver(poolView, []));
+    const { temporalAddress, namespace, taskQueue, callTimeoutMs } = config.heavyPool;
     temporal = Connection.lazy({ address: temporalAddress });
     const client = new Client({ connection: temporal, namespace, interceptors: tracingClientInterceptors() });
-    const options = { client, config: pool, taskQueue };
     const coordinator = `coordinator-${randomUUID()}`;
-    const deadline = <T>(call: () => Promise<T>) =>
-      client.withDeadline(Date.now() + (config.heavyPool!.callTimeoutMs ?? 10_000), call);
-    const admission = new HeavyAdmission({
-      gate: {
-        describe: temporalAddress,
-        report: (counts) => deadline(() => reportDemand(options, { coordinator, ...counts })),
-        read: () => deadline(() => readAdmission(options, coordinator)),
-      },
-      maxQueueSize: settings.maxQueueSize,
-      queueTimeoutMs: config.heavyPool.queueTimeoutMs,
-      pollMs: config.heavyPool.admissionPollMs,
-      heartbeatMs: settings.reportTtlMs / 3,
-      onError: logFailure('reporting to the heavy pool failed'),
-    });
-    heavyPool = {
-      group: pool.group,
-      workflowId: poolWorkflowId(pool.group),
-      admission,
-      workload: async () => {
-        const status = await deadline(() => poolStatus({ ...options, group: pool.group }));
-        return {
-          name: pool.group,
-          running: status.running,
-          waiting: status.waiting,
-          maxConcurrency: status.maxConcurrency,
-          maxQueueSize: status.maxQueueSize,
-        };
-      },
+    const deadline = <T>(call: () => Promise<T>) => client.withDeadline(Date.now() + (callTimeoutMs ?? 10_000), call);
+    /** One heavy group as the queries see it: its member view, its scatter, its admission. */
+    const heavyGroup = (pool: PoolConfig): HeavyPool => {
+      const settings = poolSettings(pool);
+      const poolView = new MemberView({
+        meta,
+        group: pool.group,
+        pollMs: config.memberPollMs,
+        onError: logFailure(`reading the member list of heavy group ${pool.group} failed`),
+      });
+      views.push(poolView);
+      scatters.set(pool.group, scatterOver(poolView, []));
+      const options = { client, config: pool, taskQueue };
+      const admission = new HeavyAdmission({
+        gate: {
+          describe: temporalAddress,
+          report: (counts) => deadline(() => reportDemand(options, { coordinator, ...counts })),
+          read: () => deadline(() => readAdmission(options, coordinator)),
+        },
+        maxQueueSize: settings.maxQueueSize,
+        queueTimeoutMs: config.heavyPool!.queueTimeoutMs,
+        pollMs: config.heavyPool!.admissionPollMs,
+        heartbeatMs: settings.reportTtlMs / 3,
+        onError: logFailure(`reporting to heavy group ${pool.group} failed`),
+      });
+      return {
+        group: pool.group,
+        workflowId: poolWorkflowId(pool.group),
+        admission,
+        workload: async () => {
+          const status = await deadline(() => poolStatus({ ...options, group: pool.group }));
+          return {
+            name: pool.group,
+            running: status.running,
+            waiting: status.waiting,
+            maxConcurrency: status.maxConcurrency,
+            maxQueueSize: status.maxQueueSize,
+          };
+        },
+      };
     };
+    heavyPool = heavyGroup(config.heavyPool.config);
+    if (config.heavyPool.memory) memoryPool = heavyGroup(config.heavyPool.memory);
   }
 
   const s3 = createS3Client(config.s3);
@@ -206,6 +214,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     scatters,
     servingGroup,
     heavyPool,
+    memoryPool,
     maxConcurrency: config.maxConcurrency,
     maxQueueSize: config.maxQueueSize,
     queueTimeoutMs: config.queueTimeoutMs,
@@ -281,6 +290,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
       for (const v of views) v.stop();
       servingLoad?.stop();
       heavyPool?.admission.close();
+      memoryPool?.admission.close();
       await app.close();
       await temporal?.close();
       engine.close();

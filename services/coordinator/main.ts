@@ -1,7 +1,7 @@
 /** Runs the coordinator. Configuration comes from the environment (see config.ts and docs/configuration.md). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
-import { loadConfig, poolConfigOf, servingScalerConfigOf } from '../common/config.js';
+import { atBoot, heavyPoolsOf, loadConfig, servingScalerConfigOf } from '../common/config.js';
 import { startService } from '../common/startup.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { announce, closeOnSignals } from '../common/serve.js';
@@ -11,7 +11,7 @@ import { startCoordinator } from './coordinator.js';
 const config = loadConfig(CoordinatorConfig);
 const { token } = startService(config);
 
-const heavyPool = poolConfigOf(config);
+const heavyPools = atBoot(() => heavyPoolsOf(config));
 const servingScaler = servingScalerConfigOf(config);
 const temporal = {
   temporalAddress: config.BERTH_TEMPORAL_ADDRESS,
@@ -35,8 +35,9 @@ const coordinator = await startCoordinator({
   exchangeMemoryBytes: config.BERTH_EXCHANGE_MEMORY_BYTES,
   queryLogSize: config.BERTH_QUERY_LOG_SIZE,
   verdictThresholds: { scanBytes: config.BERTH_HEAVY_SCAN_BYTES, memoryBytes: config.BERTH_HEAVY_MEMORY_BYTES },
-  heavyPool: heavyPool && {
-    config: heavyPool,
+  heavyPool: heavyPools.scan && {
+    config: heavyPools.scan,
+    memory: heavyPools.memory,
     ...temporal,
     queueTimeoutMs: config.BERTH_HEAVY_QUEUE_TIMEOUT_MS,
     admissionPollMs: config.BERTH_HEAVY_ADMISSION_POLL_MS,

@@ -59,6 +59,8 @@ export interface QueryServiceOptions {
   servingGroup?: string;
   /** Where heavy queries go; without it every query runs on the serving group. */
   heavyPool?: HeavyPool;
+  /** Where memory-bound heavy queries go (one big backend); without it they go to `heavyPool`. */
+  memoryPool?: HeavyPool;
   /** Queries running at once on the serving group; the rest wait in line. @default 16 */
   maxConcurrency?: number;
   /** Queries waiting for the serving group; past them, 429. @default 16 */
@@ -154,8 +156,8 @@ export class QueryService {
         maxQueueSize: this.serving.maxQueueSize,
       },
     ];
-    const pool = this.options.heavyPool;
-    if (pool) {
+    const pools = [this.options.heavyPool, this.options.memoryPool].filter((pool) => pool !== undefined);
+    for (const pool of pools)
       groups.push(
         await pool.workload().catch((error: Error) => ({
           name: pool.group,
@@ -163,16 +165,16 @@ export class QueryService {
           unavailable: `this coordinator's own counts: the pool cannot be reached (${error.message.split('\n')[0]})`,
         })),
       );
-    }
     return groups;
   }
 
   /**
-   * Answers a query: on the serving group when light; admitted by the heavy pool and run on its
-   * backends when heavy. With a `sink`, the final stage's rows go to it as they are made (the
-   * answer's `rows` is then empty) and BERTH_MAX_RESULT_BYTES does not apply. What the scan stage
-   * sends is still held whole first, in the coordinator's DuckDB, which spills past its memory
-   * limit and fails the query past its temp-directory limit (DuckDB's: 90 % of the free disk).
+   * Answers a query: on the serving group when light; when heavy, admitted by the heavy group of
+   * its bottleneck (the memory class for a memory-bound one, when there is one) and run on that
+   * group's backends, its final stage on one of them. With a `sink`, the final stage's rows go to
+   * it as they are made (the answer's `rows` is then empty) and BERTH_MAX_RESULT_BYTES does not
+   * apply. What the scan stage sends is held whole first, by the final stage's DuckDB, which spills
+   * past its memory limit and fails the query past its temp-directory limit.
    */
   async query(sql: string, caller?: AbortSignal, sink?: AnswerSink): Promise<QueryResult> {
     const started = performance.now();
@@ -196,8 +198,12 @@ export class QueryService {
       for (let i = 0; i < kept.rows.length; i += 2048) await sink.rows(kept.rows.slice(i, i + 2048));
       return { ...kept, rows: [], stats };
     }
-    const pool = this.options.heavyPool;
-    if (prepared.verdict.class === 'heavy' && pool) {
+    const { verdict } = prepared;
+    const pool =
+      verdict.class === 'heavy'
+        ? ((verdict.bottleneck === 'memory' ? this.options.memoryPool : undefined) ?? this.options.heavyPool)
+        : undefined;
+    if (pool) {
       const admission = await pool.admission.admit(signal);
       try {
         const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends), sink);

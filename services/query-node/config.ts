@@ -1,6 +1,15 @@
 /** A query node's configuration: the variables it reads, their defaults and their ranges (see docs/configuration.md). */
 import { Type, type Static } from 'typebox';
-import { Bytes, DEFAULT_SERVING_GROUP, GroupSetting, Host, Millis, Port, Settings } from '../common/config.js';
+import {
+  Bytes,
+  DEFAULT_SERVING_GROUP,
+  GroupSetting,
+  Host,
+  MemoryLimit,
+  Millis,
+  Port,
+  Settings,
+} from '../common/config.js';
 import { HttpUrl } from '../common/schemas.js';
 
 /** The disk cache's budget when none is given (services/query-node/segment-cache.ts). */
@@ -35,7 +44,7 @@ export const QueryNodeConfig = Type.Object({
   /** Unset: the node's vCPUs. */
   BERTH_DUCKDB_THREADS: Type.Optional(Type.Integer({ minimum: 1 })),
   /** The DuckDB of the heavy final stages a backend runs: its memory limit (unset: BERTH_DUCKDB_MEMORY_LIMIT's). */
-  BERTH_FINAL_STAGE_MEMORY_LIMIT: Type.Optional(Type.String()),
+  BERTH_FINAL_STAGE_MEMORY_LIMIT: Type.Optional(MemoryLimit()),
   /** …and the most it spills to the node's disk (unset: DuckDB's, 90 % of the disk's free space). */
   BERTH_FINAL_STAGE_TEMP_LIMIT: Type.Optional(Type.String()),
 });

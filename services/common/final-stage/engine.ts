@@ -8,7 +8,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { DuckDBInstance, DuckDBType } from '@duckdb/node-api';
 import { LRUCache } from 'lru-cache';
-import { defaultMemoryLimit, openSandboxedDuckDB, withConnection, type SandboxedDuckDBOptions } from '../duckdb.js';
+import { memoryLimitOf, openSandboxedDuckDB, withConnection, type SandboxedDuckDBOptions } from '../duckdb.js';
 import { ConnectionPool } from './connection-pool.js';
 import type { ExchangeInput } from './contract.js';
 import { Exchange } from './exchange.js';
@@ -54,7 +54,7 @@ export class FinalStageEngine {
     });
     const heldRows = new HeldRowsStore(exchangeMemoryBytes);
     await withConnection(duckdb, async (c) => heldRows.register(c));
-    const limits = `memory ${duckdbSettings.memoryLimit ?? defaultMemoryLimit()}, temp directory ${duckdbSettings.tempDirectoryLimit ?? "90 % of the disk's free space"}`;
+    const limits = `memory ${memoryLimitOf(duckdbSettings.memoryLimit)}, temp directory ${duckdbSettings.tempDirectoryLimit ?? "90 % of the disk's free space"}`;
     return new FinalStageEngine(duckdb, new ConnectionPool(duckdb), scratchDir, heldRows, limits);
   }
 
