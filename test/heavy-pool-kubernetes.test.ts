@@ -1,11 +1,12 @@
 /**
- * 0 → 2 → 0 on a real Kubernetes control plane, from the repo's own manifests: a heavy query on a
- * parked pool makes the worker (holding the ServiceAccount token deploy/k8s/rbac.yaml binds) patch
- * the heavy StatefulSet of deploy/k8s/berth.yaml; the StatefulSet controller makes the pods; the
- * test kubelet runs a real Berth query node for each and reports it Running and Ready; every
- * readiness layer passes, the query is answered right on the pool, and the idle reaper returns the
- * workload, and so the pods and their processes, to zero. The test kubelet also reports a backend
- * that dies as its pod no longer ready.
+ * 0 → N → 0 on a real Kubernetes control plane, from the repo's own manifests, for each heavy
+ * class: a heavy query on a parked pool makes the worker (holding the ServiceAccount token
+ * deploy/k8s/rbac.yaml binds) patch the class's StatefulSet of deploy/k8s/berth.yaml; the
+ * StatefulSet controller makes the pods; the test kubelet runs a real Berth query node for each,
+ * with its pod template's settings, and reports it Running and Ready; every readiness layer passes,
+ * the query is answered right on the pool, and the idle reaper returns the workload, and so the
+ * pods and their processes, to zero. The test kubelet also reports a backend that dies as its pod
+ * no longer ready.
  */
 import { randomUUID } from 'node:crypto';
 import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -31,10 +32,26 @@ import { startTestKubelet, type TestKubelet } from './helpers/test-kubelet.js';
 
 const HEAVY_SQL =
   'SELECT service, count(DISTINCT user_id) AS users, median(latency_ms) AS p50, count(*) AS n FROM events GROUP BY service ORDER BY service';
-/** The group deploy/k8s/berth.yaml gives the heavy StatefulSet's query nodes. */
-const GROUP = 'heavy';
+const POOL = { idleTimeoutMs: 3_000, readinessConfirmMs: 100 };
+/**
+ * The heavy classes of deploy/k8s/berth.yaml: the scan class alone (memory-bound verdicts then run
+ * on it), and the memory class beside it, which a memory-bound verdict launches one pod of.
+ */
+const CLASSES = [
+  { name: 'scan class', group: 'heavy', workload: 'berth-heavy', pods: 2, memory: undefined },
+  {
+    name: 'memory class',
+    group: 'heavy-memory',
+    workload: 'berth-heavy-memory',
+    pods: 1,
+    memory: { group: 'heavy-memory', increment: 1, maxReplicas: 1, ...POOL },
+  },
+];
 
-describe('the heavy pool from zero and back on Kubernetes', () => {
+describe.each(CLASSES)('the heavy pool’s $name from zero and back on Kubernetes', (heavyClass) => {
+  const GROUP = heavyClass.group;
+  const WORKLOAD = heavyClass.workload;
+  const PODS = heavyClass.pods;
   let kube: TestKube;
   let namespace: string;
   let cluster: TestCluster;
@@ -46,14 +63,15 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
   beforeAll(async () => {
     kube = testKube();
     namespace = await createNamespace(kube, 'berth');
-    await applyManifests(kube, namespace, await heavyPoolManifests());
+    await applyManifests(kube, namespace, await heavyPoolManifests(WORKLOAD));
     cluster = await startCluster({
       vcpus: [2, 2],
       coordinator: {
         heavyPool: {
           temporalAddress: inject('temporalAddress'),
           taskQueue,
-          config: { group: GROUP, increment: 2, maxReplicas: 2, idleTimeoutMs: 3_000, readinessConfirmMs: 100 },
+          config: { group: 'heavy', increment: 2, maxReplicas: 2, ...POOL },
+          memory: heavyClass.memory,
         },
         verdictThresholds: { scanBytes: 1e12, memoryBytes: 1 }, // every shape that runs its own SQL in the final stage is heavy here
       },
@@ -61,7 +79,7 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
     await cluster.ingestEvents('events', 4, 500);
     kubelet = await startTestKubelet(kube, {
       namespace,
-      statefulSet: 'berth-heavy',
+      statefulSet: WORKLOAD,
       dir: `${cluster.dir}/kubelet`,
       // What the berth ConfigMap and Secret give the pods, pointed at this test's cluster.
       env: {
@@ -83,7 +101,7 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
     const platform = new KubernetesPlatform({
       kubeConfig: kubeConfigFor(kube.server, workerToken),
       namespace,
-      target: { kind: 'workload', workloads: { [GROUP]: { kind: 'statefulset', name: 'berth-heavy' } } },
+      target: { kind: 'workload', workloads: { [GROUP]: { kind: 'statefulset', name: WORKLOAD } } },
     });
     worker = await startWorker(cluster, taskQueue, { heavyPool: { platform } });
   });
@@ -103,7 +121,7 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
     { timeout: 240_000 },
     async () => {
       const core = kube.admin.makeApiClient(CoreV1Api);
-      const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app=berth-heavy' })).items;
+      const pods = async () => (await core.listNamespacedPod({ namespace, labelSelector: `app=${WORKLOAD}` })).items;
       expect((await poolStatus({ client, group: GROUP })).phase).toBe('parked');
       expect(await pods()).toEqual([]);
       const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
@@ -120,14 +138,16 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
       expect(await poolStatus({ client, group: GROUP })).toMatchObject({
         phase: 'ready',
         serveReady: true,
-        target: 2,
-        podsRunning: 2,
-        aliveBackends: 2,
+        target: PODS,
+        podsRunning: PODS,
+        aliveBackends: PODS,
         patches: 1,
         layersPassed: ['pods', 'backends', 'canary'],
       });
       const up = await pods();
-      expect(up.map((p) => p.metadata!.name).sort()).toEqual(['berth-heavy-0', 'berth-heavy-1']);
+      expect(up.map((p) => p.metadata!.name).sort()).toEqual(
+        Array.from({ length: PODS }, (_, i) => `${WORKLOAD}-${i}`),
+      );
       expect(
         up.every(
           (p) =>
@@ -135,27 +155,27 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
             p.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'True'),
         ),
       ).toBe(true);
-      expect(kubelet.processes.size).toBe(2);
+      expect(kubelet.processes.size).toBe(PODS);
       // The StatefulSet controller sees them ready too.
       await expect
-        .poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas, {
+        .poll(async () => (await readStatefulSet(kube, namespace, WORKLOAD)).status?.readyReplicas, {
           timeout: 30_000,
         })
-        .toBe(2);
+        .toBe(PODS);
 
       // Idle for the timeout: replicas to zero, the controller deletes the pods, the kubelet stops their processes.
       await expect
         .poll(async () => (await poolStatus({ client, group: GROUP })).phase, { timeout: 30_000 })
         .toBe('parked');
-      expect((await readStatefulSet(kube, namespace, 'berth-heavy')).spec!.replicas).toBe(0);
+      expect((await readStatefulSet(kube, namespace, WORKLOAD)).spec!.replicas).toBe(0);
       await expect.poll(async () => (await pods()).length, { timeout: 60_000 }).toBe(0);
       await expect.poll(() => kubelet.processes.size, { timeout: 30_000 }).toBe(0);
-      expect(kubelet.started).toBe(2);
+      expect(kubelet.started).toBe(PODS);
       // Both writes were the worker's, as its ServiceAccount, and nothing else was patched.
       await expect
         .poll(
           async () =>
-            (await auditedPatches(kube, namespace, 'berth-heavy')).map((e) => [e.user.username, e.responseStatus.code]),
+            (await auditedPatches(kube, namespace, WORKLOAD)).map((e) => [e.user.username, e.responseStatus.code]),
           { timeout: 10_000 },
         )
         .toEqual([
@@ -172,20 +192,20 @@ describe('the heavy pool from zero and back on Kubernetes', () => {
       const apps = kube.admin.makeApiClient(AppsV1Api);
       const scale = (replicas: number) =>
         apps.patchNamespacedStatefulSet(
-          { namespace, name: 'berth-heavy', body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] },
+          { namespace, name: WORKLOAD, body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] },
           setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
         );
       const ready = async () =>
         (
-          await kube.admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: 'berth-heavy-0' })
+          await kube.admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: `${WORKLOAD}-0` })
         ).status?.conditions?.find((c) => c.type === 'Ready')?.status;
       await scale(1);
-      await expect.poll(() => kubelet.processes.get('berth-heavy-0')?.url, { timeout: 60_000 }).toBeDefined();
+      await expect.poll(() => kubelet.processes.get(`${WORKLOAD}-0`)?.url, { timeout: 60_000 }).toBeDefined();
       await expect.poll(ready, { timeout: 30_000 }).toBe('True');
-      kubelet.processes.get('berth-heavy-0')!.child.kill('SIGKILL');
+      kubelet.processes.get(`${WORKLOAD}-0`)!.child.kill('SIGKILL');
       await expect.poll(ready, { timeout: 30_000 }).toBe('False');
       await expect
-        .poll(async () => (await readStatefulSet(kube, namespace, 'berth-heavy')).status?.readyReplicas ?? 0, {
+        .poll(async () => (await readStatefulSet(kube, namespace, WORKLOAD)).status?.readyReplicas ?? 0, {
           timeout: 30_000,
         })
         .toBe(0);

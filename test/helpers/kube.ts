@@ -82,11 +82,11 @@ export async function loadManifests(relativePath: string): Promise<Manifest[]> {
     .filter(Boolean);
 }
 
-/** What deploy/k8s gives the heavy pool: the worker's RBAC, and the heavy workload with its Service. */
-export async function heavyPoolManifests(): Promise<Manifest[]> {
+/** What deploy/k8s gives the heavy pool: the worker's RBAC, and a heavy workload (the scan class's unless named) with its Service. */
+export async function heavyPoolManifests(workload = 'berth-heavy'): Promise<Manifest[]> {
   return [
     ...(await loadManifests('deploy/k8s/rbac.yaml')),
-    ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === 'berth-heavy'),
+    ...(await loadManifests('deploy/k8s/berth.yaml')).filter((d) => d.metadata?.name === workload),
   ];
 }
 
