@@ -114,6 +114,14 @@ describe('the plan cache', () => {
     expect(ogham.cached).toBe(false);
     expect(ogham.plan.columns[0]!.name).toBe('x\u1680y');
     expect(line.plan.columns[0]!.name).toBe('x\u2028y');
+    // DuckDB matches names whatever their case, but a string's case is its own, and so is the case
+    // an answer's column is named with.
+    const cased = (name: string, literal: string) => `SELECT service AS ${name}, '${literal}' AS v FROM events`;
+    await plans.plan(cased('svc', 'alpha'));
+    expect((await plans.plan(cased('svc', 'Alpha'))).cached).toBe(false);
+    const upper = await plans.plan(cased('Svc', 'alpha'));
+    expect(upper.cached).toBe(false);
+    expect(upper.plan.columns[0]!.name).toBe('Svc');
   });
 
   it('plans again after a schema change, and the new plan knows the new column', async () => {

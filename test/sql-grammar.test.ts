@@ -710,7 +710,7 @@ function subqueryCase(d: Draw, src: Source): Case {
 
 /**
  * Two statements that differ only inside a string literal (after comments that nest, or that a
- * reader not knowing DuckDB's lexer ends too early), or in an identifier's characters: their
+ * reader not knowing DuckDB's lexer ends too early), or in an identifier's characters or case: their
  * answers differ, so each must be its own in every cache.
  */
 function pairCase(d: Draw): Case {
@@ -725,6 +725,8 @@ function pairCase(d: Draw): Case {
       ['-- a b', '-- a  b'],
       ["' a b", "'  a b"],
       ['/* a */ b', '/* a */  b'],
+      ['Alpha', 'alpha'],
+      ['a B', 'a b'],
     ];
     const [a, b] = d.pick(looksAlike).map((s) => `'${s!.replace(/'/g, "''")}'`);
     const before = d.pick(["/* /* */ ' */", '/* a /* b */ c */', "-- '\n", "/* ' */", '', '/* /* /* */ */ */']);
@@ -738,8 +740,9 @@ function pairCase(d: Draw): Case {
     return { sqls: [make('§')], fill: [a!, b!], ordered: true, shape: 'literal pair' };
   }
   if (form <= 4) {
-    // Characters DuckDB reads as part of a name (and a JavaScript \s calls whitespace).
-    const [u, v] = d.some(['\u1680', '\u2028', '\u2029', '\u0085', '_'], 2, 2);
+    // Characters DuckDB reads as part of a name (and a JavaScript \s calls whitespace), or one
+    // letter's case: DuckDB matches names whatever their case but answers with the case written.
+    const [u, v] = d.chance(0.5) ? d.some(['\u1680', '\u2028', '\u2029', '\u0085', '_'], 2, 2) : ['X', 'x'];
     return {
       sqls: [`SELECT count(*) AS a§b, min(id) AS "q§r" FROM g${where}`],
       fill: [u!, v!],
