@@ -99,7 +99,7 @@ describe('a process’s configuration', () => {
       parseConfig(CoordinatorConfig, { ...env, BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' }),
     );
     expect(scan).toMatchObject({ group: 'heavy', increment: 4, idleTimeoutMs: 9000 });
-    expect(memory).toEqual({ ...scan, group: 'heavy-memory', increment: 1, maxReplicas: 1 });
+    expect(memory).toEqual({ ...scan, group: 'heavy-memory', increment: 1, maxReplicas: 1, bottleneck: 'memory' });
     const wider = parseConfig(CoordinatorConfig, {
       ...env,
       BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory',

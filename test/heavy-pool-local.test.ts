@@ -310,6 +310,21 @@ describe('the heavy pool from zero and back', () => {
       expect((await workload(coordinator.url, scanGroup)).running).toBe(0);
       expect((await workload(coordinator.url, memoryGroup)).running).toBe(0);
 
+      // The Temporal Web UI says which shape each pool is, and what each patch was for.
+      for (const [g, shape] of [
+        [memoryGroup, 'memory class: scaled up, one backend per launch'],
+        [scanGroup, 'scan class: scaled out by 2'],
+      ] as const) {
+        const handle = client.workflow.getHandle(poolWorkflowId(g));
+        expect(await (await handle.describe()).staticSummary()).toBe(`heavy pool ${g} (${shape})`);
+        const summaries = (await handle.fetchHistory()).events!.flatMap((e) =>
+          e.activityTaskScheduledEventAttributes && e.userMetadata?.summary?.data
+            ? [JSON.parse(Buffer.from(e.userMetadata.summary.data).toString()) as string]
+            : [],
+        );
+        expect(summaries).toContain(`patch ${g} replicas 0 → ${g === memoryGroup ? 1 : 2} (${shape})`);
+      }
+
       // Each group's reaper parks it; every process of both is gone.
       for (const g of [memoryGroup, scanGroup]) {
         await expect

@@ -48,6 +48,7 @@ import {
   launchUpdate,
   parkedStatus,
   poolSettings,
+  poolShape,
   reportDemandUpdate,
   statusQuery,
   usageQuery,
@@ -453,7 +454,7 @@ class HeavyPool {
     const result = await steps.setReplicas.executeWithOptions(
       {
         startToCloseTimeout: '30 seconds',
-        summary: `patch ${this.group} replicas ${this.status.replicasPatched} → ${replicas}`,
+        summary: `patch ${this.group} replicas ${this.status.replicasPatched} → ${replicas} (${poolShape(this.settings)})`,
       },
       [{ group: this.group, replicas }],
     );

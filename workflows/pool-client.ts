@@ -12,6 +12,7 @@ import {
   launchUpdate,
   parkedStatus,
   poolSettings,
+  poolShape,
   poolWorkflowId,
   reportDemandUpdate,
   statusQuery,
@@ -40,6 +41,7 @@ const startOperation = ({ config, taskQueue }: PoolClientOptions) =>
     args: [{ config }],
     workflowIdConflictPolicy: 'USE_EXISTING',
     typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.group, value: config.group }],
+    staticSummary: `heavy pool ${config.group} (${poolShape(poolSettings(config))})`,
   });
 
 /** Raises the pool's target (raise-only, rounded to its increment, capped); answers with the accepted target. */

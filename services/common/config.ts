@@ -165,9 +165,16 @@ export function heavyPoolsOf(env: HeavyPoolEnv): { scan?: PoolConfig; memory?: P
       increment: env.BERTH_HEAVY_INCREMENT,
       maxReplicas: env.BERTH_HEAVY_MAX_REPLICAS,
       ...shared,
+      bottleneck: 'scan',
     },
     memory: memoryGroup
-      ? { group: memoryGroup, increment: 1, maxReplicas: env.BERTH_HEAVY_MEMORY_MAX_REPLICAS, ...shared }
+      ? {
+          group: memoryGroup,
+          increment: 1,
+          maxReplicas: env.BERTH_HEAVY_MEMORY_MAX_REPLICAS,
+          ...shared,
+          bottleneck: 'memory',
+        }
       : undefined,
   };
 }

@@ -32,6 +32,11 @@ export interface PoolConfig {
   launchDeadlineMs?: number;
   /** A coordinator that has not reported its queries for this long is forgotten (it died). @default 90000 */
   reportTtlMs?: number;
+  /**
+   * The verdicts this group serves: `scan` (the scan class, scaled out by its increment) or
+   * `memory` (the memory class, scaled up: one big backend per launch). @default 'scan'
+   */
+  bottleneck?: 'scan' | 'memory';
 }
 
 /** Every setting of a pool, defaults filled in. */
@@ -48,7 +53,14 @@ export const POOL_DEFAULTS: Omit<PoolSettings, 'group'> = {
   maxQueueSize: 1_000,
   launchDeadlineMs: 900_000,
   reportTtlMs: 90_000,
+  bottleneck: 'scan',
 };
+
+/** How a pool grows, in words for the Temporal Web UI: the shape of its capacity. */
+export const poolShape = (settings: PoolSettings): string =>
+  settings.bottleneck === 'memory'
+    ? 'memory class: scaled up, one backend per launch'
+    : `scan class: scaled out by ${settings.increment}`;
 
 export const poolSettings = (config: PoolConfig): PoolSettings => ({
   ...withDefaults<PoolSettings>(POOL_DEFAULTS, config),
