@@ -19,12 +19,13 @@
  * and write their profiles into DIR when the cluster stops. BERTH_BENCH_SMOKE=1 runs it small
  * (bench/smoke.ts), and fails on any Berth error.
  */
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { cpuMs, DASHBOARD_MIX, eventRows, runLevel, servicePids, type Level } from './dashboard-load.js';
 import { segmentFiles } from './segment-files.js';
 import { failInSmoke, sized } from './smoke.js';
 import { percentile } from './stats.js';
@@ -44,16 +45,6 @@ const FILES = sized(8, 2);
 const ROWS_PER_FILE = sized(25_000, 2_000);
 /** The query nodes, by the vCPUs each declares. */
 const NODES = sized([1, 1, 1], [1, 1]);
-const SERVICES = ['api', 'web', 'auth', 'search'];
-
-/** The mix: four shapes, each in four variants (another hour, another service), in a fixed order. */
-const MIX: string[] = [0, 1, 2, 3].flatMap((v) => [
-  `SELECT service, count(*) AS n, avg(latency_ms) AS latency FROM events WHERE ts >= TIMESTAMP '2026-10-01 0${v}:00:00' AND ts < TIMESTAMP '2026-10-01 0${v}:30:00' GROUP BY service ORDER BY service`,
-  `SELECT ts, service, status, latency_ms FROM events WHERE service = '${SERVICES[v]}' ORDER BY latency_ms DESC, ts LIMIT 10`,
-  `SELECT count(DISTINCT user_id) AS users FROM events WHERE status >= ${500 + 20 * v}`,
-  `SELECT status, count(*) AS n, sum(bytes) AS bytes FROM events WHERE service = '${SERVICES[v]}' AND status >= 400 GROUP BY status ORDER BY n DESC, status LIMIT 20`,
-]);
-
 const DATA = path.join(os.tmpdir(), 'berth-bench-load', `data-${FILES}x${ROWS_PER_FILE}-v2`);
 
 /** Segment files (made once and kept for reruns): 50 ms apart, so the table spans about 2.8 hours. */
@@ -63,89 +54,8 @@ function makeData(): Promise<string[]> {
     files: FILES,
     rowsPerFile: ROWS_PER_FILE,
     name: (f) => `events-load-${f}.parquet`,
-    rows: (from, to) => `SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,
-          ['api','web','auth','search','billing','mail','cdn'][1 + (hash(i) % 7)::INT] AS service,
-          (hash(i * 3) % 600)::INTEGER AS status, (hash(i * 11) % 100000)::INTEGER AS latency_ms, (hash(i * 5) % 10000000)::BIGINT AS bytes,
-          md5((i % 5000)::VARCHAR)[1:16] AS user_id
-        FROM range(${from}, ${to}) t(i) ORDER BY ts`,
+    rows: eventRows,
   });
-}
-
-/** The cluster's service processes (found by the directory each was given), by service. */
-async function servicePids(clusterDir: string): Promise<Map<string, number[]>> {
-  const services = new Map<string, number[]>();
-  const byVariable: Record<string, string> = {
-    BERTH_COORDINATOR_DIR: 'coordinator',
-    BERTH_NODE_CACHE_DIR: 'query nodes',
-    BERTH_META_DIR: 'meta',
-    BERTH_WORKER_DIR: 'worker',
-  };
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
-    for (const variable of environ.split('\0')) {
-      const [name, value] = [variable.slice(0, variable.indexOf('=')), variable.slice(variable.indexOf('=') + 1)];
-      if (byVariable[name] && value.startsWith(clusterDir))
-        services.set(byVariable[name], [...(services.get(byVariable[name]) ?? []), Number(entry)]);
-    }
-  }
-  return services;
-}
-
-/** CPU time (user + system, every thread) each service has used so far, in ms. */
-async function cpuMs(pids: Map<string, number[]>): Promise<Map<string, number>> {
-  const ticks = 10; // ms per clock tick (USER_HZ = 100)
-  const out = new Map<string, number>();
-  for (const [service, list] of pids) {
-    let total = 0;
-    for (const pid of list) {
-      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).split(') ')[1]?.split(' ') ?? [];
-      total += (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * ticks;
-    }
-    out.set(service, total);
-  }
-  return out;
-}
-
-interface Level {
-  concurrency: number;
-  queries: number;
-  wallMs: number;
-  /** Latencies of answered queries. */
-  latencies: number[];
-  refused: number;
-  errors: string[];
-}
-
-/** Runs `count` queries of the mix through `clients` closed-loop clients; `send` answers 'ok', 'refused' (with a wait) or throws. */
-async function runLevel(
-  concurrency: number,
-  count: number,
-  send: (client: number, sql: string) => Promise<{ refusedForMs?: number }>,
-): Promise<Level> {
-  let next = 0;
-  const level: Level = { concurrency, queries: count, wallMs: 0, latencies: [], refused: 0, errors: [] };
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, client) => {
-      for (let i = next++; i < count; i = next++) {
-        const sql = MIX[i % MIX.length]!;
-        const t0 = performance.now();
-        try {
-          const { refusedForMs } = await send(client, sql);
-          if (refusedForMs === undefined) level.latencies.push(performance.now() - t0);
-          else {
-            level.refused++;
-            await new Promise((resolve) => setTimeout(resolve, refusedForMs));
-          }
-        } catch (error) {
-          level.errors.push((error as Error).message.slice(0, 200));
-        }
-      }
-    }),
-  );
-  level.wallMs = performance.now() - started;
-  return level;
 }
 
 const files = await makeData();
@@ -187,7 +97,7 @@ try {
   };
 
   // Same answers (this also warms every node's cache and the page cache for DuckDB).
-  for (const sql of MIX) {
+  for (const sql of DASHBOARD_MIX) {
     const [b, d] = [await berth(sql), await duckdb(0, sql)];
     if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
   }
@@ -232,7 +142,7 @@ try {
 const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
 const ms = (x: number) => x.toFixed(1);
 console.log(
-  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, ${NODES.length} query nodes, ${os.availableParallelism()} cores, mix of ${MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
+  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, ${NODES.length} query nodes, ${os.availableParallelism()} cores, mix of ${DASHBOARD_MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
 );
 console.log(
   '| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |',
