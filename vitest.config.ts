@@ -8,6 +8,7 @@ const UNIT = [
   'exchange',
   'http-client',
   'json-typing',
+  'local-platform',
   'member-view',
   'merge-commit',
   'ownership-hash',

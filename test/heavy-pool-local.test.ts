@@ -383,6 +383,37 @@ describe('the heavy pool from zero and back', () => {
   );
 
   it(
+    'fails a heavy query with a 502 naming the final stage and its backend when the backend is lost twice, and leaves nothing running',
+    { timeout: 120_000 },
+    async () => {
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      expect((await cluster.query(HEAVY_SQL)).status).toBe(200);
+      // Both proven backends die without a word: meta and the pool still list them.
+      const proven = (await poolStatus({ client, group })).backends.sort();
+      expect(proven).toHaveLength(2);
+      const members = await cluster.meta.members(group);
+      for (const id of proven) {
+        const process = backends.get(members.find((m) => m.id === id)!.url)!;
+        process.child.kill('SIGKILL');
+        await process.exited;
+      }
+
+      // Tried once more on the other backend, then answered with the second loss, in words.
+      const lost = await ask(cluster.coordinator.url, HEAVY_SQL);
+      expect(lost.status).toBe(502);
+      expect(lost.body.error).toBe('final_stage_failed');
+      expect(lost.body.message).toMatch(/^the final stage on heavy backend http:\/\/127\.0\.0\.1:\d+ failed: /);
+      const urls = members.filter((m) => proven.includes(m.id)).map((m) => m.url);
+      expect(urls.some((url) => lost.body.message!.includes(url))).toBe(true);
+
+      // Idle again, the pool parks: replicas to zero and no process of the group left.
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      expect(await poolStatus({ client, group })).toMatchObject({ target: 0, replicasPatched: 0 });
+      await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
+    },
+  );
+
+  it(
     'returns a 50 MB heavy answer exactly as the light path does, and no workflow history holds it',
     { timeout: 180_000 },
     async () => {

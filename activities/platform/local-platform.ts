@@ -94,46 +94,49 @@ export class LocalPlatform implements ComputePlatform {
 
   private reconcile(group: string): void {
     const state = this.state(group);
-    state.reconciling ??= (async () => {
-      try {
-        for (;;) {
-          state.backends = state.backends.filter((b) => b.alive);
-          if (state.backends.length < state.target) {
-            // Nodes are provisioned side by side, as a cloud provisions them.
-            state.bootingUntil = Date.now() + (this.options.bootDelayMs ?? 0);
-            await new Promise((resolve) => setTimeout(resolve, this.options.bootDelayMs ?? 0));
-            const missing = state.target - state.backends.length;
-            const started = await Promise.all(
-              Array.from({ length: Math.max(0, missing) }, async () => {
-                const index = state.started++;
-                try {
-                  return { index, backend: await this.options.startBackend(group, index) };
-                } catch (error) {
-                  state.trouble = `backend ${group}-${index} failed to start: ${(error as Error).message.split('\n')[0]}`;
-                  throw error;
-                }
-              }),
-            ).finally(() => (state.bootingUntil = undefined));
-            state.trouble = undefined;
-            for (const { index, backend } of started) {
-              const entry = { backend, alive: true };
-              void backend.exited.then((code) => {
-                entry.alive = false;
-                if (!this.closed && state.backends.includes(entry))
-                  state.trouble = `backend ${group}-${index} exited on its own${typeof code === 'number' ? ` with code ${code}` : ''}`;
-              });
-              state.backends.push(entry);
-            }
-          } else if (state.backends.length > state.target) {
-            // Removed from the list first: a stop asked for is not trouble.
-            await state.backends.pop()!.backend.stop();
-          } else return;
-        }
-      } catch (error) {
-        this.options.onError?.(error as Error);
-      } finally {
-        state.reconciling = undefined;
+    // Cleared in a callback, never inline: a pass with nothing to do ends before its own promise
+    // is assigned, and clearing it inline would leave that settled promise in place for good.
+    state.reconciling ??= this.converge(group, state).finally(() => (state.reconciling = undefined));
+  }
+
+  /** Starts or stops the group's backends until they are as many as its target. */
+  private async converge(group: string, state: GroupState): Promise<void> {
+    try {
+      for (;;) {
+        state.backends = state.backends.filter((b) => b.alive);
+        if (state.backends.length < state.target) {
+          // Nodes are provisioned side by side, as a cloud provisions them.
+          state.bootingUntil = Date.now() + (this.options.bootDelayMs ?? 0);
+          await new Promise((resolve) => setTimeout(resolve, this.options.bootDelayMs ?? 0));
+          const missing = state.target - state.backends.length;
+          const started = await Promise.all(
+            Array.from({ length: Math.max(0, missing) }, async () => {
+              const index = state.started++;
+              try {
+                return { index, backend: await this.options.startBackend(group, index) };
+              } catch (error) {
+                state.trouble = `backend ${group}-${index} failed to start: ${(error as Error).message.split('\n')[0]}`;
+                throw error;
+              }
+            }),
+          ).finally(() => (state.bootingUntil = undefined));
+          state.trouble = undefined;
+          for (const { index, backend } of started) {
+            const entry = { backend, alive: true };
+            void backend.exited.then((code) => {
+              entry.alive = false;
+              if (!this.closed && state.backends.includes(entry))
+                state.trouble = `backend ${group}-${index} exited on its own${typeof code === 'number' ? ` with code ${code}` : ''}`;
+            });
+            state.backends.push(entry);
+          }
+        } else if (state.backends.length > state.target) {
+          // Removed from the list first: a stop asked for is not trouble.
+          await state.backends.pop()!.backend.stop();
+        } else return;
       }
-    })();
+    } catch (error) {
+      this.options.onError?.(error as Error);
+    }
   }
 }
