@@ -191,6 +191,21 @@ describe('berth up and the everyday commands', () => {
           environ(pid).includes('BERTH_NODE_GROUP=heavy-memory'),
         );
         expect(environ(memoryBackend!)).toContain('BERTH_FINAL_STAGE_MEMORY_LIMIT=50%');
+        // Once it is up (its DuckDB open), it yields this machine's cores to the serving tier:
+        // every thread of it runs at nice 10.
+        const status = async () =>
+          JSON.parse((await berth('pool', 'status', 'heavy-memory', '--json', '--data-dir', dataDir)).stdout) as {
+            aliveBackends: number;
+          };
+        await expect.poll(async () => (await status()).aliveBackends, { timeout: 60_000 }).toBe(1);
+        const niceOf = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+        const threads = readdirSync(`/proc/${memoryBackend}/task`);
+        expect(threads.length).toBeGreaterThan(4);
+        expect(new Set(threads.map((t) => niceOf(read(memoryBackend!, `task/${t}/stat`))))).toEqual(new Set([10]));
+        const servingNode = descendants(first.up.child.pid!).find((pid) =>
+          environ(pid).includes(`BERTH_NODE_CACHE_DIR=${path.join(dataDir, 'nodes', 'node-0')}`),
+        )!;
+        expect(niceOf(read(servingNode, 'stat'))).toBe(0);
         const unknown = await berth('pool', 'status', 'nope', '--data-dir', dataDir);
         expect(unknown.stderr.trim()).toBe(
           'berth: unknown group "nope": this controller scales "heavy", "heavy-memory"',

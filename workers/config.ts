@@ -39,6 +39,8 @@ export const WorkerConfig = Type.Object({
   BERTH_HEAVY_VCPUS: Type.Number({ exclusiveMinimum: 0, default: 2 }),
   /** The local driver's memory-class backend: its final stages' memory limit, as a container's limit would size it. */
   BERTH_HEAVY_MEMORY_LIMIT: MemoryLimit({ default: '50%' }),
+  /** The local driver's heavy backends' nice value (BERTH_NODE_NICENESS): below the serving tier's CPU priority. */
+  BERTH_HEAVY_NICENESS: Type.Integer({ minimum: 0, maximum: 19, default: 10 }),
   BERTH_MERGE_CONCURRENCY: Type.Integer({ minimum: 1, default: WORKER_DEFAULTS.mergeConcurrency }),
   BERTH_WORKER_SHUTDOWN_GRACE_MS: Millis({ minimum: 0, default: WORKER_DEFAULTS.shutdownGraceMs }),
   /** @default DATA/worker */

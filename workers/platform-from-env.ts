@@ -54,6 +54,7 @@ export async function heavyPoolPlatform(
       }),
     // Each start is a fresh node on a fresh volume, as a scaled-up pod on a new machine would be. A
     // memory-class backend's final stages get the larger memory limit its bigger container would.
+    // With no machine of its own, a heavy backend yields this one's cores to the serving tier.
     startBackend: (group, index) =>
       startServiceProcess(
         `${group}-${index}`,
@@ -62,6 +63,7 @@ export async function heavyPoolPlatform(
           BERTH_NODE_GROUP: group,
           BERTH_NODE_CACHE_DIR: path.join(dir, `${group}-${Date.now()}-${index}`),
           BERTH_NODE_VCPUS: String(vcpus),
+          BERTH_NODE_NICENESS: String(config.BERTH_HEAVY_NICENESS),
           ...(group === memoryGroup ? { BERTH_FINAL_STAGE_MEMORY_LIMIT: config.BERTH_HEAVY_MEMORY_LIMIT } : {}),
         },
         path.join(dir, `${group}-${index}.log`),

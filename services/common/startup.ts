@@ -4,6 +4,9 @@
  * It refuses to start with a token anyone could guess. And when `berth up` started it, it exits
  * once `berth up` is gone, however that went, so that no service outlives its supervisor.
  */
+import { readdirSync } from 'node:fs';
+import os from 'node:os';
+
 /** The shortest token a service accepts, in bytes. */
 export const MIN_TOKEN_BYTES = 32;
 
@@ -52,4 +55,20 @@ export function startService(config: { BERTH_TOKEN: string }): { token: string }
     process.stderr.write(`${(error as Error).message}\n`);
     process.exit(78); // EX_CONFIG
   }
+}
+
+/**
+ * Lowers this process's CPU priority to `niceness` (0–19), every thread of it: on Linux a nice
+ * value is a thread's, and each thread made later (DuckDB's, libuv's) inherits its maker's.
+ */
+export function lowerCpuPriority(niceness: number): void {
+  if (niceness <= 0) return;
+  let threads: string[] = [];
+  try {
+    threads = readdirSync('/proc/self/task');
+  } catch {
+    // no /proc here: the calling thread only
+  }
+  os.setPriority(0, niceness);
+  for (const thread of threads) os.setPriority(Number(thread), niceness);
 }

@@ -47,5 +47,7 @@ export const QueryNodeConfig = Type.Object({
   BERTH_FINAL_STAGE_MEMORY_LIMIT: Type.Optional(MemoryLimit()),
   /** …and the most it spills to the node's disk (unset: DuckDB's, 90 % of the disk's free space). */
   BERTH_FINAL_STAGE_TEMP_LIMIT: Type.Optional(Type.String()),
+  /** The process's CPU priority as a nice value: above 0 yields the cores to the processes beside it. */
+  BERTH_NODE_NICENESS: Type.Integer({ minimum: 0, maximum: 19, default: 0 }),
 });
 export type QueryNodeConfig = Static<typeof QueryNodeConfig>;

@@ -2,7 +2,7 @@
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { loadConfig } from '../common/config.js';
-import { startService } from '../common/startup.js';
+import { lowerCpuPriority, startService } from '../common/startup.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { announce, closeOnSignals } from '../common/serve.js';
 import { QueryNodeConfig } from './config.js';
@@ -10,6 +10,7 @@ import { startQueryNode } from './node.js';
 
 const config = loadConfig(QueryNodeConfig);
 const { token } = startService(config);
+lowerCpuPriority(config.BERTH_NODE_NICENESS); // before DuckDB makes its threads
 
 const node = await startQueryNode({
   cacheDir: config.BERTH_NODE_CACHE_DIR ?? path.join(config.BERTH_DATA_DIR, 'node'),
