@@ -99,7 +99,14 @@ describe('a process’s configuration', () => {
       parseConfig(CoordinatorConfig, { ...env, BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' }),
     );
     expect(scan).toMatchObject({ group: 'heavy', increment: 4, idleTimeoutMs: 9000 });
-    expect(memory).toEqual({ ...scan, group: 'heavy-memory', increment: 1, maxReplicas: 1, bottleneck: 'memory' });
+    expect(memory).toEqual({
+      ...scan,
+      group: 'heavy-memory',
+      increment: 1,
+      maxReplicas: 1,
+      maxConcurrency: 2,
+      bottleneck: 'memory',
+    });
     const wider = parseConfig(CoordinatorConfig, {
       ...env,
       BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory',
@@ -118,7 +125,7 @@ describe('a process’s configuration', () => {
     expect(memoryLimitOf(undefined)).toBe(mib(0.25));
     expect(memoryLimitOf('2GB')).toBe('2GB');
     expect(() => memoryLimitOf('150%')).toThrow('at most 100 %');
-    for (const limit of ['40%', '512 MiB', '2GB', '1.5GiB'])
+    for (const limit of ['40%', '512 MiB', '2GB', '1.5GiB', '4G'])
       expect(parseConfig(QueryNodeConfig, { ...BASE, BERTH_FINAL_STAGE_MEMORY_LIMIT: limit })).toBeDefined();
     expect(() => parseConfig(QueryNodeConfig, { ...BASE, BERTH_DUCKDB_MEMORY_LIMIT: 'lots' })).toThrow(
       'BERTH_DUCKDB_MEMORY_LIMIT must match',
@@ -130,6 +137,7 @@ describe('a process’s configuration', () => {
       ['dist/services/coordinator/main.js', { BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_INCREMENT: '0' }],
       ['dist/workers/main.js', { BERTH_MERGE_CONCURRENCY: '2.5' }],
       ['dist/services/controller/main.js', { BERTH_HEAVY_MEMORY_GROUP: 'heavy-memory' }],
+      ['dist/workers/main.js', { BERTH_HEAVY_GROUP: 'heavy', BERTH_HEAVY_MEMORY_GROUP: 'heavy' }],
     ] as const) {
       const child = spawnOwned(process.execPath, [path.join(ROOT, script)], {
         env: { PATH: process.env.PATH, ...BASE, ...env },

@@ -9,7 +9,7 @@
 import { stopTracing } from '../services/common/telemetry.js'; // first: it instruments node:http before anything loads it
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig, servingScalerConfigOf } from '../services/common/config.js';
+import { atBoot, loadConfig, memoryGroupOf, servingScalerConfigOf } from '../services/common/config.js';
 import { startService } from '../services/common/startup.js';
 import { s3ConfigFromEnv } from '../services/common/s3-client.js';
 import { MetaClient } from '../services/meta/client.js';
@@ -32,6 +32,7 @@ process.once('SIGINT', () => stop());
 process.once('SIGTERM', () => stop());
 
 const config = loadConfig(WorkerConfig);
+const memoryGroup = atBoot(() => memoryGroupOf(config));
 const log = installWorkerRuntime({ metricsAddress: config.BERTH_WORKER_METRICS_ADDRESS });
 const {
   BERTH_TEMPORAL_ADDRESS: temporalAddress,
@@ -77,7 +78,7 @@ const sync = async () => {
   // The reconciler runs on the pool's queue, next to the pool it reconciles.
   if (heavyGroup)
     await ensureReconcilerSchedule(client, {
-      groups: [heavyGroup, ...(config.BERTH_HEAVY_MEMORY_GROUP ? [config.BERTH_HEAVY_MEMORY_GROUP] : [])],
+      groups: [heavyGroup, ...(memoryGroup ? [memoryGroup] : [])],
       everyMs: config.BERTH_HEAVY_RECONCILE_MS,
       taskQueue,
     });

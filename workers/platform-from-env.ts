@@ -17,14 +17,14 @@ import {
 import { LocalPlatform } from '../activities/platform/local-platform.js';
 import { localPreflight } from '../activities/platform/local-preflight.js';
 import { SERVICE_SCRIPTS, startServiceProcess } from '../activities/platform/service-process.js';
-import { ConfigError, servingScalerConfigOf } from '../services/common/config.js';
+import { ConfigError, memoryGroupOf, servingScalerConfigOf } from '../services/common/config.js';
 import type { WorkerConfig } from './config.js';
 
 export async function heavyPoolPlatform(
   config: WorkerConfig,
 ): Promise<{ platform: ComputePlatform; close(): Promise<void> } | undefined> {
   const heavyGroup = config.BERTH_HEAVY_GROUP;
-  const memoryGroup = heavyGroup ? config.BERTH_HEAVY_MEMORY_GROUP : undefined;
+  const memoryGroup = memoryGroupOf(config);
   const serving = servingScalerConfigOf(config);
   if (!heavyGroup && !serving) return undefined;
   if (config.BERTH_PLATFORM === 'kubernetes') {

@@ -41,7 +41,7 @@ export const GroupSetting = (options: { default?: string } = {}) =>
 /** DuckDB's memory limit: a size as DuckDB reads it ('2GB', '512 MiB') or a share of the memory available ('60%'). */
 export const MemoryLimit = (options: { default?: string } = {}) =>
   Type.String({
-    pattern: '^\\s*(\\d+(\\.\\d+)?\\s*%|\\d+(\\.\\d+)?\\s*([KkMmGgTt]i?[Bb]|[Bb]|bytes)?)\\s*$',
+    pattern: '^\\s*(0*[1-9]\\d*(\\.\\d+)?\\s*%|\\d+(\\.\\d+)?\\s*([KkMmGgTt]i?[Bb]?|[Bb]|bytes)?)\\s*$',
     ...options,
   });
 export const Host = (defaultHost = DEFAULT_HOST) => Type.String({ minLength: 1, default: defaultHost });
@@ -94,6 +94,8 @@ const HeavyPoolSettings = {
    */
   BERTH_HEAVY_MEMORY_GROUP: Type.Optional(GroupSetting()),
   BERTH_HEAVY_MEMORY_MAX_REPLICAS: Type.Integer({ minimum: 1, default: 1 }),
+  /** Memory-bound queries running at once on the memory class: they share its backend's memory. */
+  BERTH_HEAVY_MEMORY_MAX_CONCURRENCY: Type.Integer({ minimum: 1, default: 2 }),
 };
 
 /** The serving group's autoscaler (opt-in), read by coordinators, the controller and workers. */
@@ -136,19 +138,27 @@ export const Settings = {
 export type HeavyPoolEnv = Static<TObject<typeof HeavyPoolSettings>>;
 export type ServingScalerEnv = Static<TObject<typeof ServingScalerSettings>>;
 
+/** The memory class's group, checked against the scan group's (every process that reads them checks the same). */
+export function memoryGroupOf(env: {
+  BERTH_HEAVY_GROUP?: string;
+  BERTH_HEAVY_MEMORY_GROUP?: string;
+}): string | undefined {
+  const memoryGroup = env.BERTH_HEAVY_MEMORY_GROUP;
+  if (memoryGroup && !env.BERTH_HEAVY_GROUP)
+    throw new ConfigError('BERTH_HEAVY_MEMORY_GROUP needs BERTH_HEAVY_GROUP set too');
+  if (memoryGroup && memoryGroup === env.BERTH_HEAVY_GROUP)
+    throw new ConfigError(`BERTH_HEAVY_MEMORY_GROUP must differ from BERTH_HEAVY_GROUP, not both "${memoryGroup}"`);
+  return memoryGroup;
+}
+
 /**
  * The heavy groups' configurations: `scan` (BERTH_HEAVY_GROUP, scaled out by its increment) and
  * `memory` (BERTH_HEAVY_MEMORY_GROUP, one backend per launch). Both share the pool's timings and
- * queue limits; the memory group needs the scan group beside it.
+ * queue size; the memory class runs fewer queries at once, since they share its backend's memory.
  */
 export function heavyPoolsOf(env: HeavyPoolEnv): { scan?: PoolConfig; memory?: PoolConfig } {
-  const memoryGroup = env.BERTH_HEAVY_MEMORY_GROUP;
-  if (!env.BERTH_HEAVY_GROUP) {
-    if (memoryGroup) throw new ConfigError('BERTH_HEAVY_MEMORY_GROUP needs BERTH_HEAVY_GROUP set too');
-    return {};
-  }
-  if (memoryGroup === env.BERTH_HEAVY_GROUP)
-    throw new ConfigError(`BERTH_HEAVY_MEMORY_GROUP must differ from BERTH_HEAVY_GROUP, not both "${memoryGroup}"`);
+  const memoryGroup = memoryGroupOf(env);
+  if (!env.BERTH_HEAVY_GROUP) return {};
   const shared = {
     idleTimeoutMs: env.BERTH_HEAVY_IDLE_TIMEOUT_MS,
     readinessWaitMs: env.BERTH_HEAVY_READINESS_WAIT_MS,
@@ -173,6 +183,7 @@ export function heavyPoolsOf(env: HeavyPoolEnv): { scan?: PoolConfig; memory?: P
           increment: 1,
           maxReplicas: env.BERTH_HEAVY_MEMORY_MAX_REPLICAS,
           ...shared,
+          maxConcurrency: env.BERTH_HEAVY_MEMORY_MAX_CONCURRENCY,
           bottleneck: 'memory',
         }
       : undefined,

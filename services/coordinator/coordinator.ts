@@ -196,7 +196,8 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
       };
     };
     heavyPool = heavyGroup(config.heavyPool.config);
-    if (config.heavyPool.memory) memoryPool = heavyGroup({ ...config.heavyPool.memory, bottleneck: 'memory' });
+    if (config.heavyPool.memory)
+      memoryPool = heavyGroup({ ...config.heavyPool.memory, increment: 1, bottleneck: 'memory' });
   }
 
   const s3 = createS3Client(config.s3);
