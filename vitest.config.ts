@@ -3,6 +3,7 @@ import { defineConfig } from 'vitest/config';
 /** Test files that start no server: `npm run test:unit` runs them alone, in about a minute. */
 const UNIT = [
   'admission',
+  'cpu-priority',
   'arrow-exchange',
   'deploy-files',
   'exchange',

@@ -33,6 +33,8 @@ interface GroupState {
   bootingUntil?: number;
   /** The last thing that went wrong: a start that failed, a backend that exited on its own. */
   trouble?: string;
+  /** The target the current pass last converged on. */
+  seen?: number;
 }
 
 export class LocalPlatform implements ComputePlatform {
@@ -96,13 +98,18 @@ export class LocalPlatform implements ComputePlatform {
     const state = this.state(group);
     // Cleared in a callback, never inline: a pass with nothing to do ends before its own promise
     // is assigned, and clearing it inline would leave that settled promise in place for good.
-    state.reconciling ??= this.converge(group, state).finally(() => (state.reconciling = undefined));
+    state.reconciling ??= this.converge(group, state).finally(() => {
+      state.reconciling = undefined;
+      // A target set after the pass last looked, while it was ending, gets a pass of its own.
+      if (state.seen !== state.target && !this.closed) this.reconcile(group);
+    });
   }
 
   /** Starts or stops the group's backends until they are as many as its target. */
   private async converge(group: string, state: GroupState): Promise<void> {
     try {
       for (;;) {
+        state.seen = state.target;
         state.backends = state.backends.filter((b) => b.alive);
         if (state.backends.length < state.target) {
           // Nodes are provisioned side by side, as a cloud provisions them.

@@ -63,12 +63,19 @@ export function startService(config: { BERTH_TOKEN: string }): { token: string }
  */
 export function lowerCpuPriority(niceness: number): void {
   if (niceness <= 0) return;
-  let threads: string[] = [];
+  let threads = ['0']; // without /proc: the calling thread only
   try {
     threads = readdirSync('/proc/self/task');
   } catch {
-    // no /proc here: the calling thread only
+    // no /proc here
   }
-  os.setPriority(0, niceness);
-  for (const thread of threads) os.setPriority(Number(thread), niceness);
+  for (const thread of threads) {
+    try {
+      // Never raised: a process started nicer than asked (nice -n 19 npx berth up) stays so.
+      if (os.getPriority(Number(thread)) < niceness) os.setPriority(Number(thread), niceness);
+    } catch (error) {
+      // A thread that ended meanwhile; or no right to change it, which costs priority, not the node.
+      process.stderr.write(`lowering the CPU priority of thread ${thread} failed: ${(error as Error).message}\n`);
+    }
+  }
 }
