@@ -492,11 +492,16 @@ function selectCase(d: Draw, src: Source): Case {
     const first = items.filter((it) => !it.key && d.chance(0.3));
     // ORDER BY binds a bare name to an alias of the select list first: a key named by a column
     // name that another item's alias also spells is named by its position, or the order has ties.
+    // So is a key whose alias spells a column's name while another item goes unaliased: that item
+    // may be the column (`id AS n, #4` over a table whose 4th column is n), and DuckDB then binds
+    // the name to it, not to the key.
     const unquoted = (name: string) => name.replaceAll('"', '').toLowerCase();
     const aliases = new Set(items.flatMap((it) => (it.alias ? [unquoted(it.alias)] : [])));
+    const columnNames = new Set(src.columns.flatMap((c) => c.spellings.map(unquoted)));
     const keyName = (k: Item) => {
       const name = orderName(d, k);
-      return name !== k.alias && aliases.has(unquoted(name)) ? String(k.position) : name;
+      const shadowed = name === k.alias && columnNames.has(unquoted(name)) && items.some((it) => it !== k && !it.alias);
+      return shadowed || (name !== k.alias && aliases.has(unquoted(name))) ? String(k.position) : name;
     };
     const keyNames = star ? allKeys.map((k) => k.sql) : keys.map(keyName);
     tail = ` ORDER BY ${[...first.map((it) => `${orderName(d, it)} ${d.pick(['DESC NULLS FIRST', 'ASC', ''])}`), ...keyNames.map((k) => `${k} ${d.pick(['', 'DESC'])}`)].join(', ')}`;
