@@ -263,17 +263,27 @@ describe('the heavy pool from zero and back', () => {
         await cluster.coordinator.queries.queryOnGroup(SCAN_SQL, 'serving'),
       ];
 
+      /** The answer is one DuckDB's, run on `group`'s pool for `bottleneck`. */
+      const expectHeavy = (
+        answer: Awaited<ReturnType<typeof ask>>,
+        g: string,
+        bottleneck: string,
+        expected: { rows: unknown[][]; types: string[] },
+      ) => {
+        expect(answer.status, answer.body.message).toBe(200);
+        expect(answer.body.stats).toMatchObject({
+          group: g,
+          verdict: { class: 'heavy', bottleneck },
+          pool: { workflowId: poolWorkflowId(g) },
+        });
+        expect({ rows: answer.body.rows, types: answer.body.types }).toEqual({
+          rows: expected.rows,
+          types: expected.types,
+        });
+      };
+
       const memoryBound = await ask(coordinator.url, HEAVY_SQL);
-      expect(memoryBound.status, memoryBound.body.message).toBe(200);
-      expect(memoryBound.body.stats).toMatchObject({
-        group: memoryGroup,
-        verdict: { class: 'heavy', bottleneck: 'memory' },
-        pool: { workflowId: poolWorkflowId(memoryGroup) },
-      });
-      expect({ rows: memoryBound.body.rows, types: memoryBound.body.types }).toEqual({
-        rows: expectedMemory.rows,
-        types: expectedMemory.types,
-      });
+      expectHeavy(memoryBound, memoryGroup, 'memory', expectedMemory);
       // One backend, scaled up not out: it ran every scan and the final stage.
       const [memoryBackend, ...others] = await cluster.meta.members(memoryGroup);
       expect(others).toEqual([]);
@@ -289,17 +299,7 @@ describe('the heavy pool from zero and back', () => {
       // Nothing launched the scan group.
       expect(await poolStatus({ client, group: scanGroup })).toMatchObject({ phase: 'parked', target: 0, patches: 0 });
 
-      const scanBound = await ask(coordinator.url, SCAN_SQL);
-      expect(scanBound.status, scanBound.body.message).toBe(200);
-      expect(scanBound.body.stats).toMatchObject({
-        group: scanGroup,
-        verdict: { class: 'heavy', bottleneck: 'scan' },
-        pool: { workflowId: poolWorkflowId(scanGroup) },
-      });
-      expect({ rows: scanBound.body.rows, types: scanBound.body.types }).toEqual({
-        rows: expectedScan.rows,
-        types: expectedScan.types,
-      });
+      expectHeavy(await ask(coordinator.url, SCAN_SQL), scanGroup, 'scan', expectedScan);
       expect(await poolStatus({ client, group: scanGroup })).toMatchObject({
         phase: 'ready',
         target: 2,
