@@ -156,16 +156,18 @@ export class QueryService {
         maxQueueSize: this.serving.maxQueueSize,
       },
     ];
+    // Each heavy group's figures are a call to its workflow: asked of both at once.
     const pools = [this.options.heavyPool, this.options.memoryPool].filter((pool) => pool !== undefined);
-    for (const pool of pools)
-      groups.push(
-        await pool.workload().catch((error: Error) => ({
+    const heavy = await Promise.all(
+      pools.map((pool) =>
+        pool.workload().catch((error: Error) => ({
           name: pool.group,
           ...pool.admission.counts,
           unavailable: `this coordinator's own counts: the pool cannot be reached (${error.message.split('\n')[0]})`,
         })),
-      );
-    return groups;
+      ),
+    );
+    return [...groups, ...heavy];
   }
 
   /**
