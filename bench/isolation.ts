@@ -10,13 +10,13 @@
  * against one DuckDB over the same files, and every heavy one again as it arrives.
  *
  * Every engine has BERTH_DUCKDB_MEMORY_LIMIT (128 MiB) and the memory backend's final stages
- * BERTH_HEAVY_MEMORY_LIMIT (128 MiB). At the full size a heavy query's input (the rows its scans
+ * BERTH_HEAVY_MEMORY_LIMIT (128 MiB). At the default size a heavy query's input (the rows its scans
  * send, in Arrow) is about the coordinator's limit, and its join's or window's state more: the
- * backend spills. "Peak spill" is the most the heavy backends' DuckDB spill directories held at
+ * backend spills. `--rows-per-file 1000000` makes the input several times the limit. "Peak spill" is the most the heavy backends' DuckDB spill directories held at
  * once (files on disk, any left from earlier queries included), not the bytes written. On one machine the heavy backend shares
  * the cores with the serving tier, so the light figures also measure CPU contention that separate
  * machines would not have; the coordinator's RSS measures the isolation itself.
- * Run: npm run bench:isolation [-- --queries N]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
+ * Run: npm run bench:isolation [-- --queries N] [-- --rows-per-file N]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import os from 'node:os';
@@ -35,8 +35,9 @@ const QUERIES = Number(option('queries')) || sized(2000, 24);
 const CONCURRENCY = sized(32, 4);
 const WARMUP = sized(1000, 8);
 const FILES = sized(8, 2);
-const ROWS_PER_FILE = sized(250_000, 2_000);
-const MEMORY_LIMIT = '128MiB';
+const ROWS_PER_FILE = Number(option('rows-per-file')) || sized(250_000, 2_000);
+const MEMORY_LIMIT_MIB = 128;
+const MEMORY_LIMIT = `${MEMORY_LIMIT_MIB}MiB`;
 const MEMORY_GROUP = 'heavy-memory';
 
 /** The memory-bound shapes, each in variants whose literals change (`v` 0–3). Each routes `rows`. */
@@ -238,6 +239,9 @@ for (const p of phases) {
 }
 console.log(
   `\nWith heavy queries beside them: light throughput **${(qps(beside.light) / qps(alone.light)).toFixed(2)}×**, light p99 **${(percentile(beside.light.latencies, 99) / percentile(alone.light.latencies, 99)).toFixed(2)}×**, coordinator peak RSS **${(beside.peak.coordinator / alone.peak.coordinator).toFixed(2)}×** the light-only run's.`,
+);
+console.log(
+  `The largest heavy input was **${(beside.heavy.stateBytes / (MEMORY_LIMIT_MIB * 1024 ** 2)).toFixed(1)}×** the coordinator's memory limit.`,
 );
 for (const p of phases)
   if (p.heavy.wrong.length > 0) console.log(`\nWrong or failed heavy answers (${p.name}): ${p.heavy.wrong[0]}`);
