@@ -97,9 +97,14 @@ describe('the heavy pool from zero and back', () => {
   /** Another coordinator of the same cluster, with a pool of its own configuration. */
   const coordinatorFor = async (
     config: PoolConfig,
-    extra: { queueTimeoutMs?: number; memory?: PoolConfig; thresholds?: typeof verdictThresholds } = {},
+    extra: {
+      queueTimeoutMs?: number;
+      memory?: PoolConfig;
+      thresholds?: typeof verdictThresholds;
+      maxResultBytes?: number;
+    } = {},
   ) => {
-    const { thresholds = verdictThresholds, ...pool } = extra;
+    const { thresholds = verdictThresholds, maxResultBytes, ...pool } = extra;
     const coordinator = await startCoordinator({
       workDir: path.join(cluster.dir, `coordinator-${randomUUID()}`),
       metaUrl: cluster.metaUrl,
@@ -109,6 +114,7 @@ describe('the heavy pool from zero and back', () => {
       memberPollMs: FAST.memberPollMs,
       logger: false,
       verdictThresholds: thresholds,
+      ...(maxResultBytes ? { maxResultBytes } : {}),
       heavyPool: { temporalAddress: inject('temporalAddress'), taskQueue, config, admissionPollMs: 100, ...pool },
     });
     extraCoordinators.push(coordinator);
@@ -508,12 +514,16 @@ describe('the heavy pool from zero and back', () => {
       const light = await cluster.coordinator.queries.queryOnGroup(SPILLING_SQL, 'serving');
       expect(light.rows).toEqual([[2000 * 2000, 2000 * 2000]]);
 
-      const one = await coordinatorFor(poolConfig(tight, { increment: 1, maxReplicas: 1 }));
+      // BERTH_MAX_RESULT_BYTES caps the answer, not the scans' rows a heavy final stage spills.
+      const one = await coordinatorFor(poolConfig(tight, { increment: 1, maxReplicas: 1 }), { maxResultBytes: 4096 });
       const spilled = await ask(one.url, SPILLING_SQL);
       expect(spilled.status, spilled.body.message).toBe(200);
       expect(spilled.body.rows).toEqual(light.rows);
       const [backend] = await cluster.meta.members(tight);
       expect(spilled.body.stats).toMatchObject({ group: tight, stages: { final: backend!.id } });
+      const { scan } = spilled.body.stats!.stages as { scan: { bytes: number }[] };
+      const sent = scan.reduce((sum, s) => sum + s.bytes, 0);
+      expect(sent).toBeGreaterThan(4 * 4096);
 
       const two = await coordinatorFor(poolConfig(capped, { increment: 1, maxReplicas: 1 }));
       const refused = await ask(two.url, SPILLING_SQL);

@@ -345,7 +345,8 @@ export class QueryService {
                 table: input.table,
                 segments: chosen[i]!,
                 columns: input.columns,
-                uncapped: sink !== undefined,
+                // A streamed answer or a heavy backend's final stage holds nothing here: only the answer is capped.
+                uncapped: sink !== undefined || backend !== undefined,
               },
               {
                 receive: (body) => exchange.receive(input.name, body),
