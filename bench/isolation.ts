@@ -12,8 +12,9 @@
  * Every engine has BERTH_DUCKDB_MEMORY_LIMIT (128 MiB) and the memory backend's final stages
  * BERTH_HEAVY_MEMORY_LIMIT (128 MiB). At the default size a heavy query's input (the rows its scans
  * send, in Arrow) is about the coordinator's limit, and its join's or window's state more: the
- * backend spills. `--rows-per-file 1000000` makes the input several times the limit. "Peak spill" is the most the heavy backends' DuckDB spill directories held at
- * once (files on disk, any left from earlier queries included), not the bytes written. On one machine the heavy backend shares
+ * backend spills; `--rows-per-file 1000000` makes the input several times the limit. "Peak spill"
+ * is the most the heavy backends' DuckDB spill directories held at once (files on disk, any left
+ * from earlier queries included), not the bytes written. On one machine the heavy backend shares
  * the cores with the serving tier, so the light figures also measure CPU contention that separate
  * machines would not have; the coordinator's RSS measures the isolation itself.
  * Run: npm run bench:isolation [-- --queries N] [-- --rows-per-file N]; BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts).
