@@ -11,6 +11,7 @@ const UNIT = [
   'json-typing',
   'local-platform',
   'member-view',
+  'ndjson-lines',
   'merge-commit',
   'ownership-hash',
   'ownership',

@@ -137,6 +137,16 @@ describe('berth up and the everyday commands', () => {
         expect(cutShort.code).not.toBe(0);
         expect(cutShort.stderr).toMatch(/no such luck/);
 
+        // A row is a line up to \n and nowhere else: U+2028 and U+2029 stay inside its strings, both ways.
+        const notes = path.join(dataDir, 'notes.ndjson');
+        const note = 'line\u2028and\u2029paragraph';
+        await writeFile(notes, `${JSON.stringify({ ts: '2026-11-01T00:00:00Z', note })}\n`);
+        expect((await berth('ingest', notes, '--table', 'notes', '--data-dir', dataDir)).stdout).toContain(
+          'ingested 1 rows into notes',
+        );
+        const noted = await berth('query', 'SELECT note FROM notes', '--ndjson', '--data-dir', dataDir);
+        expect(JSON.parse(noted.stdout.split('\n')[1]!)).toEqual([note]);
+
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;
           weight: number;

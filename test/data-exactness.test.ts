@@ -372,6 +372,8 @@ const SPECIAL_STRINGS = [
   'tab\there',
   'quote"back\\slash',
   'line\nbreak',
+  // JSON.stringify leaves these raw; Node 24's readline would split a row at them.
+  'line\u2028and\u2029paragraph',
   'nul\u0000byte',
 ];
 const anyString = fc.oneof(

@@ -1,9 +1,9 @@
 /** `berth ingest FILE --table T`: sends an NDJSON file to the cluster in batches, one segment each. */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { Command, Option } from 'commander';
+import { ndjsonLines } from '../../services/common/ndjson-lines.js';
 import type { IngestResult } from '../../services/coordinator/client.js';
 import { ask, dataDirOption, openCluster, type ClusterHandle } from '../cluster-client.js';
 import { count } from '../format.js';
@@ -49,7 +49,7 @@ export function ingestCommand(): Command {
           batch = [];
           bar?.update(Math.min(sent, size), { rows: count(rows), segments });
         };
-        for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
+        for await (const line of ndjsonLines(createReadStream(file))) {
           if (line.trim() === '') continue;
           batch.push(line);
           if (batch.length >= batchRows) await flush();

@@ -1,8 +1,8 @@
 /** `berth query "SQL"`: runs SQL on the cluster and shows the rows and how they were served. */
 import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { Command } from 'commander';
+import { ndjsonLines } from '../../services/common/ndjson-lines.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, table } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -43,7 +43,7 @@ export function queryCommand(): Command {
 /** Copies the lines to stdout as they come; a last line that is an error fails the command with its message. */
 async function streamAnswer(lines: Readable): Promise<void> {
   let last = '';
-  for await (const line of createInterface({ input: lines, crlfDelay: Infinity })) {
+  for await (const line of ndjsonLines(lines)) {
     if (!process.stdout.write(`${line}\n`)) await once(process.stdout, 'drain');
     last = line;
   }

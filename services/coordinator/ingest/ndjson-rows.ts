@@ -12,7 +12,6 @@
  * A table's first batch gets its columns from the typing rule (core/json-typing.ts) first.
  */
 import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { Transform } from 'node:stream';
 import { parse as parseLossless } from 'lossless-json';
 import {
@@ -28,6 +27,7 @@ import {
   TypingRefusal,
   type JsonNumber,
 } from '../../../core/json-typing.js';
+import { ndjsonLines } from '../../common/ndjson-lines.js';
 import { badRequest, type DomainError } from '../../common/errors.js';
 import type { ColumnSpec } from '../../meta/client.js';
 
@@ -281,7 +281,7 @@ export function parseRow(line: string): unknown {
 /** Each row of an NDJSON file, parsed, with its line number; a line that is not a JSON object is a 400 naming it. */
 async function* rowsOf(file: string): AsyncGenerator<[line: number, row: Record<string, unknown>]> {
   let line = 0;
-  for await (const text of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
+  for await (const text of ndjsonLines(createReadStream(file))) {
     line++;
     if (text.trim() === '') continue;
     // gzip's magic number, 1f 8b, read as UTF-8.
