@@ -9,33 +9,50 @@ import type { JsonResult, JsonValue } from '../../services/common/final-stage/re
 const RELATIVE_TOLERANCE = 1e-9;
 const FLOATING = /^(DOUBLE|FLOAT)$/;
 
-/** Floating-point sums depend on summation order, in DuckDB itself too: compare doubles to 1e-9. */
-function close(a: JsonValue, b: JsonValue): boolean {
+/**
+ * Floating-point sums depend on summation order, in DuckDB itself too: doubles compare to 1e-9 of
+ * their size. A sum that cancels to about zero keeps the rounding of its addends instead (0 against
+ * 7e-17), which only `absolute` forgives: a caller that knows its data's magnitudes passes it.
+ */
+function close(a: JsonValue, b: JsonValue, absolute: number): boolean {
   if (typeof a === 'number' && typeof b === 'number')
-    return a === b || Math.abs(a - b) <= RELATIVE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b));
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => close(v, b[i]!));
+    return a === b || Math.abs(a - b) <= Math.max(RELATIVE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b)), absolute);
+  if (Array.isArray(a) && Array.isArray(b))
+    return a.length === b.length && a.every((v, i) => close(v, b[i]!, absolute));
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-const same = (a: JsonValue, b: JsonValue, type: string | undefined) =>
-  type !== undefined && FLOATING.test(type) ? close(a, b) : JSON.stringify(a) === JSON.stringify(b);
+const same = (a: JsonValue, b: JsonValue, type: string | undefined, absolute: number) =>
+  type !== undefined && FLOATING.test(type) ? close(a, b, absolute) : JSON.stringify(a) === JSON.stringify(b);
 
-const rowKey = (row: JsonValue[]) =>
-  JSON.stringify(row.map((v) => (typeof v === 'number' ? Number(v.toPrecision(8)) : v)));
+/** A row's sort key: numbers to 8 digits, and those within `absolute` of zero as zero, so that close rows sort alike. */
+const rowKey = (row: JsonValue[], absolute: number) =>
+  JSON.stringify(
+    row.map((v) => (typeof v === 'number' ? (Math.abs(v) <= absolute ? 0 : Number(v.toPrecision(8))) : v)),
+  );
 
 type Comparable = Pick<JsonResult, 'columns' | 'rows'> & Partial<Pick<JsonResult, 'types'>>;
 
-/** The first difference between two results, or undefined when they are the same. */
-export function resultDifference(actual: Comparable, expected: Comparable, ordered: boolean): string | undefined {
+/**
+ * The first difference between two results, or undefined when they are the same. `absolute`: how
+ * far from each other two doubles may be whatever their size (see close). @default 0
+ */
+export function resultDifference(
+  actual: Comparable,
+  expected: Comparable,
+  ordered: boolean,
+  absolute = 0,
+): string | undefined {
   if (JSON.stringify(actual.columns) !== JSON.stringify(expected.columns))
     return `columns ${JSON.stringify(actual.columns)} != ${JSON.stringify(expected.columns)}`;
   if (expected.types && JSON.stringify(actual.types) !== JSON.stringify(expected.types))
     return `types ${JSON.stringify(actual.types)} != ${JSON.stringify(expected.types)}`;
   if (actual.rows.length !== expected.rows.length) return `${actual.rows.length} rows != ${expected.rows.length}`;
-  const sort = (rows: JsonValue[][]) => (ordered ? rows : [...rows].sort((x, y) => rowKey(x).localeCompare(rowKey(y))));
+  const key = (row: JsonValue[]) => rowKey(row, absolute);
+  const sort = (rows: JsonValue[][]) => (ordered ? rows : [...rows].sort((x, y) => key(x).localeCompare(key(y))));
   const [a, e] = [sort(actual.rows), sort(expected.rows)];
   for (let i = 0; i < a.length; i++) {
-    if (!a[i]!.every((v, c) => same(v, e[i]![c]!, expected.types?.[c])))
+    if (!a[i]!.every((v, c) => same(v, e[i]![c]!, expected.types?.[c], absolute)))
       return `row ${i}: ${JSON.stringify(a[i])} != ${JSON.stringify(e[i])}`;
   }
   return undefined;
