@@ -27,7 +27,8 @@ import { epochMsSql } from '../core/time-bounds.js';
 import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
-import { columnsDisagree, describe } from '../services/common/parquet-columns.js';
+import { columnsDisagree, describe, lackingColumns } from '../services/common/parquet-columns.js';
+import { segmentsSql } from '../services/common/scanner.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
@@ -301,7 +302,11 @@ async function withMergedFile<T>(
     const stats = await withConnection(
       deps.duckdb,
       async (c) => {
-        await c.run(`CREATE TEMP VIEW inputs AS SELECT * FROM read_parquet([${files.map(sqlString).join(', ')}])`);
+        // Inputs written before a column was added read it as NULL: the merged segment has the table's columns as they are.
+        const lacking = await lackingColumns(c, files, table.columns);
+        await c.run(
+          `CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: table.columns, files, lacking })}`,
+        );
         await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
         const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), table.columns);
         if (disagreement)

@@ -159,7 +159,11 @@ describe('hardening of the serving path', () => {
     it.each([
       ['a fraction into an integer column', { status: 2.7 }, 'line 3: field "status": expected BIGINT, got 2.7'],
       ['a number as a string', { status: '201' }, 'line 3: field "status": expected BIGINT, got "201"'],
-      ['a field the table does not have', { colour: 'red' }, 'line 3: field "colour" is not a column of the table'],
+      [
+        'a new field that differs from a column only in case',
+        { Service: 'api' },
+        'line 3: field "Service" differs from the table\'s column "service" only in case',
+      ],
       [
         'a number into a VARCHAR column',
         { service: 42 },

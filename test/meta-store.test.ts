@@ -220,6 +220,32 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await (await open()).getTable('legacy'))!.columns).toEqual(to);
     });
 
+    it('adds the columns a table lacks, at its end, once, and leaves a column it has as it is', async () => {
+      const logs = { name: 'logs', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] };
+      await store.ensureTable(logs);
+      await store.commitSegment(segment('g1', { table: 'logs' }));
+      const before = (await store.tableVersion('logs'))!;
+      const added = [
+        { name: 'a', type: 'BIGINT' },
+        { name: 'b', type: 'VARCHAR' },
+      ];
+      const evolved = [...logs.columns, ...added];
+      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved });
+      // Readers' cached schemas and plans go stale with the digest; the manifest did not move.
+      const after = (await store.tableVersion('logs'))!;
+      expect(after.schema).not.toBe(before.schema);
+      expect(after.manifest).toBe(before.manifest);
+      // Again, or with a type of its own, or in another case: the column stays as it was added first.
+      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved });
+      expect(await store.addColumns('logs', [{ name: 'A', type: 'DOUBLE' }])).toEqual({ ...logs, columns: evolved });
+      expect((await store.tableVersion('logs'))!).toEqual(after);
+      await expect(store.addColumns('nope', added)).rejects.toMatchObject({
+        kind: 'not_found',
+        code: 'table_not_found',
+      });
+      expect((await (await open()).getTable('logs'))!.columns).toEqual(evolved);
+    });
+
     it('lists active segments whose time range overlaps the asked range, newest first', async () => {
       await store.commitSegment(segment('early', { minTs: 0, maxTs: 99 }));
       await store.commitSegment(segment('late', { minTs: 200, maxTs: 299 }));
@@ -486,6 +512,21 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await store.members('serving')).map((m) => m.id)).toEqual(['n1']);
       expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['s1']);
       expect(await store.getLease('merge:events:2026-11-30')).toEqual(lease);
+    });
+
+    it('lands every column of many batches adding fields at once, from two replicas, each name once', async () => {
+      const other = await open();
+      // Batch i adds c<i> and c<i+1>: neighbours race to add the same column.
+      const adds = Array.from({ length: 12 }, (_, i) =>
+        (i % 2 === 0 ? store : other).addColumns('events', [
+          { name: `c${i}`, type: 'BIGINT' },
+          { name: `c${i + 1}`, type: 'BIGINT' },
+        ]),
+      );
+      await Promise.all(adds);
+      const names = (await store.getTable('events'))!.columns.map((c) => c.name);
+      expect(names.slice(0, table.columns.length)).toEqual(table.columns.map((c) => c.name));
+      expect(names.slice(table.columns.length).sort()).toEqual(Array.from({ length: 13 }, (_, i) => `c${i}`).sort());
     });
 
     it('lets exactly one of many concurrent swaps over overlapping inputs win, from two replicas', async () => {

@@ -63,11 +63,21 @@ describe('segment schemas', () => {
   it('passes a segment whose columns the scan reads have their declared types, whatever the others hold', async () => {
     const file = await writeSegment('seg-1');
     const schemas = new SegmentSchemas(duckdb);
-    await expect(schemas.check('seg-1', { file }, [declared[0]!, declared[2]!])).resolves.toBeUndefined();
-    await expect(schemas.check('seg-1', { file }, [{ name: 'LABEL', type: 'VARCHAR' }])).resolves.toBeUndefined();
+    await expect(schemas.check('seg-1', { file }, [declared[0]!, declared[2]!])).resolves.toEqual([]);
+    await expect(schemas.check('seg-1', { file }, [{ name: 'LABEL', type: 'VARCHAR' }])).resolves.toEqual([]);
   });
 
-  it('refuses a column of another type, or one the segment lacks, naming the segment, the column and both types', async () => {
+  it('names the columns a segment lacks, added to its table after it was written, to be read as NULL', async () => {
+    const file = await writeSegment('seg-5');
+    const schemas = new SegmentSchemas(duckdb);
+    const added = [
+      { name: 'y', type: 'BIGINT' },
+      { name: 'Z', type: 'VARCHAR' },
+    ];
+    await expect(schemas.check('seg-5', { file }, [declared[0]!, ...added, declared[2]!])).resolves.toEqual(['y', 'Z']);
+  });
+
+  it('refuses a column of another type, naming the segment, the column and both types', async () => {
     const file = await writeSegment('seg-2');
     const schemas = new SegmentSchemas(duckdb);
     const refused = await schemas.check('seg-2', { file }, declared).catch((e: unknown) => e);
@@ -83,9 +93,6 @@ describe('segment schemas', () => {
     expect((refused as Error).message).toBe(
       'segment seg-2 disagrees with its table: column "x" is declared BIGINT but the segment holds DOUBLE; the scan is refused rather than read as BIGINT',
     );
-    await expect(schemas.check('seg-2', { file }, [{ name: 'y', type: 'BIGINT' }])).rejects.toThrow(
-      'column "y" is declared BIGINT but the segment has no such column',
-    );
   });
 
   it('reads a segment’s schema once: a warm check reads nothing, whatever columns it asks for', async () => {
@@ -93,7 +100,7 @@ describe('segment schemas', () => {
     const schemas = new SegmentSchemas(duckdb);
     await schemas.check('seg-3', { file }, [declared[0]!]);
     await rm(file); // a segment id names one immutable object: its file is not read again
-    await expect(schemas.check('seg-3', { file }, [declared[2]!])).resolves.toBeUndefined();
+    await expect(schemas.check('seg-3', { file }, [declared[2]!])).resolves.toEqual([]);
     await expect(schemas.check('seg-3', { file }, declared)).rejects.toThrow(SegmentSchemaMismatch);
   });
 

@@ -4,11 +4,31 @@
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { ColumnSpec } from '../meta/client.js';
+import { sqlString } from './duckdb.js';
 
 /** The columns of a relation (a table name, or `read_parquet('…')`) as DuckDB's DESCRIBE spells them. */
 export async function describe(connection: DuckDBConnection, relation: string): Promise<ColumnSpec[]> {
   const reader = await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${relation}`);
   return reader.getRows().map((row) => ({ name: String(row[0]), type: String(row[1]) }));
+}
+
+/** Per file, the names of `declared` columns it lacks: added to the table after it was written (schema evolution). */
+export async function lackingColumns(
+  connection: DuckDBConnection,
+  files: readonly string[],
+  declared: readonly ColumnSpec[],
+): Promise<Map<string, string[]>> {
+  const lacking = new Map<string, string[]>();
+  for (const file of files) {
+    const held = new Set(
+      (await describe(connection, `read_parquet(${sqlString(file)})`)).map((c) => c.name.toLowerCase()),
+    );
+    lacking.set(
+      file,
+      declared.filter((c) => !held.has(c.name.toLowerCase())).map((c) => c.name),
+    );
+  }
+  return lacking;
 }
 
 /** How `found` differs from `declared`, column by column, or undefined when they agree. */

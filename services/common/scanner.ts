@@ -20,6 +20,11 @@ export interface TableFiles {
   files: string[];
   /** Segments held as DuckDB tables (their qualified names), read with the files. */
   inMemory?: string[];
+  /**
+   * Per file or held table, the columns the scan reads that it lacks: added to the table after
+   * the segment was written (schema evolution), read there as NULL of the column's type.
+   */
+  lacking?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** The columns a scan of `table` reads: a scan that reads none (count(*)) still needs one for its rows, the cheapest any. */
@@ -31,21 +36,37 @@ export function scannedColumns(table: Pick<TableFiles, 'schema' | 'columns'>): C
 
 const isEmpty = (table: TableFiles): boolean => table.files.length === 0 && !table.inMemory?.length;
 
+const nullAs = (column: ColumnSpec): string => `CAST(NULL AS ${column.type}) AS ${quoteIdent(column.name)}`;
+
 /**
  * What `table` is for one statement: its files and held tables (only the columns the scan reads),
  * in one UNION ALL with the files first, so that every column is in the files' order; or no rows
- * of its schema.
+ * of its schema. Files that lack the same columns are read together, those columns as NULL.
  */
-function tableSql(table: TableFiles): string {
+export function segmentsSql(table: TableFiles): string {
   const schema = scannedColumns(table);
-  if (isEmpty(table))
-    return `SELECT ${schema.map((c) => `CAST(NULL AS ${c.type}) AS ${quoteIdent(c.name)}`).join(', ')} LIMIT 0`;
-  const select = schema.length === table.schema.length ? '*' : schema.map((c) => quoteIdent(c.name)).join(', ');
-  const sources = [
-    ...(table.files.length > 0 ? [`read_parquet([${table.files.map(sqlString).join(', ')}])`] : []),
-    ...(table.inMemory ?? []),
-  ];
-  return sources.map((source) => `SELECT ${select} FROM ${source}`).join(' UNION ALL ');
+  if (isEmpty(table)) return `SELECT ${schema.map(nullAs).join(', ')} LIMIT 0`;
+  const none: readonly string[] = [];
+  const lackingOf = (source: string) => table.lacking?.get(source) ?? none;
+  const evolved = table.lacking !== undefined && [...table.lacking.values()].some((names) => names.length > 0);
+  const select = (lacking: readonly string[]) =>
+    !evolved && schema.length === table.schema.length
+      ? '*'
+      : schema.map((c) => (lacking.includes(c.name) ? nullAs(c) : quoteIdent(c.name))).join(', ');
+  const filesLacking = new Map<string, string[]>();
+  for (const file of table.files) {
+    const key = JSON.stringify(lackingOf(file));
+    const group = filesLacking.get(key);
+    if (group) group.push(file);
+    else filesLacking.set(key, [file]);
+  }
+  return [
+    ...[...filesLacking].map(
+      ([key, files]) =>
+        `SELECT ${select(JSON.parse(key) as string[])} FROM read_parquet([${files.map(sqlString).join(', ')}])`,
+    ),
+    ...(table.inMemory ?? []).map((held) => `SELECT ${select(lackingOf(held))} FROM ${held}`),
+  ].join(' UNION ALL ');
 }
 
 /**
@@ -55,7 +76,7 @@ function tableSql(table: TableFiles): string {
  */
 export function withTables(sql: string, tables: TableFiles[]): string | undefined {
   if (/^\s*with\b/i.test(sql)) return undefined;
-  return `WITH ${tables.map((t) => `${quoteIdent(t.name)} AS (${tableSql(t)})`).join(', ')} ${sql}`;
+  return `WITH ${tables.map((t) => `${quoteIdent(t.name)} AS (${segmentsSql(t)})`).join(', ')} ${sql}`;
 }
 
 /** Makes each table name a view over its files (only the columns a scan reads), on one connection (temp views are per connection). */
@@ -70,7 +91,7 @@ export async function bindTables(
         `CREATE TEMP TABLE ${quoteIdent(table.name)} (${schema.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ')})`,
       );
     } else {
-      await connection.run(`CREATE TEMP VIEW ${quoteIdent(table.name)} AS ${tableSql(table)}`);
+      await connection.run(`CREATE TEMP VIEW ${quoteIdent(table.name)} AS ${segmentsSql(table)}`);
     }
   }
 }

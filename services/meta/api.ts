@@ -90,6 +90,16 @@ export const ColumnTypeChange = Type.Object(
 );
 export type ColumnTypeChange = Static<typeof ColumnTypeChange>;
 
+/**
+ * POST /v1/tables/:table/columns: schema evolution. Appends the columns the table lacks (by name,
+ * in any case) and answers the table as it then is; a column it has is left as it is. Repeating
+ * it is a no-op, and two batches adding fields at once both land.
+ */
+export const ColumnsAdded = Type.Object(
+  { columns: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }) },
+  { additionalProperties: false },
+);
+
 export const TableInfo = Type.Object({
   name: Type.String(),
   timestampColumn: Type.String(),

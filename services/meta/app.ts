@@ -11,6 +11,7 @@ import { createServiceApp } from '../common/service-app.js';
 import {
   BackendList,
   BackendsQuery,
+  ColumnsAdded,
   ColumnTypeChange,
   GroupParams,
   Heartbeat,
@@ -127,6 +128,13 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/tables/:table/column-types',
     { ...auth, schema: { params: TableParams, body: ColumnTypeChange, response: answers(TableInfo) } },
     async (request) => store.setColumnTypes(request.params.table, request.body.from, request.body.to),
+  );
+
+  // Only appends: a column's name and type, once added, stay.
+  app.post(
+    '/v1/tables/:table/columns',
+    { ...auth, schema: { params: TableParams, body: ColumnsAdded, response: answers(TableInfo) } },
+    async (request) => store.addColumns(request.params.table, request.body.columns),
   );
 
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({

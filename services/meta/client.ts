@@ -111,6 +111,15 @@ export class MetaClient {
     });
   }
 
+  /** Appends the columns the table lacks (schema evolution); answers the table as it then is. Repeating it is a no-op. */
+  addColumns(table: string, columns: ColumnSpec[]): Promise<TableInfo> {
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/columns`, {
+      method: 'POST',
+      body: { columns },
+      token: this.token,
+    });
+  }
+
   /** The table, or undefined when it does not exist. */
   async findTable(name: string): Promise<TableInfo | undefined> {
     try {

@@ -24,6 +24,7 @@ import {
   segmentActive,
   segmentNotFound,
   tableNotFound,
+  withColumnsAdded,
   toBackend,
   toSegment,
   type Backend,
@@ -265,6 +266,30 @@ export class PostgresMetaStore implements MetaStore {
         c,
       );
       return { ...existing, columns: to };
+    });
+  }
+
+  async addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo> {
+    return await this.transaction(async (c) => {
+      // Locked while read and written: two batches that add fields at once both land, one after the other.
+      const existing = (
+        await this.query<TableInfo>(
+          'lock-table',
+          'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1 FOR UPDATE',
+          [name],
+          c,
+        )
+      ).rows[0];
+      if (!existing) throw tableNotFound(name);
+      const evolved = withColumnsAdded(existing.columns, columns);
+      if (evolved === existing.columns) return existing;
+      await this.query(
+        'add-columns',
+        'UPDATE tables SET columns = $2 WHERE name = $1',
+        [name, JSON.stringify(evolved)],
+        c,
+      );
+      return { ...existing, columns: evolved };
     });
   }
 

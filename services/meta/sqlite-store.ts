@@ -17,6 +17,7 @@ import {
   segmentActive,
   segmentNotFound,
   tableNotFound,
+  withColumnsAdded,
   toBackend,
   toSegment,
   type Backend,
@@ -168,6 +169,17 @@ export class SqliteMetaStore implements MetaStore {
       if (!checkColumnTypeChange(name, existing.columns, from, to)) return existing;
       this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(to), name);
       return this.readTable(name)!;
+    });
+  }
+
+  async addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo> {
+    return this.write(() => {
+      const existing = this.readTable(name);
+      if (!existing) throw tableNotFound(name);
+      const evolved = withColumnsAdded(existing.columns, columns);
+      if (evolved === existing.columns) return existing;
+      this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(evolved), name);
+      return { ...existing, columns: evolved };
     });
   }
 

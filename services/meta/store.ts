@@ -67,6 +67,13 @@ export interface MetaStore {
    */
   setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo>;
   /**
+   * Schema evolution: appends the columns the table lacks, in the order given, and answers the
+   * table as it then is. A column it already has under the same name, in any case, is left as it
+   * is, whatever its type: of two batches that bring the same field, the first one's type stands
+   * and the other is checked against it. The schema digest moves with any column added.
+   */
+  addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo>;
+  /**
    * Commits one new segment. Committing a segment whose id the manifest holds, active or retired,
    * is a no-op answered with the row it holds (a retired one stays retired); a different one under
    * the same id is a conflict. Retired rows are kept for the dedup window (`dedupWindowMs`), so a
@@ -202,6 +209,18 @@ export const schemaDigest = (timestampColumn: string, columns: ColumnSpec[]): st
     .update(JSON.stringify([timestampColumn, columns.map((c) => [c.name, c.type])]))
     .digest('hex')
     .slice(0, 16);
+
+/** The table's columns with those of `added` it lacks (by name, in any case) appended; `current` itself when there are none. */
+export function withColumnsAdded(current: ColumnSpec[], added: ColumnSpec[]): ColumnSpec[] {
+  const names = new Set(current.map((c) => c.name.toLowerCase()));
+  const fresh: ColumnSpec[] = [];
+  for (const column of added) {
+    if (names.has(column.name.toLowerCase())) continue;
+    names.add(column.name.toLowerCase());
+    fresh.push(column);
+  }
+  return fresh.length === 0 ? current : [...current, ...fresh];
+}
 
 /** The answer to ensureTable when `existing` already has the table's name. */
 export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {

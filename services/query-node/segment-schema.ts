@@ -1,8 +1,10 @@
 /**
- * The guard between a segment and a scan: each column a scan reads must be in the segment with
- * exactly the type its table declares, or the scan is refused. DuckDB reads a file by its own
- * schema, so a file whose column is DOUBLE where the table says HUGEINT would stream DOUBLEs that
- * the coordinator takes for HUGEINTs: bytes read as another type's, never an answer.
+ * The guard between a segment and a scan: each column a scan reads that the segment holds must
+ * have exactly the type its table declares, or the scan is refused. DuckDB reads a file by its
+ * own schema, so a file whose column is DOUBLE where the table says HUGEINT would stream DOUBLEs
+ * that the coordinator takes for HUGEINTs: bytes read as another type's, never an answer. A column
+ * the segment lacks was added to the table after it was written (schema evolution): the scan reads
+ * it as NULL there.
  *
  * A segment id names one immutable object, and a segment held in the memory tier is a table made
  * from its whole file: what a segment holds is read once (DESCRIBE, which reads only the footer, so
@@ -19,20 +21,19 @@ import { SEGMENT_SCHEMA_MISMATCH } from './api.js';
 /** Where a segment's rows are read from: its file, or its table in the memory tier (a qualified SQL name). */
 export type SegmentSource = { file: string } | { table: string };
 
-/** A scan refused: a column of the segment is missing, or has another type than its table declares. */
+/** A scan refused: a column of the segment has another type than its table declares. */
 export class SegmentSchemaMismatch extends DomainError {
   constructor(
     readonly segment: string,
     readonly column: string,
     readonly declared: string,
-    /** Undefined when the segment has no such column. */
-    readonly found: string | undefined,
+    readonly found: string,
   ) {
     super(
       'inconsistent',
       SEGMENT_SCHEMA_MISMATCH,
       `segment ${segment} disagrees with its table: column "${column}" is declared ${declared} but the segment ` +
-        `${found === undefined ? 'has no such column' : `holds ${found}`}; the scan is refused rather than read as ${declared}`,
+        `holds ${found}; the scan is refused rather than read as ${declared}`,
     );
   }
 }
@@ -49,13 +50,19 @@ export class SegmentSchemas {
     this.known = new LRUCache({ max });
   }
 
-  /** Throws a SegmentSchemaMismatch unless every one of `columns` is in the segment with its declared type. */
-  async check(segment: string, source: SegmentSource, columns: readonly ColumnSpec[]): Promise<void> {
+  /**
+   * The names of `columns` the segment lacks, to be read as NULL; throws a SegmentSchemaMismatch
+   * when one it holds has another type than declared.
+   */
+  async check(segment: string, source: SegmentSource, columns: readonly ColumnSpec[]): Promise<string[]> {
     const found = await this.columnsOf(segment, source);
+    const lacking: string[] = [];
     for (const column of columns) {
       const type = found.get(column.name.toLowerCase());
-      if (type !== column.type) throw new SegmentSchemaMismatch(segment, column.name, column.type, type);
+      if (type === undefined) lacking.push(column.name);
+      else if (type !== column.type) throw new SegmentSchemaMismatch(segment, column.name, column.type, type);
     }
+    return lacking;
   }
 
   private columnsOf(segment: string, source: SegmentSource): Promise<Map<string, string>> {

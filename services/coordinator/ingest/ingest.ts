@@ -69,7 +69,11 @@ export class Ingestor {
         );
       }
       const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
-      let file = await writer.ndjsonToSegment(input, output, tsColumn, known?.columns);
+      let columns = known?.columns;
+      // New fields become new nullable columns; segments written before read them as NULL.
+      const evolved = known && (await writer.evolvedColumns(input, known.columns));
+      if (evolved) columns = (await meta.addColumns(table, evolved.slice(known.columns.length))).columns;
+      let file = await writer.ndjsonToSegment(input, output, tsColumn, columns);
       if (!known) {
         const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
         // Another first batch won the race with its own schema: conform to it.

@@ -322,6 +322,33 @@ export async function inferColumns(file: string, timestampColumn: string): Promi
   }
 }
 
+/**
+ * Schema evolution: columns for the fields of a batch that a table's `columns` lack (by name, in
+ * any case), typed by the typing rule over those fields alone, in the order they first appear;
+ * none when the batch brings no new field. A field it refuses is a 400 naming its line and field.
+ */
+export async function newColumns(file: string, columns: readonly ColumnSpec[]): Promise<ColumnSpec[]> {
+  const known = new Set(columns.map((c) => c.name.toLowerCase()));
+  const inference = new ColumnInference();
+  for await (const [line, row] of rowsOf(file)) {
+    const fresh = Object.entries(row).filter(([field]) => !known.has(field.toLowerCase()));
+    if (fresh.length === 0) continue;
+    if (fresh.some(([field]) => field === PROTO)) throw rowError(line, NO_PROTO);
+    try {
+      inference.add(Object.fromEntries(fresh));
+    } catch (error) {
+      if (error instanceof TypingRefusal) throw rowError(line, error.message);
+      throw error;
+    }
+  }
+  try {
+    return inference.columns();
+  } catch (error) {
+    if (error instanceof TypingRefusal) throw badRequest('row_does_not_fit', error.message);
+    throw error;
+  }
+}
+
 /** Checks every row of an NDJSON file against a table's columns; the first row that does not fit is a 400 naming its line and field. */
 export async function checkRows(file: string, columns: readonly ColumnSpec[]): Promise<void> {
   const shapes = new Map(columns.map((c) => [c.name, parseType(c.type)]));

@@ -14,7 +14,7 @@ import type { ColumnSpec } from '../../meta/client.js';
 import { jsonReadType } from '../../../core/json-typing.js';
 import { epochMsSql } from '../../../core/time-bounds.js';
 import { columnsDisagree, describe } from '../../common/parquet-columns.js';
-import { checkRows, inferColumns } from './ndjson-rows.js';
+import { checkRows, inferColumns, newColumns } from './ndjson-rows.js';
 
 export interface SegmentFile {
   rows: number;
@@ -26,6 +26,21 @@ export interface SegmentFile {
 
 /** What meta accepts for a table's schema. */
 const MAX_COLUMNS = 2000;
+
+/** A 400 unless meta would accept `schema`: at most MAX_COLUMNS columns, no name too long. */
+function checkColumnLimits(schema: ColumnSpec[]): void {
+  if (schema.length > MAX_COLUMNS)
+    throw badRequest(
+      'too_many_columns',
+      `the rows have ${schema.length} fields; a table has at most ${MAX_COLUMNS} columns`,
+    );
+  const long = schema.find((col) => col.name.length > MAX_COLUMN_NAME_LENGTH);
+  if (long)
+    throw badRequest(
+      'column_name_too_long',
+      `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME_LENGTH} characters`,
+    );
+}
 
 export class SegmentWriter {
   private constructor(
@@ -53,6 +68,24 @@ export class SegmentWriter {
   }
 
   /**
+   * Schema evolution: when the batch brings fields a table's `columns` lack, the table's columns
+   * with those appended (typed by the typing rule over the new fields alone), every row already
+   * checked to fit them; undefined when it brings none. A batch that would not fit is a 400 here,
+   * before meta adds anything.
+   */
+  async evolvedColumns(input: string, columns: ColumnSpec[]): Promise<ColumnSpec[] | undefined> {
+    const inferred = await newColumns(input, columns);
+    if (inferred.length === 0) return undefined;
+    // In DuckDB's spelling (STRUCT(x BIGINT), not STRUCT("x" BIGINT)), as a first batch's columns are: what a segment's file says.
+    const nulls = inferred.map((col) => `CAST(NULL AS ${col.type}) AS ${quoteIdent(col.name)}`).join(', ');
+    const added = await withConnection(this.duckdb, (c) => describe(c, `(SELECT ${nulls})`));
+    const evolved = [...columns, ...added];
+    checkColumnLimits(evolved);
+    await checkRows(input, evolved);
+    return evolved;
+  }
+
+  /**
    * Reads newline-delimited JSON into one sorted Parquet segment. With `columns` every row must fit
    * that schema as it is; without, the columns come from all the rows by the typing rule
    * (core/json-typing.ts: the table's first batch) and every row must fit them. The timestamp
@@ -69,17 +102,7 @@ export class SegmentWriter {
     let schema = columns;
     if (!schema) {
       schema = await inferColumns(input, timestampColumn);
-      if (schema.length > MAX_COLUMNS)
-        throw badRequest(
-          'too_many_columns',
-          `the rows have ${schema.length} fields; a table has at most ${MAX_COLUMNS} columns`,
-        );
-      const long = schema.find((col) => col.name.length > MAX_COLUMN_NAME_LENGTH);
-      if (long)
-        throw badRequest(
-          'column_name_too_long',
-          `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME_LENGTH} characters`,
-        );
+      checkColumnLimits(schema);
     }
     if (schema.length === 0 && (await holdsNoRows(input))) throw badRequest('no_rows', 'the body holds no rows');
     if (!schema.some((col) => col.name === timestampColumn))
