@@ -3,4 +3,5 @@ export { createJanitorActivities, type JanitorActivities } from './janitor.js';
 export { createMergeActivities, type MergeActivities } from './merge.js';
 export { createHeavyPoolActivities, type HeavyPoolActivities } from './heavy-pool.js';
 export { createPreflightActivities, type PreflightActivities } from './preflight.js';
+export { createRetentionActivities, type RetentionActivities } from './retention.js';
 export { createServingScalerActivities, type ServingScalerActivities } from './serving-scaler.js';

@@ -12,6 +12,7 @@ import { queryCommand } from './commands/query.js';
 import { seaweedfsKeysCommand } from './commands/seaweedfs-keys.js';
 import { servingCommand } from './commands/serving.js';
 import { setupCommand } from './commands/setup.js';
+import { tableCommand } from './commands/table.js';
 import { upCommand } from './commands/up.js';
 import { UsageError } from './usage-error.js';
 
@@ -22,6 +23,7 @@ const program = new Command('berth')
   .addCommand(queryCommand())
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
+  .addCommand(tableCommand())
   .addCommand(poolCommand())
   .addCommand(preflightCommand())
   .addCommand(costCommand())

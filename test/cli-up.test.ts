@@ -147,6 +147,14 @@ describe('berth up and the everyday commands', () => {
         const noted = await berth('query', 'SELECT note FROM notes', '--ndjson', '--data-dir', dataDir);
         expect(JSON.parse(noted.stdout.split('\n')[1]!)).toEqual([note]);
 
+        const kept = await berth('table', 'set', 'notes', '--retention', '30d', '--data-dir', dataDir);
+        expect(kept.stdout).toContain('notes: rows kept 30d');
+        const badPeriod = await berth('table', 'set', 'notes', '--retention', '30 days', '--data-dir', dataDir);
+        expect(badPeriod.code).toBe(2);
+        expect(badPeriod.stderr).toMatch(/--retention: "30 days" is not a period such as 30d/);
+        const noTable = await berth('table', 'set', 'nowhere', '--retention', 'off', '--data-dir', dataDir);
+        expect(noTable.stderr).toMatch(/table "nowhere" does not exist/);
+
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;
           weight: number;

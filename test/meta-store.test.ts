@@ -246,6 +246,23 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await (await open()).getTable('logs'))!.columns).toEqual(evolved);
     });
 
+    it('keeps a retention period per table until it is set to null, and lists the tables that have one', async () => {
+      await store.ensureTable({ ...table, name: 'other' });
+      expect(await store.retentions()).toEqual([]);
+      await store.setRetention('other', 86_400_000);
+      await store.setRetention('events', 30 * 86_400_000);
+      await store.setRetention('events', 7 * 86_400_000);
+      expect(await store.retentions()).toEqual([
+        { table: 'events', retentionMs: 7 * 86_400_000 },
+        { table: 'other', retentionMs: 86_400_000 },
+      ]);
+      await store.setRetention('other', null);
+      expect(await (await open()).retentions()).toEqual([{ table: 'events', retentionMs: 7 * 86_400_000 }]);
+      // The table itself is as it was.
+      expect(await store.getTable('events')).toEqual(table);
+      await expect(store.setRetention('nope', 1)).rejects.toMatchObject({ kind: 'not_found', code: 'table_not_found' });
+    });
+
     it('lists active segments whose time range overlaps the asked range, newest first', async () => {
       await store.commitSegment(segment('early', { minTs: 0, maxTs: 99 }));
       await store.commitSegment(segment('late', { minTs: 200, maxTs: 299 }));

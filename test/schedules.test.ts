@@ -9,6 +9,7 @@ import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
 import { JANITOR_SCHEDULE_ID } from '../workflows/contracts/janitor.js';
+import { RETENTION_SCHEDULE_ID } from '../workflows/contracts/retention.js';
 import { mergeScheduleId } from '../workflows/contracts/segment-merge.js';
 import { spawnWorkerProcess, temporalClient } from './helpers/berth-worker.js';
 import { startCluster, type TestCluster } from './helpers/cluster.js';
@@ -42,9 +43,9 @@ describe('schedules that follow configuration', () => {
     worker = undefined;
   });
   afterAll(async () => {
-    for (const id of [mergeScheduleId(kept), mergeScheduleId(dropped), JANITOR_SCHEDULE_ID]) {
+    for (const id of [mergeScheduleId(kept), mergeScheduleId(dropped), JANITOR_SCHEDULE_ID, RETENTION_SCHEDULE_ID]) {
       const handle = client.schedule.getHandle(id);
-      // The janitor's schedule is shared by the namespace: remove it only if this test's worker owns it.
+      // The janitor's and retention's schedules are shared by the namespace: remove it only if this test's worker owns it.
       if (
         await handle.describe().then(
           (d) => d.action.taskQueue === mergeTaskQueueFor(taskQueue),
@@ -59,7 +60,7 @@ describe('schedules that follow configuration', () => {
   });
 
   it('creates a merge schedule per table, with a catch-up window of one interval', async () => {
-    runWorker(withBoth, { BERTH_MERGE_EVERY_MS: String(HOUR) });
+    runWorker(withBoth, { BERTH_MERGE_EVERY_MS: String(HOUR), BERTH_RETENTION_EVERY_MS: String(3 * HOUR) });
     // One sync creates them one after the other (in meta's order, dropped_ first): wait for both.
     const exists = (table: string) =>
       describeSchedule(table).then(
@@ -76,6 +77,13 @@ describe('schedules that follow configuration', () => {
       taskQueue: mergeTaskQueueFor(taskQueue),
       workflowType: 'tableMergeWorkflow',
       args: [{ table: kept, minInputs: 10, maxInputs: 100 }],
+    });
+    // Retention's, one for every table, on its own interval.
+    const retention = await client.schedule.getHandle(RETENTION_SCHEDULE_ID).describe();
+    expect(retention.spec.intervals?.map((i) => i.every)).toEqual([3 * HOUR]);
+    expect(retention.action).toMatchObject({
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowType: 'retentionWorkflow',
     });
   });
 

@@ -53,6 +53,7 @@ export const WorkerConfig = Type.Object({
   BERTH_MERGE_MIN_INPUTS: Type.Integer({ minimum: 2, default: SCHEDULE_DEFAULTS.mergeMinInputs }),
   BERTH_MERGE_MAX_INPUTS: Type.Integer({ minimum: 2, default: SCHEDULE_DEFAULTS.mergeMaxInputs }),
   BERTH_JANITOR_EVERY_MS: Millis({ default: SCHEDULE_DEFAULTS.janitorEveryMs }),
+  BERTH_RETENTION_EVERY_MS: Millis({ default: SCHEDULE_DEFAULTS.retentionEveryMs }),
   BERTH_JANITOR_GRACE_MS: Millis({ minimum: 0, default: SCHEDULE_DEFAULTS.janitorGraceMs }),
   /** 0 turns the schedules off. */
   BERTH_SCHEDULE_SYNC_MS: Millis({ minimum: 0, default: 30_000 }),

@@ -46,6 +46,7 @@ const schedules: ScheduleConfig = {
   mergeMinInputs: config.BERTH_MERGE_MIN_INPUTS,
   mergeMaxInputs: config.BERTH_MERGE_MAX_INPUTS,
   janitorEveryMs: config.BERTH_JANITOR_EVERY_MS,
+  retentionEveryMs: config.BERTH_RETENTION_EVERY_MS,
   janitorGraceMs: config.BERTH_JANITOR_GRACE_MS,
   catchupWindowMs: config.BERTH_SCHEDULE_CATCHUP_MS,
   taskQueue: mergeTaskQueueFor(taskQueue),

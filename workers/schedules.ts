@@ -17,7 +17,8 @@ import {
 import { MERGE_TASK_QUEUE, SEARCH_ATTRIBUTES } from '../workflows/contracts/shared.js';
 import { JANITOR_DEFAULTS, JANITOR_SCHEDULE_ID } from '../workflows/contracts/janitor.js';
 import { MERGE_DEFAULTS, mergeScheduleId } from '../workflows/contracts/segment-merge.js';
-import type { janitorWorkflow, tableMergeWorkflow } from '../workflows/index.js';
+import { RETENTION_SCHEDULE_ID } from '../workflows/contracts/retention.js';
+import type { janitorWorkflow, retentionWorkflow, tableMergeWorkflow } from '../workflows/index.js';
 
 export interface ScheduleConfig {
   /** How often each table is merged. @default 300000 */
@@ -30,6 +31,8 @@ export interface ScheduleConfig {
   janitorEveryMs?: number;
   /** Retired objects and uncommitted uploads younger than this are kept. @default 3600000 */
   janitorGraceMs?: number;
+  /** How often retention retires the segments past their table's retention period. @default 3600000 */
+  retentionEveryMs?: number;
   /**
    * Runs missed while Temporal or the workers were down are taken afterwards only when missed by
    * less than this: a run older than one interval is superseded by the next one anyway.
@@ -47,6 +50,7 @@ export const SCHEDULE_DEFAULTS = {
   mergeMaxInputs: MERGE_DEFAULTS.maxInputs,
   janitorEveryMs: 900_000,
   janitorGraceMs: JANITOR_DEFAULTS.graceMs,
+  retentionEveryMs: 3_600_000,
 };
 
 export type ScheduleChange = 'created' | 'updated' | 'unchanged';
@@ -62,7 +66,9 @@ interface WantedSchedule {
   scheduleId: string;
   everyMs: number;
   catchupWindowMs: number;
-  action: ScheduleOptionsStartWorkflowAction<typeof tableMergeWorkflow | typeof janitorWorkflow>;
+  action: ScheduleOptionsStartWorkflowAction<
+    typeof tableMergeWorkflow | typeof janitorWorkflow | typeof retentionWorkflow
+  >;
   /** Lets a later sync tell Berth's merge schedules apart (listings carry the memo, not the action). */
   memo?: Record<string, string>;
 }
@@ -105,6 +111,22 @@ function janitorSchedule(config: ScheduleConfig): WantedSchedule {
       workflowId: 'janitor-scheduled',
       taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
       args: [{ graceMs: config.janitorGraceMs ?? SCHEDULE_DEFAULTS.janitorGraceMs }],
+    },
+  };
+}
+
+function retentionSchedule(config: ScheduleConfig): WantedSchedule {
+  const everyMs = config.retentionEveryMs ?? SCHEDULE_DEFAULTS.retentionEveryMs;
+  return {
+    scheduleId: RETENTION_SCHEDULE_ID,
+    everyMs,
+    catchupWindowMs: catchupFor(everyMs, config),
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'retentionWorkflow' satisfies (typeof retentionWorkflow)['name'],
+      workflowId: 'retention-scheduled',
+      taskQueue: config.taskQueue ?? MERGE_TASK_QUEUE,
+      args: [],
     },
   };
 }
@@ -179,8 +201,14 @@ export function ensureJanitorSchedule(client: Client, config: ScheduleConfig = {
   return ensureSchedule(client, janitorSchedule(config));
 }
 
+/** Ensures retention's schedule follows the configuration. */
+export function ensureRetentionSchedule(client: Client, config: ScheduleConfig = {}): Promise<ScheduleChange> {
+  return ensureSchedule(client, retentionSchedule(config));
+}
+
 /**
  * Brings every schedule in line with the configuration and the tables meta lists: the janitor's,
+ * retention's,
  * one merge schedule per table, and none for a table that is gone. Only merge schedules whose
  * workflows run on this configuration's task queue are deleted: others belong to other deployments.
  */
@@ -194,6 +222,7 @@ export async function syncSchedules(
     if (change !== 'unchanged') result[change].push(scheduleId);
   };
   record(JANITOR_SCHEDULE_ID, await ensureJanitorSchedule(client, config));
+  record(RETENTION_SCHEDULE_ID, await ensureRetentionSchedule(client, config));
   for (const table of tables) record(mergeScheduleId(table), await ensureMergeSchedule(client, table, config));
 
   const listed = new Set(tables);

@@ -15,6 +15,7 @@ import pino from 'pino';
 import {
   createHeavyPoolActivities,
   createJanitorActivities,
+  createRetentionActivities,
   createMergeActivities,
   createPreflightActivities,
   createServingScalerActivities,
@@ -122,6 +123,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
           group: config.servingGroup,
         }),
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
+        ...createRetentionActivities({ meta }),
       },
     });
     // Pool control: the heavy pool, its preflight, and the serving autoscaler, all on the platform.

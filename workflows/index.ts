@@ -1,5 +1,6 @@
 /** Every workflow a Berth worker runs, by name. */
 export { janitorWorkflow } from './janitor.js';
+export { retentionWorkflow } from './retention.js';
 export { segmentMergeWorkflow, tableMergeWorkflow } from './segment-merge.js';
 export { heavyPoolWorkflow } from './heavy-pool.js';
 export { poolReconcilerWorkflow } from './pool-reconciler.js';

@@ -123,6 +123,12 @@ export type QueryResult = Static<typeof QueryResult>;
 export const IngestParams = Type.Object({ table: TableName });
 export const IngestQuery = Type.Object({ timestampColumn: Type.Optional(TimestampColumn) });
 
+/**
+ * PUT /v1/tables/:table/retention (token): how long the table's rows are kept, in ms of age;
+ * retention's schedule retires every segment whose newest row is older. DELETE keeps them for good.
+ */
+export { RetentionSetting } from '../meta/api.js';
+
 export const IngestResult = Type.Object({
   segment: SegmentRow,
   /** Where the segment was pushed, and whether the owner took it. */

@@ -5,7 +5,8 @@ import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
-import { answers } from '../common/schemas.js';
+import { notFound } from '../common/errors.js';
+import { answers, Ok } from '../common/schemas.js';
 import { createServiceApp, serveMetrics } from '../common/service-app.js';
 import type { MetaClient } from '../meta/client.js';
 import { QueryNodeClient } from '../query-node/client.js';
@@ -20,6 +21,7 @@ import {
   NodeList,
   QueryRequest,
   QueryResult,
+  RetentionSetting,
   TableList,
   WorkloadGroups,
 } from './api.js';
@@ -214,6 +216,24 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       const entries = queryLog.entries(request.query.since);
       return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
     },
+  );
+
+  // A table's retention period: set (PUT) or removed (DELETE), for a table that exists.
+  const retention = { onRequest: requireToken(options.token) };
+  const setRetention = async (table: string, retentionMs: number | null) => {
+    if (!(await meta.findTable(table))) throw notFound('table_not_found', `table "${table}" does not exist`);
+    await meta.setRetention(table, retentionMs);
+    return { ok: true as const };
+  };
+  app.put(
+    '/v1/tables/:table/retention',
+    { ...retention, schema: { params: IngestParams, body: RetentionSetting, response: answers(Ok) } },
+    async (request) => setRetention(request.params.table, request.body.retentionMs),
+  );
+  app.delete(
+    '/v1/tables/:table/retention',
+    { ...retention, schema: { params: IngestParams, response: answers(Ok) } },
+    async (request) => setRetention(request.params.table, null),
   );
 
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({

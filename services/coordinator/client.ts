@@ -52,6 +52,15 @@ export class CoordinatorClient {
     });
   }
 
+  /** Sets how long a table's rows are kept (ms of age), or with null keeps them for good. */
+  async setRetention(table: string, retentionMs: number | null): Promise<void> {
+    await callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/retention`, {
+      ...(retentionMs === null ? { method: 'DELETE' } : { method: 'PUT', body: { retentionMs } }),
+      token: this.token,
+      timeoutMs: 30_000,
+    });
+  }
+
   async nodes(): Promise<NodeRow[]> {
     return (await callJson<{ nodes: NodeRow[] }>(`${this.url}/v1/nodes`, { timeoutMs: 30_000 })).nodes;
   }

@@ -108,6 +108,21 @@ export const TableInfo = Type.Object({
 export type TableInfo = Static<typeof TableInfo>;
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
 
+/**
+ * PUT /v1/tables/:table/retention: how long the table's rows are kept, in ms of age; the retention
+ * workflow retires every segment whose newest row is older. DELETE keeps them for good again. (Not
+ * a null in the body: Fastify's type coercion would read a 0 sent by mistake as that null.)
+ */
+export const RetentionSetting = Type.Object(
+  { retentionMs: Type.Integer({ minimum: 1 }) },
+  { additionalProperties: false },
+);
+
+export const Retention = Type.Object({ table: Type.String(), retentionMs: Type.Integer({ minimum: 1 }) });
+export type Retention = Static<typeof Retention>;
+/** GET /v1/retentions: every table that has a retention period. */
+export const RetentionList = Type.Object({ retentions: Type.Array(Retention) });
+
 /** What a reader caches a table by: both change whenever what they describe does. */
 export const TableVersion = Type.Object({
   /** Grows with every change to the table's active segments (commit, swap, retirement). */

@@ -12,6 +12,8 @@ import {
   BackendList,
   BackendsQuery,
   ColumnsAdded,
+  RetentionList,
+  RetentionSetting,
   ColumnTypeChange,
   GroupParams,
   Heartbeat,
@@ -136,6 +138,28 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     { ...auth, schema: { params: TableParams, body: ColumnsAdded, response: answers(TableInfo) } },
     async (request) => store.addColumns(request.params.table, request.body.columns),
   );
+
+  app.put(
+    '/v1/tables/:table/retention',
+    { ...auth, schema: { params: TableParams, body: RetentionSetting, response: answers(Ok) } },
+    async (request) => {
+      await store.setRetention(request.params.table, request.body.retentionMs);
+      return { ok: true as const };
+    },
+  );
+
+  app.delete(
+    '/v1/tables/:table/retention',
+    { ...auth, schema: { params: TableParams, response: answers(Ok) } },
+    async (request) => {
+      await store.setRetention(request.params.table, null);
+      return { ok: true as const };
+    },
+  );
+
+  app.get('/v1/retentions', { schema: { response: answers(RetentionList) } }, async () => ({
+    retentions: await store.retentions(),
+  }));
 
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({
     tables: await store.listTables(),

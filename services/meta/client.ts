@@ -15,6 +15,7 @@ import type {
   LeaseGrant,
   Member,
   NodeRegistration,
+  Retention,
   Segment,
   SegmentRow,
   TableInfo,
@@ -118,6 +119,24 @@ export class MetaClient {
       body: { columns },
       token: this.token,
     });
+  }
+
+  /** Sets how long a table's rows are kept (ms of age), or with null keeps them for good. */
+  async setRetention(table: string, retentionMs: number | null): Promise<void> {
+    await this.call(`/v1/tables/${encodeURIComponent(table)}/retention`, {
+      ...(retentionMs === null ? { method: 'DELETE' } : { method: 'PUT', body: { retentionMs } }),
+      token: this.token,
+    });
+  }
+
+  /** Every table that has a retention period. */
+  async retentions(): Promise<Retention[]> {
+    return (await this.call<{ retentions: Retention[] }>('/v1/retentions')).retentions;
+  }
+
+  /** Retires active segments without a replacement (retention); retired ones stay as they were. */
+  async retireSegments(ids: string[]): Promise<void> {
+    await this.call('/v1/segments/retire', { body: { ids }, token: this.token });
   }
 
   /** The table, or undefined when it does not exist. */

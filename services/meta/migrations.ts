@@ -102,6 +102,13 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state = 'retired' AND object_deleted_at IS NULL;
       CREATE INDEX segments_retired_without_objects ON segments (retired_at) WHERE object_deleted_at IS NOT NULL;`,
   },
+  {
+    version: 5,
+    name: 'retention per table',
+    // NULL: the table's rows are kept for good.
+    sqlite: `ALTER TABLE tables ADD COLUMN retention_ms INTEGER;`,
+    postgres: `ALTER TABLE tables ADD COLUMN retention_ms BIGINT;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -36,6 +36,7 @@ import {
   type MetaStoreOptions,
   type NodeRegistration,
   type NodeRow,
+  type Retention,
   type Segment,
   type SegmentDbRow,
   type SegmentRow,
@@ -291,6 +292,23 @@ export class PostgresMetaStore implements MetaStore {
       );
       return { ...existing, columns: evolved };
     });
+  }
+
+  async setRetention(name: string, retentionMs: number | null): Promise<void> {
+    const updated = await this.query('set-retention', 'UPDATE tables SET retention_ms = $2 WHERE name = $1', [
+      name,
+      retentionMs,
+    ]);
+    if (updated.rowCount === 0) throw tableNotFound(name);
+  }
+
+  async retentions(): Promise<Retention[]> {
+    const { rows } = await this.query<{ table: string; retentionMs: string }>(
+      'retentions',
+      'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL ORDER BY name',
+      [],
+    );
+    return rows.map((row) => ({ table: row.table, retentionMs: Number(row.retentionMs) }));
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {

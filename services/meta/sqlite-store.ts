@@ -29,6 +29,7 @@ import {
   type MetaStoreOptions,
   type NodeRegistration,
   type NodeRow,
+  type Retention,
   type Segment,
   type SegmentDbRow,
   type SegmentRow,
@@ -181,6 +182,19 @@ export class SqliteMetaStore implements MetaStore {
       this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(evolved), name);
       return { ...existing, columns: evolved };
     });
+  }
+
+  async setRetention(name: string, retentionMs: number | null): Promise<void> {
+    if (this.db.prepare('UPDATE tables SET retention_ms = ? WHERE name = ?').run(retentionMs, name).changes === 0)
+      throw tableNotFound(name);
+  }
+
+  async retentions(): Promise<Retention[]> {
+    return this.db
+      .prepare(
+        'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL ORDER BY name',
+      )
+      .all() as Retention[];
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {

@@ -14,6 +14,7 @@ import type {
   Lease,
   Member,
   NodeRegistration,
+  Retention,
   Segment,
   SegmentRow,
   TableInfo,
@@ -73,6 +74,10 @@ export interface MetaStore {
    * and the other is checked against it. The schema digest moves with any column added.
    */
   addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo>;
+  /** Sets how long a table's rows are kept (epoch ms of age), or with null keeps them for good. */
+  setRetention(name: string, retentionMs: number | null): Promise<void>;
+  /** Every table that has a retention period, by name. */
+  retentions(): Promise<Retention[]>;
   /**
    * Commits one new segment. Committing a segment whose id the manifest holds, active or retired,
    * is a no-op answered with the row it holds (a retired one stays retired); a different one under

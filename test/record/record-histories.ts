@@ -33,6 +33,7 @@ import {
   janitorWorkflow,
   poolReconcilerWorkflow,
   preflightWorkflow,
+  retentionWorkflow,
   tableMergeWorkflow,
 } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
@@ -238,5 +239,19 @@ describe('recording workflow histories', () => {
       args: [{ graceMs: 0 }],
     });
     await save(client, 'janitor', janitorId);
+  });
+
+  it('records a retention run that retires a segment', { timeout: 120_000 }, async () => {
+    // One batch two days old, under a day's retention.
+    const old = new Date(Date.now() - 2 * 86_400_000).toISOString();
+    expect((await cluster.ingest('aged', `${JSON.stringify({ ts: old, n: 1 })}\n`)).status).toBe(200);
+    await cluster.meta.setRetention('aged', 86_400_000);
+    const retentionId = `retention-recorded-${randomUUID()}`;
+    const retired = await client.workflow.execute(retentionWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId: retentionId,
+    });
+    expect(retired.segments).toBe(1);
+    await save(client, 'retention', retentionId);
   });
 });
