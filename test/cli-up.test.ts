@@ -152,6 +152,27 @@ describe('berth up and the everyday commands', () => {
         const badPeriod = await berth('table', 'set', 'notes', '--retention', '30 days', '--data-dir', dataDir);
         expect(badPeriod.code).toBe(2);
         expect(badPeriod.stderr).toMatch(/--retention: "30 days" is not a period such as 30d/);
+        const shown = JSON.parse(
+          (await berth('table', 'show', 'notes', '--json', '--data-dir', dataDir)).stdout,
+        ) as Record<string, unknown>;
+        expect(shown).toMatchObject({
+          name: 'notes',
+          columns: [
+            { name: 'ts', type: 'TIMESTAMP' },
+            { name: 'note', type: 'VARCHAR' },
+          ],
+          retentionMs: 30 * 86_400_000,
+          segments: 1,
+          rows: 1,
+          oldest: Date.parse('2026-11-01T00:00:00Z'),
+          newest: Date.parse('2026-11-01T00:00:00Z'),
+        });
+        expect((await berth('table', 'show', 'notes', '--data-dir', dataDir)).stdout).toMatch(
+          /^notes: schema [0-9a-f]{16}, timestamps in "ts", retention 30d\n {2}1 segments, 1 rows/,
+        );
+        expect((await berth('table', 'list', '--data-dir', dataDir)).stdout).toMatch(
+          /\bevents +\d+ +3\b.*\n.*\bnotes\b.*30d/,
+        );
         const noTable = await berth('table', 'set', 'nowhere', '--retention', 'off', '--data-dir', dataDir);
         expect(noTable.stderr).toMatch(/table "nowhere" does not exist/);
 

@@ -263,6 +263,22 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await expect(store.setRetention('nope', 1)).rejects.toMatchObject({ kind: 'not_found', code: 'table_not_found' });
     });
 
+    it("sums a table's active segments alone, and knows no stats of a table that does not exist", async () => {
+      expect(await store.tableStats('events')).toEqual({ segments: 0, rows: 0, bytes: 0, oldest: null, newest: null });
+      await store.commitSegment(segment('t1', { minTs: 1_000, maxTs: 5_000, rows: 10, bytes: 100 }));
+      await store.commitSegment(segment('t2', { minTs: 3_000, maxTs: 9_000, rows: 20, bytes: 300 }));
+      await store.commitSegment(segment('t3', { minTs: 500, maxTs: 600, rows: 5, bytes: 50 }));
+      await store.retireSegments(['t3']);
+      expect(await store.tableStats('events')).toEqual({
+        segments: 2,
+        rows: 30,
+        bytes: 400,
+        oldest: 1_000,
+        newest: 9_000,
+      });
+      expect(await store.tableStats('nope')).toBeUndefined();
+    });
+
     it('lists active segments whose time range overlaps the asked range, newest first', async () => {
       await store.commitSegment(segment('early', { minTs: 0, maxTs: 99 }));
       await store.commitSegment(segment('late', { minTs: 200, maxTs: 299 }));

@@ -1,6 +1,8 @@
-/** `berth table set T --retention 30d`: a table's settings, through the coordinator. */
+/** `berth table list|show|set`: the tables, their columns and segments, and their settings, through the coordinator. */
 import { Command } from 'commander';
+import type { TableDetails } from '../../services/coordinator/api.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
+import { count, table as grid } from '../format.js';
 import { UsageError } from '../usage-error.js';
 
 const UNIT_MS = { d: 86_400_000, h: 3_600_000, m: 60_000 } as const;
@@ -13,8 +15,64 @@ export function parseRetention(text: string): number | null {
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
 }
 
+/** A period in the largest unit that divides it: 30d, 36h, 90m. */
+function period(ms: number | null): string {
+  if (ms === null) return 'kept for good';
+  const unit = (Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[]).find((u) => ms % UNIT_MS[u] === 0);
+  return unit ? `${ms / UNIT_MS[unit]}${unit}` : `${ms} ms`;
+}
+
+const instant = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+
 export function tableCommand(): Command {
-  const table = new Command('table').description("change a table's settings");
+  const table = new Command('table').description('the tables: their columns, segments and retention');
+
+  table
+    .command('list')
+    .description('every table: segments, rows, bytes, retention, oldest and newest rows')
+    .option('--json', 'print the tables as JSON')
+    .addOption(dataDirOption())
+    .action(async (options: { json?: boolean; dataDir: string }) => {
+      const { coordinator } = await openCluster(options.dataDir);
+      const names = (await ask(coordinator, (c) => c.tables())).map((t) => t.name);
+      const details: TableDetails[] = [];
+      for (const name of names) details.push(await ask(coordinator, (c) => c.table(name)));
+      if (options.json) return console.log(JSON.stringify(details));
+      if (details.length === 0) return console.log('no tables yet: `berth ingest` creates one');
+      console.log(
+        grid([
+          ['table', 'columns', 'segments', 'rows', 'bytes', 'retention', 'oldest', 'newest'],
+          ...details.map((t) => [
+            t.name,
+            String(t.columns.length),
+            count(t.segments),
+            count(t.rows),
+            count(t.bytes),
+            period(t.retentionMs),
+            instant(t.oldest),
+            instant(t.newest),
+          ]),
+        ]),
+      );
+    });
+
+  table
+    .command('show')
+    .description("a table's schema version, columns, retention and segments")
+    .argument('<table>', 'the table')
+    .option('--json', 'print the table as JSON')
+    .addOption(dataDirOption())
+    .action(async (name: string, options: { json?: boolean; dataDir: string }) => {
+      const t = await ask((await openCluster(options.dataDir)).coordinator, (c) => c.table(name));
+      if (options.json) return console.log(JSON.stringify(t));
+      console.log(
+        [
+          `${t.name}: schema ${t.schema}, timestamps in "${t.timestampColumn}", retention ${period(t.retentionMs)}`,
+          `  ${count(t.segments)} segments, ${count(t.rows)} rows, ${count(t.bytes)} bytes; rows from ${instant(t.oldest)} to ${instant(t.newest)}`,
+          grid([['column', 'type'], ...t.columns.map((c) => [c.name, c.type])]),
+        ].join('\n'),
+      );
+    });
 
   table
     .command('set')

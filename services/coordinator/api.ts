@@ -10,7 +10,7 @@ import type { Concentration } from '../../core/compute-concentration.js';
 import { SPLITS, type Split as SplitName } from '../../core/query-plan/decompose.js';
 import type { Verdict } from '../../core/routing-verdict.js';
 import { DefinedIn, TableName, TimestampColumn } from '../common/schemas.js';
-import { Backend, SegmentRow, TableInfo } from '../meta/api.js';
+import { Backend, SegmentRow, TableInfo, TableStats } from '../meta/api.js';
 import { Warmth } from '../query-node/api.js';
 
 /** GET /readyz, answered 200 when ready and 503 when not (with the reason meta is unreachable). */
@@ -151,6 +151,19 @@ export const ConcentrationReport = DefinedIn<Concentration & { capacity: number;
 export type ConcentrationReport = Static<typeof ConcentrationReport>;
 
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
+
+/** GET /v1/tables/:table: what `berth table show` prints. */
+export const TableDetails = Type.Intersect([
+  TableInfo,
+  TableStats,
+  Type.Object({
+    /** The schema's version: a digest that moves with every column added or retyped. */
+    schema: Type.String(),
+    /** How long rows are kept (ms of age), null for good. */
+    retentionMs: Type.Union([Type.Integer(), Type.Null()]),
+  }),
+]);
+export type TableDetails = Static<typeof TableDetails>;
 
 /** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
 export const NodeRow = Type.Intersect([

@@ -22,6 +22,7 @@ import {
   QueryRequest,
   QueryResult,
   RetentionSetting,
+  TableDetails,
   TableList,
   WorkloadGroups,
 } from './api.js';
@@ -239,6 +240,20 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({
     tables: await meta.listTables(),
   }));
+
+  app.get(
+    '/v1/tables/:table',
+    { schema: { params: IngestParams, response: answers(TableDetails) } },
+    async (request) => {
+      const { table } = request.params;
+      const info = await meta.findTable(table);
+      const version = info && (await meta.tableVersion(table));
+      if (!info || !version) throw notFound('table_not_found', `table "${table}" does not exist`);
+      const [stats, retentions] = await Promise.all([meta.tableStats(table), meta.retentions()]);
+      const retentionMs = retentions.find((r) => r.table === table)?.retentionMs ?? null;
+      return { ...info, ...stats, schema: version.schema, retentionMs };
+    },
+  );
 
   app.get('/v1/nodes', { schema: { response: answers(NodeList) } }, async () => {
     const backends = await meta.backends();

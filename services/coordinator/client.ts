@@ -2,7 +2,15 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { callJson, ServiceCallError } from '../common/http-client.js';
-import { NDJSON_TYPE, type ConcentrationReport, type IngestResult, type NodeRow, type QueryResult } from './api.js';
+import {
+  NDJSON_TYPE,
+  type ConcentrationReport,
+  type IngestResult,
+  type NodeRow,
+  type QueryResult,
+  type TableDetails,
+} from './api.js';
+import type { TableInfo } from '../meta/api.js';
 
 export type { ConcentrationReport, IngestResult, NodeRow, QueryResult };
 
@@ -59,6 +67,15 @@ export class CoordinatorClient {
       token: this.token,
       timeoutMs: 30_000,
     });
+  }
+
+  async tables(): Promise<TableInfo[]> {
+    return (await callJson<{ tables: TableInfo[] }>(`${this.url}/v1/tables`, { timeoutMs: 30_000 })).tables;
+  }
+
+  /** A table's columns, schema version, retention and segments; a 404 for a table that does not exist. */
+  table(name: string): Promise<TableDetails> {
+    return callJson(`${this.url}/v1/tables/${encodeURIComponent(name)}`, { timeoutMs: 30_000 });
   }
 
   async nodes(): Promise<NodeRow[]> {

@@ -123,6 +123,17 @@ export type Retention = Static<typeof Retention>;
 /** GET /v1/retentions: every table that has a retention period. */
 export const RetentionList = Type.Object({ retentions: Type.Array(Retention) });
 
+/** GET /v1/tables/:table/stats: a table's active segments, summed by meta's store (no listing). */
+export const TableStats = Type.Object({
+  segments: Type.Integer(),
+  rows: Type.Integer(),
+  bytes: Type.Integer(),
+  /** The earliest and latest timestamp of its rows (epoch ms), null without segments. */
+  oldest: Type.Union([Type.Integer(), Type.Null()]),
+  newest: Type.Union([Type.Integer(), Type.Null()]),
+});
+export type TableStats = Static<typeof TableStats>;
+
 /** What a reader caches a table by: both change whenever what they describe does. */
 export const TableVersion = Type.Object({
   /** Grows with every change to the table's active segments (commit, swap, retirement). */

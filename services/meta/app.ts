@@ -13,6 +13,7 @@ import {
   BackendsQuery,
   ColumnsAdded,
   RetentionList,
+  TableStats,
   RetentionSetting,
   ColumnTypeChange,
   GroupParams,
@@ -46,7 +47,7 @@ import {
   TableParams,
   TableVersion,
 } from './api.js';
-import type { MetaStore } from './store.js';
+import { tableNotFound, type MetaStore } from './store.js';
 
 export interface MetaAppOptions {
   store: MetaStore;
@@ -154,6 +155,16 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     async (request) => {
       await store.setRetention(request.params.table, null);
       return { ok: true as const };
+    },
+  );
+
+  app.get(
+    '/v1/tables/:table/stats',
+    { schema: { params: TableParams, response: answers(TableStats) } },
+    async (request) => {
+      const stats = await store.tableStats(request.params.table);
+      if (!stats) throw tableNotFound(request.params.table);
+      return stats;
     },
   );
 

@@ -19,6 +19,7 @@ import type {
   Segment,
   SegmentRow,
   TableInfo,
+  TableStats,
   TableVersion,
 } from './api.js';
 
@@ -127,6 +128,11 @@ export class MetaClient {
       ...(retentionMs === null ? { method: 'DELETE' } : { method: 'PUT', body: { retentionMs } }),
       token: this.token,
     });
+  }
+
+  /** A table's active segments, counted and summed; a 404 for a table that does not exist. */
+  tableStats(table: string): Promise<TableStats> {
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/stats`);
   }
 
   /** Every table that has a retention period. */

@@ -25,6 +25,9 @@ import {
   segmentNotFound,
   tableNotFound,
   withColumnsAdded,
+  TABLE_STATS_SQL,
+  toTableStats,
+  type TableStats,
   toBackend,
   toSegment,
   type Backend,
@@ -309,6 +312,11 @@ export class PostgresMetaStore implements MetaStore {
       [],
     );
     return rows.map((row) => ({ table: row.table, retentionMs: Number(row.retentionMs) }));
+  }
+
+  async tableStats(name: string): Promise<TableStats | undefined> {
+    if (!(await this.getTable(name))) return undefined;
+    return toTableStats((await this.query('table-stats', TABLE_STATS_SQL, [name])).rows[0]!);
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {

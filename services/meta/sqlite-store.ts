@@ -18,6 +18,9 @@ import {
   segmentNotFound,
   tableNotFound,
   withColumnsAdded,
+  TABLE_STATS_SQL,
+  toTableStats,
+  type TableStats,
   toBackend,
   toSegment,
   type Backend,
@@ -195,6 +198,11 @@ export class SqliteMetaStore implements MetaStore {
         'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL ORDER BY name',
       )
       .all() as Retention[];
+  }
+
+  async tableStats(name: string): Promise<TableStats | undefined> {
+    if (!this.readTable(name)) return undefined;
+    return toTableStats(this.db.prepare(TABLE_STATS_SQL.replace('$1', '?')).get(name) as Record<string, unknown>);
   }
 
   async commitSegment(segment: Segment): Promise<SegmentRow> {

@@ -18,6 +18,7 @@ import type {
   Segment,
   SegmentRow,
   TableInfo,
+  TableStats,
   TableVersion,
 } from './api.js';
 
@@ -78,6 +79,8 @@ export interface MetaStore {
   setRetention(name: string, retentionMs: number | null): Promise<void>;
   /** Every table that has a retention period, by name. */
   retentions(): Promise<Retention[]>;
+  /** A table's active segments, counted and summed; undefined for a table that does not exist. */
+  tableStats(name: string): Promise<TableStats | undefined>;
   /**
    * Commits one new segment. Committing a segment whose id the manifest holds, active or retired,
    * is a no-op answered with the row it holds (a retired one stays retired); a different one under
@@ -226,6 +229,19 @@ export function withColumnsAdded(current: ColumnSpec[], added: ColumnSpec[]): Co
   }
   return fresh.length === 0 ? current : [...current, ...fresh];
 }
+
+/** One SQL for both stores: the active segments' totals, through the (tbl, state, …) index. */
+export const TABLE_STATS_SQL = `SELECT count(*) AS segments, coalesce(sum(rows), 0) AS rows, coalesce(sum(bytes), 0) AS bytes,
+  min(min_ts) AS oldest, max(max_ts) AS newest FROM segments WHERE tbl = $1 AND state = 'active'`;
+
+/** A stats row as either driver reads it (PostgreSQL's bigints come as strings). */
+export const toTableStats = (row: Record<string, unknown>): TableStats => ({
+  segments: Number(row.segments),
+  rows: Number(row.rows),
+  bytes: Number(row.bytes),
+  oldest: row.oldest === null ? null : Number(row.oldest),
+  newest: row.newest === null ? null : Number(row.newest),
+});
 
 /** The answer to ensureTable when `existing` already has the table's name. */
 export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {
