@@ -15,10 +15,10 @@ import { partitionOf, segmentId, segmentObjectKey } from '../../../core/identifi
 import { badRequest, DomainError } from '../../common/errors.js';
 import type { MemberView } from '../../common/member-view.js';
 import { DEFAULT_S3_TIMEOUT_MS } from '../../common/s3-client.js';
-import type { MetaClient } from '../../meta/client.js';
+import type { MetaClient, TableInfo } from '../../meta/client.js';
 import { QueryNodeClient } from '../../query-node/client.js';
-import { DEFAULT_MAX_DEPTH, nestingLimit } from './ndjson-rows.js';
-import type { SegmentWriter } from './segment-writer.js';
+import { DEFAULT_MAX_DEPTH, nestingLimit, NewField } from './ndjson-rows.js';
+import type { SegmentFile, SegmentWriter } from './segment-writer.js';
 import type { IngestResult } from '../api.js';
 
 export type { IngestResult };
@@ -69,16 +69,14 @@ export class Ingestor {
         );
       }
       const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
-      let columns = known?.columns;
-      // New fields become new nullable columns; segments written before read them as NULL.
-      const evolved = known && (await writer.evolvedColumns(input, known.columns));
-      if (evolved) columns = (await meta.addColumns(table, evolved.slice(known.columns.length))).columns;
-      let file = await writer.ndjsonToSegment(input, output, tsColumn, columns);
+      let file = known
+        ? await this.segmentOf(table, input, output, known)
+        : await writer.ndjsonToSegment(input, output, tsColumn);
       if (!known) {
         const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
         // Another first batch won the race with its own schema: conform to it.
         if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns))
-          file = await writer.ndjsonToSegment(input, output, tsColumn, registered.columns);
+          file = await this.segmentOf(table, input, output, registered);
       }
 
       const bytes = await readFile(output);
@@ -111,6 +109,22 @@ export class Ingestor {
       return { segment, push };
     } finally {
       await Promise.all([rm(input, { force: true }), rm(output, { force: true })]);
+    }
+  }
+
+  /**
+   * The batch as a segment of an existing table. Fields the table lacks become new nullable
+   * columns first (segments written before read them as NULL); meta adds only those the table
+   * still lacks, so batches adding fields at once converge, each checked against what stands.
+   */
+  private async segmentOf(table: string, input: string, output: string, known: TableInfo): Promise<SegmentFile> {
+    const { writer, meta } = this.options;
+    try {
+      return await writer.ndjsonToSegment(input, output, known.timestampColumn, known.columns);
+    } catch (error) {
+      if (!(error instanceof NewField)) throw error;
+      const { columns } = await meta.addColumns(table, await writer.newColumns(input, known.columns));
+      return await writer.ndjsonToSegment(input, output, known.timestampColumn, columns);
     }
   }
 

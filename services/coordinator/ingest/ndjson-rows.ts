@@ -28,7 +28,7 @@ import {
   type JsonNumber,
 } from '../../../core/json-typing.js';
 import { ndjsonLines } from '../../common/ndjson-lines.js';
-import { badRequest, type DomainError } from '../../common/errors.js';
+import { badRequest, DomainError } from '../../common/errors.js';
 import type { ColumnSpec } from '../../meta/client.js';
 
 /** @default for BERTH_INGEST_MAX_DEPTH */
@@ -303,6 +303,17 @@ async function* rowsOf(file: string): AsyncGenerator<[line: number, row: Record<
 
 const rowError = (line: number, why: string): DomainError => badRequest('row_does_not_fit', `line ${line}: ${why}`);
 
+/** checkRows met a field the table does not have (not one that differs from a column only in case): schema evolution's cue. */
+export class NewField extends DomainError {
+  constructor(line: number, field: string, columns: Iterable<string>) {
+    super(
+      'invalid',
+      'row_does_not_fit',
+      `line ${line}: field "${field}" is not a column of the table (its columns: ${[...columns].join(', ')})`,
+    );
+  }
+}
+
 /** A new table's columns from its first batch, by the typing rule; a batch it refuses is a 400 naming the line and field. */
 export async function inferColumns(file: string, timestampColumn: string): Promise<ColumnSpec[]> {
   const inference = new ColumnInference();
@@ -349,7 +360,10 @@ export async function newColumns(file: string, columns: readonly ColumnSpec[]): 
   }
 }
 
-/** Checks every row of an NDJSON file against a table's columns; the first row that does not fit is a 400 naming its line and field. */
+/**
+ * Checks every row of an NDJSON file against a table's columns; the first row that does not fit is
+ * a 400 naming its line and field, a NewField when the field is not one of them.
+ */
 export async function checkRows(file: string, columns: readonly ColumnSpec[]): Promise<void> {
   const shapes = new Map(columns.map((c) => [c.name, parseType(c.type)]));
   const lowerCase = new Map(columns.map((c) => [c.name.toLowerCase(), c.name]));
@@ -360,10 +374,9 @@ export async function checkRows(file: string, columns: readonly ColumnSpec[]): P
       const shape = shapes.get(field);
       if (!shape) {
         const column = lowerCase.get(field.toLowerCase());
+        if (!column) throw new NewField(line, field, shapes.keys());
         throw fail(
-          column
-            ? `field "${field}" differs from the table's column "${column}" only in case, and SQL names ignore case: send it as "${column}"`
-            : `field "${field}" is not a column of the table (its columns: ${[...shapes.keys()].join(', ')})`,
+          `field "${field}" differs from the table's column "${column}" only in case, and SQL names ignore case: send it as "${column}"`,
         );
       }
       const why = misfit(value, shape);

@@ -68,21 +68,21 @@ export class SegmentWriter {
   }
 
   /**
-   * Schema evolution: when the batch brings fields a table's `columns` lack, the table's columns
-   * with those appended (typed by the typing rule over the new fields alone), every row already
-   * checked to fit them; undefined when it brings none. A batch that would not fit is a 400 here,
-   * before meta adds anything.
+   * Schema evolution, for a batch that brings fields a table's `columns` lack (ndjsonToSegment
+   * threw a NewField): the columns to append, typed by the typing rule over the new fields alone,
+   * every row checked to fit the widened schema. A batch that would not fit is a 400 here, before
+   * meta adds anything.
    */
-  async evolvedColumns(input: string, columns: ColumnSpec[]): Promise<ColumnSpec[] | undefined> {
+  async newColumns(input: string, columns: ColumnSpec[]): Promise<ColumnSpec[]> {
     const inferred = await newColumns(input, columns);
-    if (inferred.length === 0) return undefined;
+    if (inferred.length === 0) throw new Error('the batch was said to bring a new field, and brings none');
     // In DuckDB's spelling (STRUCT(x BIGINT), not STRUCT("x" BIGINT)), as a first batch's columns are: what a segment's file says.
     const nulls = inferred.map((col) => `CAST(NULL AS ${col.type}) AS ${quoteIdent(col.name)}`).join(', ');
     const added = await withConnection(this.duckdb, (c) => describe(c, `(SELECT ${nulls})`));
     const evolved = [...columns, ...added];
     checkColumnLimits(evolved);
     await checkRows(input, evolved);
-    return evolved;
+    return added;
   }
 
   /**
