@@ -27,7 +27,7 @@ import { epochMsSql } from '../core/time-bounds.js';
 import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
-import { columnsDisagree, describe, lackingColumns } from '../services/common/parquet-columns.js';
+import { columnsDisagree, describe, segmentShapes } from '../services/common/parquet-columns.js';
 import { segmentsSql } from '../services/common/scanner.js';
 import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
@@ -303,9 +303,9 @@ async function withMergedFile<T>(
       deps.duckdb,
       async (c) => {
         // Inputs written before a column was added read it as NULL: the merged segment has the table's columns as they are.
-        const lacking = await lackingColumns(c, files, table.columns);
+        const shapes = await segmentShapes(c, files, table.columns);
         await c.run(
-          `CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: table.columns, files, lacking })}`,
+          `CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: table.columns, files, shapes })}`,
         );
         await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
         const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), table.columns);

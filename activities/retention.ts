@@ -2,7 +2,7 @@
  * The retention activity: retires every segment whose newest row is older than its table's
  * retention period. Only the manifest changes here, so queries in flight finish on the objects
  * they hold; the janitor deletes the objects after its grace time. A segment that straddles the
- * cutoff is kept until all of it is past (at most a day, the span of a partition). Retiring is
+ * cutoff is kept until all of it is past (a merged one spans at most its day). Retiring is
  * idempotent: a run repeated, or retried after its worker died, finds only what is left to retire.
  */
 import type { MetaClient } from '../services/meta/client.js';

@@ -26,6 +26,17 @@ describe('the lines of an NDJSON stream', () => {
     expect(await linesOf(Readable.from(chunks))).toEqual(['{"a":1}', '{"名前":"😀"}', '{"a":3}']);
   });
 
+  it('keeps a row of 8 MiB whole, read in 64 KiB chunks, and the rows around it', async () => {
+    const long = JSON.stringify({ note: 'é'.repeat(4 * 1024 * 1024) });
+    const bytes = Buffer.from(`{"a":1}\n${long}\r\n{"a":2}\n`);
+    const chunks = Array.from({ length: Math.ceil(bytes.length / 65_536) }, (_, i) =>
+      bytes.subarray(i * 65_536, (i + 1) * 65_536),
+    );
+    const lines = await linesOf(Readable.from(chunks));
+    expect(lines.map((line) => line.length)).toEqual([7, long.length, 7]);
+    expect(lines[1]).toBe(long);
+  });
+
   it("ends with the input's error instead of waiting for more lines", async () => {
     const input = new Readable({ read() {} });
     input.push('{"a":1}\n');

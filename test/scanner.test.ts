@@ -17,6 +17,7 @@ import { openSandboxedDuckDB, ResultCutShort, withConnection } from '../services
 import { createS3Client } from '../services/common/s3-client.js';
 import { Scanner, type TableFiles } from '../services/common/scanner.js';
 import { SegmentCache, type HeldSegment } from '../services/query-node/segment-cache.js';
+import { SegmentSchemas } from '../services/query-node/segment-schema.js';
 import { EVENT_COLUMNS, writeEventFiles } from './helpers/event-data.js';
 
 const bucket = inject('s3Bucket');
@@ -59,6 +60,45 @@ describe("the query node's scanner", () => {
     withConnection(duckdb, async (c) =>
       (await c.runAndReadAll(sql.replace('FROM events', `FROM read_parquet('${original}')`))).getRowsJson(),
     );
+
+  it('reads segments of different columns as the scan’s schema: NULL where one lacks a column, nothing of one it does not have', async () => {
+    // An older segment, and one written after the table gained "b" (and "Extra", which this scan's schema predates).
+    const older = path.join(dir, 'segments', 'older.parquet');
+    const newer = path.join(dir, 'segments', 'newer.parquet');
+    await withConnection(duckdb, async (c) => {
+      await c.run(`COPY (SELECT TIMESTAMP '2026-11-01' AS ts, 1::BIGINT AS a) TO '${older}' (FORMAT parquet)`);
+      await c.run(
+        `COPY (SELECT TIMESTAMP '2026-11-02' AS ts, 2::BIGINT AS a, 'x' AS b, 7 AS "Extra") TO '${newer}' (FORMAT parquet)`,
+      );
+    });
+    const schema = [
+      { name: 'ts', type: 'TIMESTAMP' },
+      { name: 'a', type: 'BIGINT' },
+      { name: 'b', type: 'VARCHAR' },
+    ];
+    const schemas = new SegmentSchemas(duckdb);
+    const files = [newer, older]; // the wider file first, where DuckDB would take its columns for the list's
+    const shapes = new Map(
+      await Promise.all(files.map(async (f) => [f, await schemas.check(f, { file: f }, schema)] as const)),
+    );
+    const scanner = new Scanner(duckdb);
+    const rows = async (sql: string, tableSchema: typeof schema) => {
+      const opened = await scanner.open(sql, [{ name: 'evolved', schema: tableSchema, files, shapes }]);
+      try {
+        return await opened.result.getRowsJson();
+      } finally {
+        opened.close(true);
+      }
+    };
+    expect(await rows('SELECT a, b FROM evolved ORDER BY a', schema)).toEqual([
+      ['1', null],
+      ['2', 'x'],
+    ]);
+    expect(await rows('SELECT * FROM evolved ORDER BY a', schema.slice(0, 2))).toEqual([
+      ['2026-11-01 00:00:00', '1'],
+      ['2026-11-02 00:00:00', '2'],
+    ]);
+  });
 
   it('reads a file as it is now, though it was filled in place within the second after a read', async () => {
     const object = await readFile(original);

@@ -63,8 +63,9 @@ describe('segment schemas', () => {
   it('passes a segment whose columns the scan reads have their declared types, whatever the others hold', async () => {
     const file = await writeSegment('seg-1');
     const schemas = new SegmentSchemas(duckdb);
-    await expect(schemas.check('seg-1', { file }, [declared[0]!, declared[2]!])).resolves.toEqual([]);
-    await expect(schemas.check('seg-1', { file }, [{ name: 'LABEL', type: 'VARCHAR' }])).resolves.toEqual([]);
+    const whole = { columns: JSON.stringify(['ts', 'x', 'label']), lacking: [] };
+    await expect(schemas.check('seg-1', { file }, [declared[0]!, declared[2]!])).resolves.toEqual(whole);
+    await expect(schemas.check('seg-1', { file }, [{ name: 'LABEL', type: 'VARCHAR' }])).resolves.toEqual(whole);
   });
 
   it('names the columns a segment lacks, added to its table after it was written, to be read as NULL', async () => {
@@ -74,7 +75,10 @@ describe('segment schemas', () => {
       { name: 'y', type: 'BIGINT' },
       { name: 'Z', type: 'VARCHAR' },
     ];
-    await expect(schemas.check('seg-5', { file }, [declared[0]!, ...added, declared[2]!])).resolves.toEqual(['y', 'Z']);
+    await expect(schemas.check('seg-5', { file }, [declared[0]!, ...added, declared[2]!])).resolves.toEqual({
+      columns: JSON.stringify(['ts', 'x', 'label']),
+      lacking: ['y', 'Z'],
+    });
   });
 
   it('refuses a column of another type, naming the segment, the column and both types', async () => {
@@ -100,7 +104,7 @@ describe('segment schemas', () => {
     const schemas = new SegmentSchemas(duckdb);
     await schemas.check('seg-3', { file }, [declared[0]!]);
     await rm(file); // a segment id names one immutable object: its file is not read again
-    await expect(schemas.check('seg-3', { file }, [declared[2]!])).resolves.toEqual([]);
+    await expect(schemas.check('seg-3', { file }, [declared[2]!])).resolves.toMatchObject({ lacking: [] });
     await expect(schemas.check('seg-3', { file }, declared)).rejects.toThrow(SegmentSchemaMismatch);
   });
 

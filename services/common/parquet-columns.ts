@@ -5,6 +5,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { ColumnSpec } from '../meta/client.js';
 import { sqlString } from './duckdb.js';
+import type { SegmentShape } from './scanner.js';
 
 /** The columns of a relation (a table name, or `read_parquet('…')`) as DuckDB's DESCRIBE spells them. */
 export async function describe(connection: DuckDBConnection, relation: string): Promise<ColumnSpec[]> {
@@ -12,23 +13,22 @@ export async function describe(connection: DuckDBConnection, relation: string): 
   return reader.getRows().map((row) => ({ name: String(row[0]), type: String(row[1]) }));
 }
 
-/** Per file, the names of `declared` columns it lacks: added to the table after it was written (schema evolution). */
-export async function lackingColumns(
+/** Per file, what it holds and which `declared` columns it lacks: added to the table after it was written (schema evolution). */
+export async function segmentShapes(
   connection: DuckDBConnection,
   files: readonly string[],
   declared: readonly ColumnSpec[],
-): Promise<Map<string, string[]>> {
-  const lacking = new Map<string, string[]>();
+): Promise<Map<string, SegmentShape>> {
+  const shapes = new Map<string, SegmentShape>();
   for (const file of files) {
-    const held = new Set(
-      (await describe(connection, `read_parquet(${sqlString(file)})`)).map((c) => c.name.toLowerCase()),
-    );
-    lacking.set(
-      file,
-      declared.filter((c) => !held.has(c.name.toLowerCase())).map((c) => c.name),
-    );
+    const held = (await describe(connection, `read_parquet(${sqlString(file)})`)).map((c) => c.name.toLowerCase());
+    const names = new Set(held);
+    shapes.set(file, {
+      columns: JSON.stringify(held),
+      lacking: declared.filter((c) => !names.has(c.name.toLowerCase())).map((c) => c.name),
+    });
   }
-  return lacking;
+  return shapes;
 }
 
 /** How `found` differs from `declared`, column by column, or undefined when they agree. */

@@ -20,11 +20,16 @@ export interface TableFiles {
   files: string[];
   /** Segments held as DuckDB tables (their qualified names), read with the files. */
   inMemory?: string[];
-  /**
-   * Per file or held table, the columns the scan reads that it lacks: added to the table after
-   * the segment was written (schema evolution), read there as NULL of the column's type.
-   */
-  lacking?: ReadonlyMap<string, readonly string[]>;
+  /** Per file or held table, what it holds (schema evolution: older segments lack newer columns). */
+  shapes?: ReadonlyMap<string, SegmentShape>;
+}
+
+/** What one segment holds against the table's columns. */
+export interface SegmentShape {
+  /** Its own column names, in its order: files that hold the same are read as one list. */
+  columns: string;
+  /** The columns the scan reads that it lacks (added to the table after it was written): read as NULL. */
+  lacking: readonly string[];
 }
 
 /** The columns a scan of `table` reads: a scan that reads none (count(*)) still needs one for its rows, the cheapest any. */
@@ -39,33 +44,31 @@ const isEmpty = (table: TableFiles): boolean => table.files.length === 0 && !tab
 const nullAs = (column: ColumnSpec): string => `CAST(NULL AS ${column.type}) AS ${quoteIdent(column.name)}`;
 
 /**
- * What `table` is for one statement: its files and held tables (only the columns the scan reads),
- * in one UNION ALL with the files first, so that every column is in the files' order; or no rows
- * of its schema. Files that lack the same columns are read together, those columns as NULL.
+ * What `table` is for one statement: its files and held tables (only the columns the scan reads,
+ * named, in the table's order), in one UNION ALL; or no rows of its schema. Files that hold the
+ * same columns are read as one list, so that DuckDB never reads a list of files whose columns
+ * differ (a segment written before a column was added, or after the scan's schema was read); a
+ * column one lacks is read as NULL.
  */
 export function segmentsSql(table: TableFiles): string {
   const schema = scannedColumns(table);
   if (isEmpty(table)) return `SELECT ${schema.map(nullAs).join(', ')} LIMIT 0`;
-  const none: readonly string[] = [];
-  const lackingOf = (source: string) => table.lacking?.get(source) ?? none;
-  const evolved = table.lacking !== undefined && [...table.lacking.values()].some((names) => names.length > 0);
-  const select = (lacking: readonly string[]) =>
-    !evolved && schema.length === table.schema.length
-      ? '*'
-      : schema.map((c) => (lacking.includes(c.name) ? nullAs(c) : quoteIdent(c.name))).join(', ');
-  const filesLacking = new Map<string, string[]>();
+  const whole: SegmentShape = { columns: '', lacking: [] };
+  const shapeOf = (source: string) => table.shapes?.get(source) ?? whole;
+  const select = ({ lacking }: SegmentShape) =>
+    schema.map((c) => (lacking.includes(c.name) ? nullAs(c) : quoteIdent(c.name))).join(', ');
+  const groups = new Map<string, { shape: SegmentShape; files: string[] }>();
   for (const file of table.files) {
-    const key = JSON.stringify(lackingOf(file));
-    const group = filesLacking.get(key);
-    if (group) group.push(file);
-    else filesLacking.set(key, [file]);
+    const shape = shapeOf(file);
+    const group = groups.get(shape.columns);
+    if (group) group.files.push(file);
+    else groups.set(shape.columns, { shape, files: [file] });
   }
   return [
-    ...[...filesLacking].map(
-      ([key, files]) =>
-        `SELECT ${select(JSON.parse(key) as string[])} FROM read_parquet([${files.map(sqlString).join(', ')}])`,
+    ...[...groups.values()].map(
+      ({ shape, files }) => `SELECT ${select(shape)} FROM read_parquet([${files.map(sqlString).join(', ')}])`,
     ),
-    ...(table.inMemory ?? []).map((held) => `SELECT ${select(lackingOf(held))} FROM ${held}`),
+    ...(table.inMemory ?? []).map((held) => `SELECT ${select(shapeOf(held))} FROM ${held}`),
   ].join(' UNION ALL ');
 }
 

@@ -13,9 +13,14 @@ export const HttpUrl = (options: { maxLength?: number } = {}) => Type.String({ p
 export const TimestampColumn = Type.String({ pattern: COLUMN_NAME.source });
 
 /** A column of a table's schema, as meta records it and a scan request carries it. */
+/** The longest column type meta keeps (a STRUCT spells out its fields). */
+export const MAX_COLUMN_TYPE_LENGTH = 500;
+/** The most columns meta keeps for a table. */
+export const MAX_COLUMNS = 2000;
+
 export const ColumnSpec = Type.Object({
   name: Type.String({ minLength: 1, maxLength: MAX_COLUMN_NAME_LENGTH }),
-  type: Type.String({ minLength: 1, maxLength: 500 }),
+  type: Type.String({ minLength: 1, maxLength: MAX_COLUMN_TYPE_LENGTH }),
 });
 export type ColumnSpec = Static<typeof ColumnSpec>;
 

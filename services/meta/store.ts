@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { badRequest, conflict, notFound } from '../common/errors.js';
+import { MAX_COLUMNS } from '../common/schemas.js';
 import type {
   Backend,
   ColumnSpec,
@@ -227,7 +228,14 @@ export function withColumnsAdded(current: ColumnSpec[], added: ColumnSpec[]): Co
     names.add(column.name.toLowerCase());
     fresh.push(column);
   }
-  return fresh.length === 0 ? current : [...current, ...fresh];
+  if (fresh.length === 0) return current;
+  // Batches that each fit may together not: the last to land is refused.
+  if (current.length + fresh.length > MAX_COLUMNS)
+    throw badRequest(
+      'too_many_columns',
+      `a table has at most ${MAX_COLUMNS} columns; these would make ${current.length + fresh.length}`,
+    );
+  return [...current, ...fresh];
 }
 
 /** One SQL for both stores: the active segments' totals, through the (tbl, state, …) index. */

@@ -96,15 +96,15 @@ export class ScanService {
                 if (inMemory) {
                   heldTables.push(inMemory);
                   metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: 'hit' });
-                  const lacking = await schemas.check(id, { table: inMemory.sql }, scannedColumns(table));
-                  return { id, owned, inMemory, lacking };
+                  const shape = await schemas.check(id, { table: inMemory.sql }, scannedColumns(table));
+                  return { id, owned, inMemory, shape };
                 }
                 const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
                 metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
                 // Before anything reads it, and before the memory tier is offered it: only its footer may be here yet.
-                const lacking = await schemas.check(id, { file: segment.path }, scannedColumns(table));
-                return { id, owned, segment, lacking };
+                const shape = await schemas.check(id, { file: segment.path }, scannedColumns(table));
+                return { id, owned, segment, shape };
               }),
             ),
           ),
@@ -116,8 +116,8 @@ export class ScanService {
         columns: table.columns,
         files: segments.flatMap(({ segment }) => (segment ? [segment.path] : [])),
         inMemory: segments.flatMap(({ inMemory }) => (inMemory ? [inMemory.sql] : [])),
-        lacking: new Map(
-          segments.map(({ segment, inMemory, lacking }) => [segment?.path ?? inMemory!.sql, lacking] as const),
+        shapes: new Map(
+          segments.map(({ segment, inMemory, shape }) => [segment?.path ?? inMemory!.sql, shape] as const),
         ),
       }));
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.

@@ -15,6 +15,7 @@ import { LRUCache } from 'lru-cache';
 import { sqlString, withConnection } from '../common/duckdb.js';
 import { DomainError } from '../common/errors.js';
 import { describe } from '../common/parquet-columns.js';
+import type { SegmentShape } from '../common/scanner.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { SEGMENT_SCHEMA_MISMATCH } from './api.js';
 
@@ -51,10 +52,10 @@ export class SegmentSchemas {
   }
 
   /**
-   * The names of `columns` the segment lacks, to be read as NULL; throws a SegmentSchemaMismatch
-   * when one it holds has another type than declared.
+   * What the segment holds, and which of `columns` it lacks, to be read as NULL; throws a
+   * SegmentSchemaMismatch when one it holds has another type than declared.
    */
-  async check(segment: string, source: SegmentSource, columns: readonly ColumnSpec[]): Promise<string[]> {
+  async check(segment: string, source: SegmentSource, columns: readonly ColumnSpec[]): Promise<SegmentShape> {
     const found = await this.columnsOf(segment, source);
     const lacking: string[] = [];
     for (const column of columns) {
@@ -62,7 +63,7 @@ export class SegmentSchemas {
       if (type === undefined) lacking.push(column.name);
       else if (type !== column.type) throw new SegmentSchemaMismatch(segment, column.name, column.type, type);
     }
-    return lacking;
+    return { columns: JSON.stringify([...found.keys()]), lacking };
   }
 
   private columnsOf(segment: string, source: SegmentSource): Promise<Map<string, string>> {

@@ -13,6 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import { PutObjectCommand, S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
 import { partitionOf, segmentId, segmentObjectKey } from '../../../core/identifiers.js';
 import { badRequest, DomainError } from '../../common/errors.js';
+import { ServiceCallError } from '../../common/http-client.js';
 import type { MemberView } from '../../common/member-view.js';
 import { DEFAULT_S3_TIMEOUT_MS } from '../../common/s3-client.js';
 import type { MetaClient, TableInfo } from '../../meta/client.js';
@@ -123,7 +124,13 @@ export class Ingestor {
       return await writer.ndjsonToSegment(input, output, known.timestampColumn, known.columns);
     } catch (error) {
       if (!(error instanceof NewField)) throw error;
-      const { columns } = await meta.addColumns(table, await writer.newColumns(input, known.columns));
+      const added = await writer.newColumns(input, known.columns);
+      const { columns } = await meta.addColumns(table, added).catch((refusal: unknown) => {
+        // Meta refuses what batches adding fields at once would make together (too many columns): the batch's 400.
+        if (refusal instanceof ServiceCallError && refusal.status === 400)
+          throw badRequest(refusal.code ?? 'row_does_not_fit', refusal.body?.message ?? refusal.message);
+        throw refusal;
+      });
       return await writer.ndjsonToSegment(input, output, known.timestampColumn, columns);
     }
   }

@@ -10,6 +10,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { MAX_COLUMN_NAME_LENGTH, quoteIdent } from '../../../core/identifiers.js';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../../common/duckdb.js';
 import { badRequest } from '../../common/errors.js';
+import { MAX_COLUMN_TYPE_LENGTH, MAX_COLUMNS } from '../../common/schemas.js';
 import type { ColumnSpec } from '../../meta/client.js';
 import { jsonReadType } from '../../../core/json-typing.js';
 import { epochMsSql } from '../../../core/time-bounds.js';
@@ -24,10 +25,7 @@ export interface SegmentFile {
   columns: ColumnSpec[];
 }
 
-/** What meta accepts for a table's schema. */
-const MAX_COLUMNS = 2000;
-
-/** A 400 unless meta would accept `schema`: at most MAX_COLUMNS columns, no name too long. */
+/** A 400 unless meta would accept `schema`: at most MAX_COLUMNS columns, no name or type too long. */
 function checkColumnLimits(schema: ColumnSpec[]): void {
   if (schema.length > MAX_COLUMNS)
     throw badRequest(
@@ -39,6 +37,12 @@ function checkColumnLimits(schema: ColumnSpec[]): void {
     throw badRequest(
       'column_name_too_long',
       `field "${long.name.slice(0, 40)}…" is longer than ${MAX_COLUMN_NAME_LENGTH} characters`,
+    );
+  const wide = schema.find((col) => col.type.length > MAX_COLUMN_TYPE_LENGTH);
+  if (wide)
+    throw badRequest(
+      'column_type_too_long',
+      `field "${wide.name}" would be a column of type ${wide.type.slice(0, 60)}…, longer than the ${MAX_COLUMN_TYPE_LENGTH} characters a table's column type may have`,
     );
 }
 
