@@ -291,24 +291,24 @@ async function withMergedFile<T>(
     );
     step.progress({ step: 'merge', segments: files.length, bytes: downloadedBytes });
     const out = path.join(dir, `${id}.parquet`);
-    // Every column in the order: the same inputs always give the same bytes.
-    const order = [
-      table.timestampColumn,
-      ...table.columns.map((c) => c.name).filter((n) => n !== table.timestampColumn),
-    ]
-      .map(quoteIdent)
-      .join(', ');
     const ts = quoteIdent(table.timestampColumn);
     const stats = await withConnection(
       deps.duckdb,
       async (c) => {
-        // Inputs written before a column was added read it as NULL: the merged segment has the table's columns as they are.
+        // The columns any input holds, in the table's order (an input written before one was added
+        // reads it as NULL): the same inputs always give the same bytes, whatever the table gained since.
         const shapes = await segmentShapes(c, files, table.columns);
-        await c.run(
-          `CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: table.columns, files, shapes })}`,
-        );
+        const columns = table.columns.filter((col) => [...shapes.values()].some((s) => !s.lacking.includes(col.name)));
+        // Every column in the order.
+        const order = [
+          table.timestampColumn,
+          ...columns.map((col) => col.name).filter((n) => n !== table.timestampColumn),
+        ]
+          .map(quoteIdent)
+          .join(', ');
+        await c.run(`CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: columns, files, shapes })}`);
         await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
-        const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), table.columns);
+        const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), columns);
         if (disagreement)
           throw ApplicationFailure.nonRetryable(
             `the merged segment ${id} disagrees with table "${input.table}": ${disagreement}`,

@@ -6,11 +6,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
+import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { segmentObjectKey } from '../core/identifiers.js';
 import { readJsonResult, type JsonResult } from '../services/common/final-stage/result-json.js';
+import { createS3Client } from '../services/common/s3-client.js';
 import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
 import { mergeWorkflowId } from '../workflows/contracts/segment-merge.js';
 import { segmentMergeWorkflow } from '../workflows/index.js';
@@ -48,6 +51,7 @@ describe('schema evolution', () => {
   let client: Client;
   let worker: RunningWorker;
   let duckdb: DuckDBInstance;
+  let s3: S3Client;
   const files: string[] = [];
   const workerQueue = `evolution-${randomUUID()}`;
 
@@ -79,8 +83,10 @@ describe('schema evolution', () => {
     client = await temporalClient();
     worker = await startWorker(cluster, workerQueue);
     duckdb = await DuckDBInstance.create(':memory:');
+    s3 = createS3Client(cluster.s3);
   });
   afterAll(async () => {
+    s3?.destroy();
     duckdb?.closeSync();
     await worker?.stop();
     await client?.connection.close();
@@ -127,6 +133,38 @@ describe('schema evolution', () => {
     expect(merged).toMatchObject({ outcome: 'merged' });
     expect(await cluster.meta.listSegments('evo')).toHaveLength(1);
     await expectAnswersAsDuckDB('merged');
+  });
+
+  it('merges segments into one with the columns they hold, whatever the table gained since', async () => {
+    const day = (d: number, minute: number) => `2026-11-0${d}T00:${String(minute).padStart(2, '0')}:00Z`;
+    for (const rows of [[{ ts: day(1, 0), a: 1 }], [{ ts: day(1, 1), a: 2 }], [{ ts: day(2, 0), a: 3, z: 'new' }]])
+      expect((await cluster.ingest('late', ndjson(rows))).status).toBe(200);
+    const merged = await client.workflow.execute(segmentMergeWorkflow, {
+      taskQueue: mergeTaskQueueFor(workerQueue),
+      workflowId: `${mergeWorkflowId('late', PARTITION)}-${randomUUID()}`,
+      args: [{ table: 'late', partition: PARTITION, minInputs: 2 }],
+    });
+    expect(merged).toMatchObject({ outcome: 'merged' });
+    // Its bytes depend on its inputs alone: it holds ts and a, as they did, not the z added after.
+    const object = await s3.send(
+      new GetObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('late', merged.merged!.id) }),
+    );
+    const file = path.join(cluster.dir, 'late-merged.parquet');
+    await writeFile(file, await object.Body!.transformToByteArray());
+    const c = await duckdb.connect();
+    try {
+      expect(
+        (await c.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${file}')`)).getRows().map((r) => r[0]),
+      ).toEqual(['ts', 'a']);
+    } finally {
+      c.closeSync();
+    }
+    const { body } = await cluster.query('SELECT a, z FROM late ORDER BY a');
+    expect(body.rows).toEqual([
+      [1, null],
+      [2, null],
+      [3, 'new'],
+    ]);
   });
 
   it('converges on one schema when batches that add the same and different fields arrive at once', async () => {
