@@ -251,31 +251,18 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
-    return await this.transaction(async (c) => {
-      // Locked while checked and written: of two changes made against the same columns, one lands.
-      const existing = (
-        await this.query<TableInfo>(
-          'lock-table',
-          'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1 FOR UPDATE',
-          [name],
-          c,
-        )
-      ).rows[0];
-      if (!existing) throw tableNotFound(name);
-      if (!checkColumnTypeChange(name, existing.columns, from, to)) return existing;
-      await this.query(
-        'set-column-types',
-        'UPDATE tables SET columns = $2 WHERE name = $1',
-        [name, JSON.stringify(to)],
-        c,
-      );
-      return { ...existing, columns: to };
-    });
+    // Of two changes made against the same columns, one lands.
+    return await this.changeColumns(name, (current) => (checkColumnTypeChange(name, current, from, to) ? to : current));
   }
 
   async addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo> {
+    // Two batches that add fields at once both land, one after the other.
+    return await this.changeColumns(name, (current) => withColumnsAdded(current, columns));
+  }
+
+  /** Writes `change` of a table's columns, the row locked while it is read and written; `current` itself for no change. */
+  private async changeColumns(name: string, change: (current: ColumnSpec[]) => ColumnSpec[]): Promise<TableInfo> {
     return await this.transaction(async (c) => {
-      // Locked while read and written: two batches that add fields at once both land, one after the other.
       const existing = (
         await this.query<TableInfo>(
           'lock-table',
@@ -285,15 +272,15 @@ export class PostgresMetaStore implements MetaStore {
         )
       ).rows[0];
       if (!existing) throw tableNotFound(name);
-      const evolved = withColumnsAdded(existing.columns, columns);
-      if (evolved === existing.columns) return existing;
+      const columns = change(existing.columns);
+      if (columns === existing.columns) return existing;
       await this.query(
-        'add-columns',
+        'set-columns',
         'UPDATE tables SET columns = $2 WHERE name = $1',
-        [name, JSON.stringify(evolved)],
+        [name, JSON.stringify(columns)],
         c,
       );
-      return { ...existing, columns: evolved };
+      return { ...existing, columns };
     });
   }
 

@@ -167,23 +167,22 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
-    return this.write(() => {
-      const existing = this.readTable(name);
-      if (!existing) throw tableNotFound(name);
-      if (!checkColumnTypeChange(name, existing.columns, from, to)) return existing;
-      this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(to), name);
-      return this.readTable(name)!;
-    });
+    return this.changeColumns(name, (current) => (checkColumnTypeChange(name, current, from, to) ? to : current));
   }
 
   async addColumns(name: string, columns: ColumnSpec[]): Promise<TableInfo> {
+    return this.changeColumns(name, (current) => withColumnsAdded(current, columns));
+  }
+
+  /** Writes `change` of a table's columns in one write transaction; `current` itself for no change. */
+  private changeColumns(name: string, change: (current: ColumnSpec[]) => ColumnSpec[]): TableInfo {
     return this.write(() => {
       const existing = this.readTable(name);
       if (!existing) throw tableNotFound(name);
-      const evolved = withColumnsAdded(existing.columns, columns);
-      if (evolved === existing.columns) return existing;
-      this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(evolved), name);
-      return { ...existing, columns: evolved };
+      const columns = change(existing.columns);
+      if (columns === existing.columns) return existing;
+      this.db.prepare('UPDATE tables SET columns = ? WHERE name = ?').run(JSON.stringify(columns), name);
+      return { ...existing, columns };
     });
   }
 
