@@ -176,6 +176,19 @@ describe('berth up and the everyday commands', () => {
         const noTable = await berth('table', 'set', 'nowhere', '--retention', 'off', '--data-dir', dataDir);
         expect(noTable.stderr).toMatch(/table "nowhere" does not exist/);
 
+        // Drop asks for confirmation, then hides the table at once and waits for its workflow.
+        const unconfirmed = await berth('table', 'drop', 'notes', '--data-dir', dataDir);
+        expect(unconfirmed.code).toBe(2);
+        expect(unconfirmed.stderr).toMatch(/confirm with --yes/);
+        const dropped = await berth('table', 'drop', 'notes', '--yes', '--data-dir', dataDir);
+        expect(dropped.stdout).toContain('notes: dropped; retiring 1 segments (1 rows)');
+        expect(dropped.stdout).toMatch(/notes: 1 segments \(.+\) retired/);
+        expect(dropped.stderr).toMatch(/\/namespaces\/default\/workflows\/drop-notes-1\n/);
+        expect((await berth('query', 'SELECT count(*) FROM notes', '--data-dir', dataDir)).stderr).toMatch(
+          /unknown table "notes"/,
+        );
+        expect((await berth('table', 'list', '--data-dir', dataDir)).stdout).not.toMatch(/\bnotes\b/);
+
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;
           weight: number;

@@ -40,6 +40,7 @@ describe('the types a Parquet segment holds', () => {
       legacyColumns({
         name: 't',
         timestampColumn: 'ts',
+        incarnation: 1,
         columns: [
           { name: 'ts', type: 'TIMESTAMP' },
           { name: 'x', type: 'HUGEINT' },

@@ -13,7 +13,7 @@ import type { DomainError } from '../services/common/errors.js';
 import { SCHEMA_VERSION } from '../services/meta/migrations.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore, MetaStoreOptions } from '../services/meta/store.js';
-import { segment, table } from './helpers/meta-fixtures.js';
+import { createdTable, segment, table } from './helpers/meta-fixtures.js';
 import { createTestDatabase } from './helpers/postgres.js';
 
 const node = (id: string, group = 'serving', vcpus = 4) => ({
@@ -151,7 +151,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
 
   describe('tables and segments', () => {
     it('creates a table once and refuses another timestamp column for it', async () => {
-      expect(await store.ensureTable({ ...table, columns: [{ name: 'other', type: 'INT' }] })).toEqual(table);
+      expect(await store.ensureTable({ ...table, columns: [{ name: 'other', type: 'INT' }] })).toEqual(createdTable);
       await expect(store.ensureTable({ ...table, timestampColumn: 'time' })).rejects.toThrow(
         /keeps its timestamps in "ts"/,
       );
@@ -167,6 +167,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.getTable('logs')).toEqual({
         name: 'logs',
         timestampColumn: 'at',
+        incarnation: 1,
         columns: [
           { name: 'at', type: 'TIMESTAMP' },
           { name: 'msg', type: 'VARCHAR' },
@@ -187,9 +188,13 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await store.commitSegment(segment('l1', { table: 'legacy' }));
       const before = (await store.tableVersion('legacy'))!;
 
-      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to });
-      expect(await store.getTable('legacy')).toEqual({ ...legacy, columns: to });
-      expect((await store.listTables()).find((t) => t.name === 'legacy')).toEqual({ ...legacy, columns: to });
+      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to, incarnation: 1 });
+      expect(await store.getTable('legacy')).toEqual({ ...legacy, columns: to, incarnation: 1 });
+      expect((await store.listTables()).find((t) => t.name === 'legacy')).toEqual({
+        ...legacy,
+        columns: to,
+        incarnation: 1,
+      });
       // Readers' cached schemas go stale with the schema digest; the segments did not change.
       const after = (await store.tableVersion('legacy'))!;
       expect(after.schema).not.toBe(before.schema);
@@ -197,7 +202,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await store.listSegments('legacy')).map((s) => s.id)).toEqual(['l1']);
 
       // The same change again (another worker, a retried call) is a no-op.
-      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to });
+      expect(await store.setColumnTypes('legacy', from, to)).toEqual({ ...legacy, columns: to, incarnation: 1 });
       expect((await store.tableVersion('legacy'))!).toEqual(after);
       // A change decided on columns the table no longer has does not land.
       await expect(
@@ -230,14 +235,18 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
         { name: 'b', type: 'VARCHAR' },
       ];
       const evolved = [...logs.columns, ...added];
-      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved });
+      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved, incarnation: 1 });
       // Readers' cached schemas and plans go stale with the digest; the manifest did not move.
       const after = (await store.tableVersion('logs'))!;
       expect(after.schema).not.toBe(before.schema);
       expect(after.manifest).toBe(before.manifest);
       // Again, or with a type of its own, or in another case: the column stays as it was added first.
-      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved });
-      expect(await store.addColumns('logs', [{ name: 'A', type: 'DOUBLE' }])).toEqual({ ...logs, columns: evolved });
+      expect(await store.addColumns('logs', added)).toEqual({ ...logs, columns: evolved, incarnation: 1 });
+      expect(await store.addColumns('logs', [{ name: 'A', type: 'DOUBLE' }])).toEqual({
+        ...logs,
+        columns: evolved,
+        incarnation: 1,
+      });
       expect((await store.tableVersion('logs'))!).toEqual(after);
       await expect(store.addColumns('nope', added)).rejects.toMatchObject({
         kind: 'not_found',
@@ -259,8 +268,62 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await store.setRetention('other', null);
       expect(await (await open()).retentions()).toEqual([{ table: 'events', retentionMs: 7 * 86_400_000 }]);
       // The table itself is as it was.
-      expect(await store.getTable('events')).toEqual(table);
+      expect(await store.getTable('events')).toEqual(createdTable);
       await expect(store.setRetention('nope', 1)).rejects.toMatchObject({ kind: 'not_found', code: 'table_not_found' });
+    });
+
+    it('drops a table from every reader at once, retires its segments in batches, then creates the name anew and empty', async () => {
+      for (const id of ['d1', 'd2', 'd3']) await store.commitSegment(segment(id, { incarnation: 1 }));
+      await store.setRetention('events', 86_400_000);
+      const before = (await store.tableVersion('events'))!;
+      await store.dropTable('events', 1);
+      await store.dropTable('events', 1); // a repeat is a no-op
+      expect(await store.getTable('events')).toBeUndefined();
+      expect(await store.tableVersion('events')).toBeUndefined();
+      expect(await store.listTables()).toEqual([]);
+      expect(await store.retentions()).toEqual([]);
+      expect(await store.tableStats('events')).toBeUndefined();
+      await expect(store.commitSegment(segment('late', { incarnation: 1 }))).rejects.toMatchObject({
+        code: 'table_not_found',
+      });
+      await expect(store.addColumns('events', [{ name: 'x', type: 'INT' }])).rejects.toMatchObject({
+        code: 'table_not_found',
+      });
+      // Its segments are still active until the drop retires them: the name waits until then.
+      expect(await store.drops()).toEqual([{ table: 'events', incarnation: 1, droppedAt: clock }]);
+      await expect(store.ensureTable(table)).rejects.toMatchObject({ kind: 'conflict', code: 'table_dropping' });
+
+      clock += 1;
+      expect(await store.retireDropped('events', 1, 2)).toEqual({ segments: 2, rows: 20, bytes: 200, more: true });
+      expect(await store.retireDropped('events', 1, 2)).toEqual({ segments: 1, rows: 10, bytes: 100, more: false });
+      expect(await store.retireDropped('events', 1, 2)).toEqual({ segments: 0, rows: 0, bytes: 0, more: false });
+      expect(await store.drops()).toEqual([]);
+      // Retired like any other: the janitor deletes their objects after its grace time.
+      expect((await store.listRetired(clock + 1)).map((s) => s.id).sort()).toEqual(['d1', 'd2', 'd3']);
+
+      const columns = [
+        { name: 'ts', type: 'TIMESTAMP' },
+        { name: 'other', type: 'VARCHAR' },
+      ];
+      expect(await store.ensureTable({ ...table, columns })).toEqual({ ...table, columns, incarnation: 2 });
+      expect(await store.ensureTable(table)).toEqual({ ...table, columns, incarnation: 2 });
+      expect(await store.listSegments('events')).toEqual([]);
+      expect(await store.retentions()).toEqual([]);
+      expect((await store.tableVersion('events'))!.manifest).toBeGreaterThan(before.manifest);
+      // The dropped incarnation's ids stay known (the dedup window), and nothing written for it lands in this one.
+      expect(await store.knownSegments(['d1', 'late'])).toEqual(['d1']);
+      await expect(store.commitSegment(segment('late', { incarnation: 1 }))).rejects.toMatchObject({
+        kind: 'conflict',
+        code: 'table_recreated',
+      });
+      await store.commitSegment(segment('new', { incarnation: 2 }));
+      // An old drop repeated leaves the new incarnation alone; retiring for it finds nothing.
+      await store.dropTable('events', 1);
+      expect(await store.retireDropped('events', 1, 10)).toEqual({ segments: 0, rows: 0, bytes: 0, more: false });
+      expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['new']);
+      await expect(store.retireDropped('events', 2, 10)).rejects.toMatchObject({ code: 'table_not_dropped' });
+      await expect(store.dropTable('events', 3)).rejects.toMatchObject({ code: 'table_not_found' });
+      await expect(store.dropTable('nope', 1)).rejects.toMatchObject({ code: 'table_not_found' });
     });
 
     it("sums a table's active segments alone, and knows no stats of a table that does not exist", async () => {
@@ -614,7 +677,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
           openMetaStore({ database: fresh.database }),
         ]);
         await both[0].ensureTable(table);
-        expect(await both[1].getTable('events')).toEqual(table);
+        expect(await both[1].getTable('events')).toEqual(createdTable);
         await Promise.all(both.map((s) => s.close()));
         const versions = (await fresh.raw('SELECT version FROM schema_migrations ORDER BY version')) as {
           version: number;

@@ -84,7 +84,7 @@ describe('meta HTTP API', () => {
     expect(renamed.json()).toMatchObject({ error: 'only_types_change' });
     const changed = await change(auth, { from, to });
     expect(changed.statusCode).toBe(200);
-    expect(changed.json()).toEqual({ name: 'legacy', timestampColumn: 'ts', columns: to });
+    expect(changed.json()).toEqual({ name: 'legacy', timestampColumn: 'ts', columns: to, incarnation: 1 });
     const stale = await change(auth, { from, to: [from[0], { name: 'x', type: 'BIGINT' }] });
     expect(stale.statusCode).toBe(409);
     expect(stale.json()).toMatchObject({ error: 'table_changed' });
@@ -93,6 +93,33 @@ describe('meta HTTP API', () => {
       (await app.inject({ method: 'PUT', url: '/v1/tables/nope/column-types', headers: auth, payload: { from, to } }))
         .statusCode,
     ).toBe(404);
+  });
+
+  it('drops a table only with the token, lists the drop, and retires its segments in batches', async () => {
+    await store.ensureTable({ name: 'doomed', timestampColumn: 'ts', columns: [{ name: 'ts', type: 'TIMESTAMP' }] });
+    for (const id of ['doomed-1', 'doomed-2'])
+      await store.commitSegment({ id, table: 'doomed', minTs: 0, maxTs: 1, rows: 3, bytes: 30, level: 0 });
+    const drop = (headers: Record<string, string>, query = '?incarnation=1') =>
+      app.inject({ method: 'DELETE', url: `/v1/tables/doomed${query}`, headers });
+    expect((await drop({})).statusCode).toBe(401);
+    expect((await drop(auth, '')).statusCode).toBe(400);
+    expect((await drop(auth)).statusCode).toBe(200);
+    expect((await drop(auth)).statusCode).toBe(200); // a repeat
+    expect((await app.inject({ method: 'GET', url: '/v1/tables/doomed' })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'GET', url: '/v1/drops' })).json()).toEqual({
+      drops: [{ table: 'doomed', incarnation: 1, droppedAt: expect.any(Number) as number }],
+    });
+    const retire = (headers: Record<string, string>) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/tables/doomed/drop/retire',
+        headers,
+        payload: { incarnation: 1, limit: 1 },
+      });
+    expect((await retire({})).statusCode).toBe(401);
+    expect((await retire(auth)).json()).toEqual({ segments: 1, rows: 3, bytes: 30, more: true });
+    expect((await retire(auth)).json()).toEqual({ segments: 1, rows: 3, bytes: 30, more: false });
+    expect((await app.inject({ method: 'GET', url: '/v1/drops' })).json()).toEqual({ drops: [] });
   });
 
   it('rejects traversal ids, bad table names and bad weights with 400 and a message', async () => {

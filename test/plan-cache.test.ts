@@ -20,7 +20,7 @@ import { EVENT_COLUMNS } from './helpers/event-data.js';
 
 /** Meta's answers for one table, with counts of each call. */
 class MemoryMeta {
-  table: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS };
+  table: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS, incarnation: 1 };
   manifest = 1;
   segmentList: SegmentRow[] = [];
   calls = { tableVersion: 0, findTable: 0, listSegments: 0 };

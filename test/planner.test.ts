@@ -18,7 +18,7 @@ import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
 import { EVENT_COLUMNS, writeEventFiles } from './helpers/event-data.js';
 
-const EVENTS: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS };
+const EVENTS: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS, incarnation: 1 };
 
 describe('planner decompositions', () => {
   let dir: string;

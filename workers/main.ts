@@ -17,6 +17,7 @@ import { WorkerConfig } from './config.js';
 import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
 import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
+import { startTableDrop } from '../workflows/table-drop-client.js';
 import { heavyPoolPlatform } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
@@ -90,6 +91,12 @@ const sync = async () => {
   );
   for (const [what, ids] of Object.entries({ created, updated, deleted }))
     if (ids.length > 0) console.error(`schedules ${what}: ${ids.join(', ')}`);
+  // A drop whose workflow never started (dropped over HTTP) or left a segment behind (a commit
+  // that raced the drop) is finished here: its workflow id is per drop, so a running one is found.
+  for (const drop of await meta.drops()) {
+    const run = await startTableDrop(client, drop, mergeTaskQueueFor(taskQueue));
+    console.error(`table drop of ${drop.table}: workflow ${run.workflowId}`);
+  }
 };
 const syncEveryMs = config.BERTH_SCHEDULE_SYNC_MS; // 0 turns the schedules off
 const reportSyncFailure = (error: Error) => console.error(`schedule sync failed: ${error.message}`);

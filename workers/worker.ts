@@ -2,8 +2,8 @@
  * The composition root of a Berth worker: builds the real clients and the activities around them,
  * registers Berth's search attributes, and runs two Temporal workers on one connection: pool
  * control (the heavy pool's workflow and activities, its preflight, the serving autoscaler: all that
- * drives the platform) on the base task queue, and merges and the janitor on their own queue with
- * their own slots, so that a long merge never delays a launch.
+ * drives the platform) on the base task queue, and merges, the janitor, retention and table drops
+ * on their own queue with their own slots, so that a long merge never delays a launch.
  * Shutdown is graceful: in-flight activities get a grace time to finish, then are cancelled.
  * At its start it also mends, in the background, tables an earlier Berth typed with what Parquet
  * cannot hold (activities/legacy-types.ts), and logs what it found.
@@ -19,6 +19,7 @@ import {
   createMergeActivities,
   createPreflightActivities,
   createServingScalerActivities,
+  createTableDropActivities,
 } from '../activities/index.js';
 import { checkLegacyTypes } from '../activities/legacy-types.js';
 import type { ComputePlatform } from '../activities/platform/compute-platform.js';
@@ -124,6 +125,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
         }),
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
         ...createRetentionActivities({ meta }),
+        ...createTableDropActivities({ meta }),
       },
     });
     // Pool control: the heavy pool, its preflight, and the serving autoscaler, all on the platform.

@@ -1,6 +1,10 @@
-/** `berth table list|show|set`: the tables, their columns and segments, and their settings, through the coordinator. */
+/** `berth table list|show|set|drop`: the tables, their columns and segments, and their settings, through the coordinator. */
+import { Client, Connection } from '@temporalio/client';
 import { Command } from 'commander';
+import { formatBytes } from '../../core/bytes.js';
 import type { TableDetails } from '../../services/coordinator/api.js';
+import { MERGE_TASK_QUEUE } from '../../workflows/contracts/shared.js';
+import { startTableDrop } from '../../workflows/table-drop-client.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, table as grid } from '../format.js';
 import { UsageError } from '../usage-error.js';
@@ -88,6 +92,33 @@ export function tableCommand(): Command {
           ? `${name}: rows kept for good`
           : `${name}: rows kept ${options.retention}; older segments are retired on retention's next run`,
       );
+    });
+
+  table
+    .command('drop')
+    .description('drop a table: gone from queries at once, then its segments retired and their objects deleted')
+    .argument('<table>', 'the table')
+    .option('--yes', 'confirm: the rows cannot be brought back')
+    .addOption(dataDirOption())
+    .action(async (name: string, options: { yes?: boolean; dataDir: string }) => {
+      if (!options.yes) throw new UsageError(`dropping ${name} deletes all of its rows for good: confirm with --yes`);
+      const { coordinator, endpoints } = await openCluster(options.dataDir);
+      const dropped = await ask(coordinator, (c) => c.dropTable(name));
+      console.log(`${name}: dropped; retiring ${count(dropped.segments)} segments (${count(dropped.rows)} rows)`);
+      // A worker's next sync would start it too: starting it here just does not wait for that.
+      const connection = await Connection.connect({ address: endpoints.temporal });
+      try {
+        const client = new Client({ connection, namespace: endpoints.temporalNamespace });
+        const run = await startTableDrop(client, { table: name, incarnation: dropped.incarnation }, MERGE_TASK_QUEUE);
+        console.error(`${endpoints.temporalUi}/namespaces/${endpoints.temporalNamespace}/workflows/${run.workflowId}`);
+        const retired = await run.result();
+        console.log(
+          `${name}: ${count(retired.segments)} segments (${formatBytes(retired.bytes)}) retired; ` +
+            'the janitor deletes their objects after its grace time, and the name can be used again now',
+        );
+      } finally {
+        await connection.close();
+      }
     });
 
   return table;

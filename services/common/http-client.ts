@@ -2,6 +2,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { bearer } from './auth.js';
+import { DomainError, type ErrorKind } from './errors.js';
 
 /** Thrown when another service answers a call with a non-2xx status. */
 export class ServiceCallError extends Error {
@@ -18,6 +19,21 @@ export class ServiceCallError extends Error {
   get code(): string | undefined {
     return this.body?.error;
   }
+}
+
+const REFUSALS: Partial<Record<number, ErrorKind>> = { 400: 'invalid', 404: 'not_found', 409: 'conflict' };
+
+/**
+ * Rethrows another service's refusal of what this request asked for (a 400, 404 or 409) as this
+ * service's own answer, with its code and message; any other failure stays what it was.
+ */
+export function passOnRefusal(error: unknown): never {
+  const kind = error instanceof ServiceCallError ? REFUSALS[error.status] : undefined;
+  if (kind) {
+    const refusal = error as ServiceCallError;
+    throw new DomainError(kind, refusal.code ?? 'refused', refusal.body?.message ?? refusal.message);
+  }
+  throw error;
 }
 
 export interface CallOptions {

@@ -165,6 +165,17 @@ export const TableDetails = Type.Intersect([
 ]);
 export type TableDetails = Static<typeof TableDetails>;
 
+/**
+ * DELETE /v1/tables/:table (token): the table is gone from queries and ingest at once; the drop
+ * workflow (`workflowId`) retires these segments, the janitor deletes their objects after its
+ * grace time, and then the name may be created again, empty.
+ */
+export const TableDropped = Type.Intersect([
+  TableStats,
+  Type.Object({ table: Type.String(), incarnation: Type.Integer(), workflowId: Type.String() }),
+]);
+export type TableDropped = Static<typeof TableDropped>;
+
 /** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
 export const NodeRow = Type.Intersect([
   Backend,

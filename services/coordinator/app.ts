@@ -6,6 +6,7 @@ import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
 import { notFound } from '../common/errors.js';
+import { passOnRefusal } from '../common/http-client.js';
 import { answers, Ok } from '../common/schemas.js';
 import { createServiceApp, serveMetrics } from '../common/service-app.js';
 import type { MetaClient } from '../meta/client.js';
@@ -23,6 +24,7 @@ import {
   QueryResult,
   RetentionSetting,
   TableDetails,
+  TableDropped,
   TableList,
   WorkloadGroups,
 } from './api.js';
@@ -32,6 +34,7 @@ import type { Ingestor } from './ingest/ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 import { StreamedAnswer } from './execution/streamed-answer.js';
+import { tableDropWorkflowId } from '../../workflows/contracts/table-drop.js';
 
 export interface CoordinatorAppOptions {
   queries: QueryService;
@@ -220,7 +223,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   );
 
   // A table's retention period: set (PUT) or removed (DELETE), for a table that exists.
-  const retention = { onRequest: requireToken(options.token) };
+  const byToken = { onRequest: requireToken(options.token) };
   const setRetention = async (table: string, retentionMs: number | null) => {
     if (!(await meta.findTable(table))) throw notFound('table_not_found', `table "${table}" does not exist`);
     await meta.setRetention(table, retentionMs);
@@ -228,13 +231,30 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   };
   app.put(
     '/v1/tables/:table/retention',
-    { ...retention, schema: { params: IngestParams, body: RetentionSetting, response: answers(Ok) } },
+    { ...byToken, schema: { params: IngestParams, body: RetentionSetting, response: answers(Ok) } },
     async (request) => setRetention(request.params.table, request.body.retentionMs),
   );
   app.delete(
     '/v1/tables/:table/retention',
-    { ...retention, schema: { params: IngestParams, response: answers(Ok) } },
+    { ...byToken, schema: { params: IngestParams, response: answers(Ok) } },
     async (request) => setRetention(request.params.table, null),
+  );
+
+  // Drop: meta hides the table at once; the drop workflow, started by `berth table drop` or a
+  // worker's next sync, retires its segments.
+  app.delete(
+    '/v1/tables/:table',
+    { ...byToken, schema: { params: IngestParams, response: answers(TableDropped) } },
+    async (request) => {
+      const { table } = request.params;
+      const info = await meta.findTable(table);
+      if (!info) throw notFound('table_not_found', `table "${table}" does not exist`);
+      // A drop that raced this one has answered meta first: its 404 is this one's too.
+      const stats = await meta.tableStats(table).catch(passOnRefusal);
+      await meta.dropTable(table, info.incarnation).catch(passOnRefusal);
+      const drop = { table, incarnation: info.incarnation };
+      return { ...stats, ...drop, workflowId: tableDropWorkflowId(drop) };
+    },
   );
 
   app.get('/v1/tables', { schema: { response: answers(TableList) } }, async () => ({

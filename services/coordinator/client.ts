@@ -9,6 +9,7 @@ import {
   type NodeRow,
   type QueryResult,
   type TableDetails,
+  type TableDropped,
 } from './api.js';
 import type { TableInfo } from '../meta/api.js';
 
@@ -64,6 +65,15 @@ export class CoordinatorClient {
   async setRetention(table: string, retentionMs: number | null): Promise<void> {
     await callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/retention`, {
       ...(retentionMs === null ? { method: 'DELETE' } : { method: 'PUT', body: { retentionMs } }),
+      token: this.token,
+      timeoutMs: 30_000,
+    });
+  }
+
+  /** Drops the table (see TableDropped): gone from queries at once, its segments retired by its drop workflow. */
+  dropTable(table: string): Promise<TableDropped> {
+    return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}`, {
+      method: 'DELETE',
       token: this.token,
       timeoutMs: 30_000,
     });

@@ -104,8 +104,15 @@ export const TableInfo = Type.Object({
   name: Type.String(),
   timestampColumn: Type.String(),
   columns: Type.Array(ColumnSpec),
+  /**
+   * Which life of the name this is: 1 at first, one more each time a dropped name is created
+   * again. Segment ids carry it, so a re-created table never shares an id with the dropped one.
+   */
+  incarnation: Type.Integer({ minimum: 1 }),
 });
 export type TableInfo = Static<typeof TableInfo>;
+/** A table as its first batch defines it: meta gives it its incarnation. */
+export type NewTable = Omit<TableInfo, 'incarnation'>;
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
 
 /**
@@ -123,6 +130,36 @@ export type Retention = Static<typeof Retention>;
 /** GET /v1/retentions: every table that has a retention period. */
 export const RetentionList = Type.Object({ retentions: Type.Array(Retention) });
 
+/**
+ * DELETE /v1/tables/:table?incarnation=: drops that incarnation of the table. It is gone from
+ * every reader at once; its segments are retired afterwards by the drop workflow (POST
+ * /v1/tables/:table/drop/retire) and their objects deleted by the janitor. Until every segment is
+ * retired the name cannot be created again (409 `table_dropping`). Repeating a drop is a no-op.
+ */
+export const DropQuery = Type.Object({ incarnation: Type.Integer({ minimum: 1 }) });
+/** A dropped incarnation of a table. */
+export const DroppedTable = Type.Object({
+  table: Type.String(),
+  incarnation: Type.Integer(),
+  /** When it was dropped (epoch ms). */
+  droppedAt: Type.Integer(),
+});
+export type DroppedTable = Static<typeof DroppedTable>;
+/** GET /v1/drops: the dropped tables some of whose segments are still active, by name. */
+export const DropList = Type.Object({ drops: Type.Array(DroppedTable) });
+/** POST /v1/tables/:table/drop/retire: retires at most `limit` active segments of the dropped incarnation. */
+export const DropRetireRequest = Type.Object(
+  { incarnation: Type.Integer({ minimum: 1 }), limit: Type.Integer({ minimum: 1, maximum: 10_000 }) },
+  { additionalProperties: false },
+);
+/** What one such call retired, and whether any segment of the dropped incarnation is still active. */
+export const DropRetired = Type.Object({
+  segments: Type.Integer(),
+  rows: Type.Integer(),
+  bytes: Type.Integer(),
+  more: Type.Boolean(),
+});
+export type DropRetired = Static<typeof DropRetired>;
 /** GET /v1/tables/:table/stats: a table's active segments, summed by meta's store (no listing). */
 export const TableStats = Type.Object({
   segments: Type.Integer(),
@@ -154,6 +191,12 @@ export const Segment = Type.Object(
     rows: Type.Integer({ minimum: 0 }),
     bytes: Type.Integer({ minimum: 0 }),
     level: Type.Integer({ minimum: 0, maximum: 16 }),
+    /**
+     * The table incarnation the segment was written for: a commit for one that has since been
+     * dropped is refused (404, or 409 `table_recreated` once the name lives again), never added
+     * to the new table. Omitted by a merge's swap, whose inputs already tie it to its table.
+     */
+    incarnation: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 );

@@ -46,6 +46,10 @@ import {
   TableList,
   TableParams,
   TableVersion,
+  DropList,
+  DropQuery,
+  DropRetired,
+  DropRetireRequest,
 } from './api.js';
 import { tableNotFound, type MetaStore } from './store.js';
 
@@ -156,6 +160,23 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
       await store.setRetention(request.params.table, null);
       return { ok: true as const };
     },
+  );
+
+  app.delete(
+    '/v1/tables/:table',
+    { ...auth, schema: { params: TableParams, querystring: DropQuery, response: answers(Ok) } },
+    async (request) => {
+      await store.dropTable(request.params.table, request.query.incarnation);
+      return { ok: true as const };
+    },
+  );
+
+  app.get('/v1/drops', { schema: { response: answers(DropList) } }, async () => ({ drops: await store.drops() }));
+
+  app.post(
+    '/v1/tables/:table/drop/retire',
+    { ...auth, schema: { params: TableParams, body: DropRetireRequest, response: answers(DropRetired) } },
+    async (request) => store.retireDropped(request.params.table, request.body.incarnation, request.body.limit),
   );
 
   app.get(

@@ -11,9 +11,12 @@ import { callJson, ServiceCallError, type CallOptions } from '../common/http-cli
 import type {
   Backend,
   ColumnSpec,
+  DroppedTable,
+  DropRetired,
   Fence,
   LeaseGrant,
   Member,
+  NewTable,
   NodeRegistration,
   Retention,
   Segment,
@@ -96,7 +99,7 @@ export class MetaClient {
     return (await this.call<{ backends: Backend[] }>(`/v1/backends${query}`)).backends;
   }
 
-  ensureTable(table: TableInfo): Promise<TableInfo> {
+  ensureTable(table: NewTable): Promise<TableInfo> {
     const { name, ...body } = table;
     return this.call(`/v1/tables/${name}`, { method: 'PUT', body, token: this.token });
   }
@@ -126,6 +129,27 @@ export class MetaClient {
   async setRetention(table: string, retentionMs: number | null): Promise<void> {
     await this.call(`/v1/tables/${encodeURIComponent(table)}/retention`, {
       ...(retentionMs === null ? { method: 'DELETE' } : { method: 'PUT', body: { retentionMs } }),
+      token: this.token,
+    });
+  }
+
+  /** Drops that incarnation of the table (see DropQuery); repeating it is a no-op. */
+  async dropTable(table: string, incarnation: number): Promise<void> {
+    await this.call(`/v1/tables/${encodeURIComponent(table)}?incarnation=${incarnation}`, {
+      method: 'DELETE',
+      token: this.token,
+    });
+  }
+
+  /** The dropped tables some of whose segments are still active. */
+  async drops(): Promise<DroppedTable[]> {
+    return (await this.call<{ drops: DroppedTable[] }>('/v1/drops')).drops;
+  }
+
+  /** Retires at most `limit` active segments of a dropped incarnation; `more` says whether any is left. */
+  retireDropped(table: string, incarnation: number, limit: number): Promise<DropRetired> {
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/drop/retire`, {
+      body: { incarnation, limit },
       token: this.token,
     });
   }

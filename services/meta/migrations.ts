@@ -109,6 +109,18 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: `ALTER TABLE tables ADD COLUMN retention_ms INTEGER;`,
     postgres: `ALTER TABLE tables ADD COLUMN retention_ms BIGINT;`,
   },
+  {
+    version: 6,
+    name: 'dropped tables and their incarnations',
+    // A dropped table keeps its row (its retired segments refer to it, and the next incarnation
+    // counts on from it); dropped_at hides it from every reader.
+    sqlite: `
+      ALTER TABLE tables ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE tables ADD COLUMN dropped_at INTEGER;`,
+    postgres: `
+      ALTER TABLE tables ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE tables ADD COLUMN dropped_at BIGINT;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -23,7 +23,10 @@ import {
   sameTableOrConflict,
   segmentActive,
   segmentNotFound,
+  tableDropping,
+  tableNotDropped,
   tableNotFound,
+  tableRecreated,
   withColumnsAdded,
   TABLE_STATS_SQL,
   toTableStats,
@@ -32,11 +35,14 @@ import {
   toSegment,
   type Backend,
   type ColumnSpec,
+  type DroppedTable,
+  type DropRetired,
   type Fence,
   type Lease,
   type Member,
   type MetaStore,
   type MetaStoreOptions,
+  type NewTable,
   type NodeRegistration,
   type NodeRow,
   type Retention,
@@ -68,6 +74,7 @@ const types: pg.CustomTypesConfig = {
 /** The database's clock in epoch ms, unless the parameter carries an injected one. */
 const now = (param: string) => `COALESCE(${param}::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`;
 const LEASE_COLUMNS = 'name, holder, expires_at AS "expiresAt", token';
+const TABLE_COLUMNS = 'name, timestamp_column AS "timestampColumn", columns, incarnation';
 /** One key for every Berth meta on a database: migrations run one replica at a time. */
 const MIGRATION_LOCK = 0x6265_7274; // 'bert'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock detected
@@ -207,20 +214,107 @@ export class PostgresMetaStore implements MetaStore {
 
   // ── tables and segments ────────────────────────────────────────────────────────────────────
 
-  async ensureTable(table: TableInfo): Promise<TableInfo> {
+  async ensureTable(table: NewTable): Promise<TableInfo> {
+    const created = { name: table.name, timestampColumn: table.timestampColumn, columns: table.columns };
     const inserted = await this.query(
       'ensure-table',
       'INSERT INTO tables (name, timestamp_column, columns) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING',
       [table.name, table.timestampColumn, JSON.stringify(table.columns)],
     );
-    return inserted.rowCount === 1 ? table : sameTableOrConflict((await this.getTable(table.name))!, table);
+    if (inserted.rowCount === 1) return { ...created, incarnation: 1 };
+    return await this.transaction(async (c) => {
+      const existing = (
+        await this.query<TableInfo & { droppedAt: number | null }>(
+          'lock-table-row',
+          `SELECT ${TABLE_COLUMNS}, dropped_at AS "droppedAt" FROM tables WHERE name = $1 FOR UPDATE`,
+          [table.name],
+          c,
+        )
+      ).rows[0]!;
+      const { droppedAt, ...info } = existing;
+      if (droppedAt === null) return sameTableOrConflict(info, table);
+      // The lock waits for a retiring batch in flight (its triggers write this row): this reads after it.
+      if (await this.hasActiveSegments(table.name, c)) throw tableDropping(table.name);
+      await this.query(
+        'recreate-table',
+        `UPDATE tables SET timestamp_column = $2, columns = $3, retention_ms = NULL, dropped_at = NULL,
+           incarnation = incarnation + 1 WHERE name = $1`,
+        [table.name, table.timestampColumn, JSON.stringify(table.columns)],
+        c,
+      );
+      return { ...created, incarnation: existing.incarnation + 1 };
+    });
+  }
+
+  async dropTable(name: string, incarnation: number): Promise<void> {
+    const dropped = await this.query<{ incarnation: number }>(
+      'drop-table',
+      `UPDATE tables SET dropped_at = COALESCE(dropped_at, CASE WHEN incarnation = $2 THEN ${now('$3')} END)
+         WHERE name = $1 AND incarnation >= $2 RETURNING incarnation`,
+      [name, incarnation, this.clock()],
+    );
+    if (dropped.rowCount === 0) throw tableNotFound(name);
+  }
+
+  async drops(): Promise<DroppedTable[]> {
+    return (
+      await this.query<DroppedTable>(
+        'drops',
+        `SELECT name AS "table", incarnation, dropped_at AS "droppedAt" FROM tables t WHERE dropped_at IS NOT NULL
+           AND EXISTS (SELECT 1 FROM segments s WHERE s.tbl = t.name AND s.state = 'active') ORDER BY name`,
+        [],
+      )
+    ).rows;
+  }
+
+  async retireDropped(name: string, incarnation: number, limit: number): Promise<DropRetired> {
+    return await this.transaction(async (c) => {
+      const row = (
+        await this.query<{ incarnation: number; droppedAt: number | null }>(
+          'dropped-table',
+          'SELECT incarnation, dropped_at AS "droppedAt" FROM tables WHERE name = $1',
+          [name],
+          c,
+        )
+      ).rows[0];
+      if (!row || row.incarnation < incarnation) throw tableNotFound(name);
+      // A later incarnation exists only once every segment of the dropped one was retired.
+      if (row.incarnation > incarnation) return { segments: 0, rows: 0, bytes: 0, more: false };
+      if (row.droppedAt === null) throw tableNotDropped(name);
+      const retired = (
+        await this.query<{ rows: number; bytes: number }>(
+          'retire-dropped',
+          `UPDATE segments SET state = 'retired', retired_at = ${now('$1')}
+             WHERE id IN (SELECT id FROM segments WHERE tbl = $2 AND state = 'active' ORDER BY id LIMIT $3 FOR UPDATE)
+             RETURNING rows, bytes`,
+          [this.clock(), name, limit],
+          c,
+        )
+      ).rows;
+      return {
+        segments: retired.length,
+        rows: retired.reduce((sum, r) => sum + r.rows, 0),
+        bytes: retired.reduce((sum, r) => sum + r.bytes, 0),
+        more: await this.hasActiveSegments(name, c),
+      };
+    });
+  }
+
+  private async hasActiveSegments(table: string, client: pg.ClientBase): Promise<boolean> {
+    const found = await this.query(
+      'has-active',
+      `SELECT 1 FROM segments WHERE tbl = $1 AND state = 'active' LIMIT 1`,
+      [table],
+      client,
+    );
+    return found.rowCount === 1;
   }
 
   async getTable(name: string): Promise<TableInfo | undefined> {
     const rows = (
       await this.query<TableInfo>(
         'get-table',
-        'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1',
+        `SELECT ${TABLE_COLUMNS} FROM tables WHERE name = $1 AND dropped_at IS NULL`,
         [name],
       )
     ).rows;
@@ -231,7 +325,7 @@ export class PostgresMetaStore implements MetaStore {
     const rows = (
       await this.query<TableInfo & { manifest: string }>(
         'table-version',
-        'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1',
+        'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1 AND dropped_at IS NULL',
         [name],
       )
     ).rows;
@@ -244,7 +338,7 @@ export class PostgresMetaStore implements MetaStore {
     return (
       await this.query<TableInfo>(
         'list-tables',
-        'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables ORDER BY name',
+        `SELECT ${TABLE_COLUMNS} FROM tables WHERE dropped_at IS NULL ORDER BY name`,
         [],
       )
     ).rows;
@@ -266,7 +360,7 @@ export class PostgresMetaStore implements MetaStore {
       const existing = (
         await this.query<TableInfo>(
           'lock-table',
-          'SELECT name, timestamp_column AS "timestampColumn", columns FROM tables WHERE name = $1 FOR UPDATE',
+          `SELECT ${TABLE_COLUMNS} FROM tables WHERE name = $1 AND dropped_at IS NULL FOR UPDATE`,
           [name],
           c,
         )
@@ -285,17 +379,18 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async setRetention(name: string, retentionMs: number | null): Promise<void> {
-    const updated = await this.query('set-retention', 'UPDATE tables SET retention_ms = $2 WHERE name = $1', [
-      name,
-      retentionMs,
-    ]);
+    const updated = await this.query(
+      'set-retention',
+      'UPDATE tables SET retention_ms = $2 WHERE name = $1 AND dropped_at IS NULL',
+      [name, retentionMs],
+    );
     if (updated.rowCount === 0) throw tableNotFound(name);
   }
 
   async retentions(): Promise<Retention[]> {
     const { rows } = await this.query<{ table: string; retentionMs: string }>(
       'retentions',
-      'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL ORDER BY name',
+      'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL AND dropped_at IS NULL ORDER BY name',
       [],
     );
     return rows.map((row) => ({ table: row.table, retentionMs: Number(row.retentionMs) }));
@@ -443,7 +538,8 @@ export class PostgresMetaStore implements MetaStore {
     const inserted = await this.query<SegmentDbRow>(
       'insert-segment',
       `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
-       SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')} FROM tables WHERE name = $2
+       SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')} FROM tables
+         WHERE name = $2 AND dropped_at IS NULL AND incarnation = COALESCE($9::integer, incarnation)
        ON CONFLICT (id) DO NOTHING RETURNING *`,
       [
         segment.id,
@@ -454,12 +550,16 @@ export class PostgresMetaStore implements MetaStore {
         segment.bytes,
         segment.level,
         this.clock(),
+        segment.incarnation ?? null,
       ],
       client,
     );
     if (inserted.rows[0]) return toSegment(inserted.rows[0]);
     const existing = await this.readSegment(segment.id, client);
     if (existing) return sameSegmentOrConflict(existing, segment);
+    const table = await this.getTable(segment.table);
+    if (table && segment.incarnation !== undefined && segment.incarnation < table.incarnation)
+      throw tableRecreated(segment.table, segment.incarnation);
     throw tableNotFound(segment.table);
   }
 

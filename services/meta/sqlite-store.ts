@@ -16,7 +16,10 @@ import {
   sameTableOrConflict,
   segmentActive,
   segmentNotFound,
+  tableDropping,
+  tableNotDropped,
   tableNotFound,
+  tableRecreated,
   withColumnsAdded,
   TABLE_STATS_SQL,
   toTableStats,
@@ -25,11 +28,14 @@ import {
   toSegment,
   type Backend,
   type ColumnSpec,
+  type DroppedTable,
+  type DropRetired,
   type Fence,
   type Lease,
   type Member,
   type MetaStore,
   type MetaStoreOptions,
+  type NewTable,
   type NodeRegistration,
   type NodeRow,
   type Retention,
@@ -47,6 +53,21 @@ export interface SqliteMetaStoreOptions extends MetaStoreOptions {
 }
 
 const LEASE_COLUMNS = 'name, holder, expires_at AS expiresAt, token';
+
+interface TableDbRow {
+  name: string;
+  timestamp_column: string;
+  columns: string;
+  incarnation: number;
+  dropped_at: number | null;
+}
+
+const toTableInfo = (row: TableDbRow): TableInfo => ({
+  name: row.name,
+  timestampColumn: row.timestamp_column,
+  columns: JSON.parse(row.columns) as ColumnSpec[],
+  incarnation: row.incarnation,
+});
 
 export class SqliteMetaStore implements MetaStore {
   private readonly db: Database.Database;
@@ -133,15 +154,72 @@ export class SqliteMetaStore implements MetaStore {
 
   // ── tables and segments ────────────────────────────────────────────────────────────────────
 
-  async ensureTable(table: TableInfo): Promise<TableInfo> {
+  async ensureTable(table: NewTable): Promise<TableInfo> {
     return this.write(() => {
-      const existing = this.readTable(table.name);
-      if (existing) return sameTableOrConflict(existing, table);
+      const row = this.readTableRow(table.name);
+      const created = { name: table.name, timestampColumn: table.timestampColumn, columns: table.columns };
+      if (!row) {
+        this.db
+          .prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)')
+          .run(table.name, table.timestampColumn, JSON.stringify(table.columns));
+        return { ...created, incarnation: 1 };
+      }
+      if (row.dropped_at === null) return sameTableOrConflict(toTableInfo(row), table);
+      if (this.hasActiveSegments(table.name)) throw tableDropping(table.name);
       this.db
-        .prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)')
-        .run(table.name, table.timestampColumn, JSON.stringify(table.columns));
-      return table;
+        .prepare(
+          `UPDATE tables SET timestamp_column = ?, columns = ?, retention_ms = NULL, dropped_at = NULL,
+             incarnation = incarnation + 1 WHERE name = ?`,
+        )
+        .run(table.timestampColumn, JSON.stringify(table.columns), table.name);
+      return { ...created, incarnation: row.incarnation + 1 };
     });
+  }
+
+  async dropTable(name: string, incarnation: number): Promise<void> {
+    this.write(() => {
+      const row = this.readTableRow(name);
+      if (!row || row.incarnation < incarnation) throw tableNotFound(name);
+      if (row.incarnation === incarnation && row.dropped_at === null)
+        this.db.prepare('UPDATE tables SET dropped_at = ? WHERE name = ?').run(this.now(), name);
+    });
+  }
+
+  async drops(): Promise<DroppedTable[]> {
+    return this.db
+      .prepare(
+        `SELECT name AS "table", incarnation, dropped_at AS "droppedAt" FROM tables t WHERE dropped_at IS NOT NULL
+           AND EXISTS (SELECT 1 FROM segments s WHERE s.tbl = t.name AND s.state = 'active') ORDER BY name`,
+      )
+      .all() as DroppedTable[];
+  }
+
+  async retireDropped(name: string, incarnation: number, limit: number): Promise<DropRetired> {
+    return this.write(() => {
+      const row = this.readTableRow(name);
+      if (!row || row.incarnation < incarnation) throw tableNotFound(name);
+      // A later incarnation exists only once every segment of the dropped one was retired.
+      if (row.incarnation > incarnation) return { segments: 0, rows: 0, bytes: 0, more: false };
+      if (row.dropped_at === null) throw tableNotDropped(name);
+      const retired = this.db
+        .prepare(
+          `UPDATE segments SET state = 'retired', retired_at = ?
+             WHERE id IN (SELECT id FROM segments WHERE tbl = ? AND state = 'active' LIMIT ?) RETURNING rows, bytes`,
+        )
+        .all(this.now(), name, limit) as { rows: number; bytes: number }[];
+      return {
+        segments: retired.length,
+        rows: retired.reduce((sum, r) => sum + r.rows, 0),
+        bytes: retired.reduce((sum, r) => sum + r.bytes, 0),
+        more: this.hasActiveSegments(name),
+      };
+    });
+  }
+
+  private hasActiveSegments(table: string): boolean {
+    return (
+      this.db.prepare(`SELECT 1 FROM segments WHERE tbl = ? AND state = 'active' LIMIT 1`).get(table) !== undefined
+    );
   }
 
   async getTable(name: string): Promise<TableInfo | undefined> {
@@ -150,7 +228,7 @@ export class SqliteMetaStore implements MetaStore {
 
   async tableVersion(name: string): Promise<TableVersion | undefined> {
     const row = this.db
-      .prepare('SELECT timestamp_column, columns, manifest_version FROM tables WHERE name = ?')
+      .prepare('SELECT timestamp_column, columns, manifest_version FROM tables WHERE name = ? AND dropped_at IS NULL')
       .get(name) as { timestamp_column: string; columns: string; manifest_version: number } | undefined;
     return (
       row && {
@@ -161,9 +239,9 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async listTables(): Promise<TableInfo[]> {
-    return (this.db.prepare('SELECT name FROM tables ORDER BY name').all() as { name: string }[]).map((r) =>
-      this.readTable(r.name)!,
-    );
+    return (
+      this.db.prepare('SELECT name FROM tables WHERE dropped_at IS NULL ORDER BY name').all() as { name: string }[]
+    ).map((r) => this.readTable(r.name)!);
   }
 
   async setColumnTypes(name: string, from: ColumnSpec[], to: ColumnSpec[]): Promise<TableInfo> {
@@ -187,14 +265,17 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async setRetention(name: string, retentionMs: number | null): Promise<void> {
-    if (this.db.prepare('UPDATE tables SET retention_ms = ? WHERE name = ?').run(retentionMs, name).changes === 0)
+    if (
+      this.db.prepare('UPDATE tables SET retention_ms = ? WHERE name = ? AND dropped_at IS NULL').run(retentionMs, name)
+        .changes === 0
+    )
       throw tableNotFound(name);
   }
 
   async retentions(): Promise<Retention[]> {
     return this.db
       .prepare(
-        'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL ORDER BY name',
+        'SELECT name AS "table", retention_ms AS "retentionMs" FROM tables WHERE retention_ms IS NOT NULL AND dropped_at IS NULL ORDER BY name',
       )
       .all() as Retention[];
   }
@@ -298,12 +379,15 @@ export class SqliteMetaStore implements MetaStore {
     return ids.filter((id) => stmt.get(id) !== undefined);
   }
 
+  /** The table's row, dropped or not. */
+  private readTableRow(name: string): TableDbRow | undefined {
+    return this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as TableDbRow | undefined;
+  }
+
+  /** The table as readers see it: undefined once dropped. */
   private readTable(name: string): TableInfo | undefined {
-    const row = this.db.prepare('SELECT * FROM tables WHERE name = ?').get(name) as
-      { name: string; timestamp_column: string; columns: string } | undefined;
-    return (
-      row && { name: row.name, timestampColumn: row.timestamp_column, columns: JSON.parse(row.columns) as ColumnSpec[] }
-    );
+    const row = this.readTableRow(name);
+    return row && row.dropped_at === null ? toTableInfo(row) : undefined;
   }
 
   private readSegment(id: string): SegmentRow | undefined {
@@ -312,9 +396,13 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   private insertSegment(segment: Segment): SegmentRow {
-    if (!this.readTable(segment.table)) throw tableNotFound(segment.table);
     const existing = this.readSegment(segment.id);
     if (existing) return sameSegmentOrConflict(existing, segment);
+    const table = this.readTable(segment.table);
+    if (!table) throw tableNotFound(segment.table);
+    const written = segment.incarnation ?? table.incarnation;
+    if (written < table.incarnation) throw tableRecreated(segment.table, written);
+    if (written > table.incarnation) throw tableNotFound(segment.table);
     this.db
       .prepare(
         `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`,

@@ -11,9 +11,12 @@ import { MAX_COLUMNS } from '../common/schemas.js';
 import type {
   Backend,
   ColumnSpec,
+  DroppedTable,
+  DropRetired,
   Fence,
   Lease,
   Member,
+  NewTable,
   NodeRegistration,
   Retention,
   Segment,
@@ -57,8 +60,23 @@ export interface MetaStore {
 
   // ── tables and segments ──
 
-  /** Creates a table on first use; later calls must agree on its timestamp column. */
-  ensureTable(table: TableInfo): Promise<TableInfo>;
+  /**
+   * Creates a table on first use; later calls must agree on its timestamp column. A dropped name
+   * is created again as its next incarnation, empty, once every segment of the dropped one is
+   * retired (409 `table_dropping` until then).
+   */
+  ensureTable(table: NewTable): Promise<TableInfo>;
+  /**
+   * Drops one incarnation of a table: from this call on, no reader finds it (getTable,
+   * tableVersion, listTables, retentions) and no segment commits to it; its segments stay active
+   * for `retireDropped` to retire in batches. Repeating it, or naming an incarnation a later one
+   * has replaced, is a no-op.
+   */
+  dropTable(name: string, incarnation: number): Promise<void>;
+  /** Dropped tables some of whose segments are still active: the drops left to finish, by name. */
+  drops(): Promise<DroppedTable[]>;
+  /** Retires at most `limit` active segments of a dropped incarnation, in one short write; a repeat finds only what is left. */
+  retireDropped(name: string, incarnation: number, limit: number): Promise<DropRetired>;
   getTable(name: string): Promise<TableInfo | undefined>;
   /** The table's versions: a cheap check of whether a cached schema or manifest is still current. */
   tableVersion(name: string): Promise<TableVersion | undefined>;
@@ -252,7 +270,7 @@ export const toTableStats = (row: Record<string, unknown>): TableStats => ({
 });
 
 /** The answer to ensureTable when `existing` already has the table's name. */
-export function sameTableOrConflict(existing: TableInfo, table: TableInfo): TableInfo {
+export function sameTableOrConflict(existing: TableInfo, table: NewTable): TableInfo {
   if (existing.timestampColumn !== table.timestampColumn) {
     throw conflict(
       'table_mismatch',
@@ -326,6 +344,24 @@ export function checkSwap(
   if (merged) sameSegmentOrConflict(merged, add);
   return false;
 }
+
+/** The answer to ensureTable for a dropped name whose segments are not all retired yet. */
+export const tableDropping = (name: string) =>
+  conflict(
+    'table_dropping',
+    `table "${name}" is being dropped: it can be created again once its drop has retired every segment`,
+  );
+
+/** The answer to a commit for an incarnation of the table that was dropped and has a successor. */
+export const tableRecreated = (name: string, incarnation: number) =>
+  conflict(
+    'table_recreated',
+    `table "${name}" was dropped and created again since this segment was written for it (incarnation ${incarnation})`,
+  );
+
+/** The answer to retireDropped for a table that is not dropped. */
+export const tableNotDropped = (name: string) =>
+  conflict('table_not_dropped', `table "${name}" is not dropped: only a dropped table's segments are retired at once`);
 
 export const tableNotFound = (name: string) => notFound('table_not_found', `table "${name}" does not exist`);
 export const segmentNotFound = (id: string) => notFound('segment_not_found', `segment "${id}" is not in the manifest`);

@@ -34,6 +34,7 @@ import {
   poolReconcilerWorkflow,
   preflightWorkflow,
   retentionWorkflow,
+  tableDropWorkflow,
   tableMergeWorkflow,
 } from '../../workflows/index.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
@@ -253,5 +254,22 @@ describe('recording workflow histories', () => {
     });
     expect(retired.segments).toBe(1);
     await save(client, 'retention', retentionId);
+  });
+
+  it('records a table drop that retires its segments', { timeout: 120_000 }, async () => {
+    for (let i = 0; i < 2; i++)
+      expect((await cluster.ingest('doomed', `${JSON.stringify({ ts: '2026-11-01T00:00:00Z', n: i })}\n`)).status).toBe(
+        200,
+      );
+    const { incarnation } = (await cluster.meta.findTable('doomed'))!;
+    await cluster.meta.dropTable('doomed', incarnation);
+    const dropId = `drop-recorded-${randomUUID()}`;
+    const retired = await client.workflow.execute(tableDropWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId: dropId,
+      args: [{ table: 'doomed', incarnation }],
+    });
+    expect(retired.segments).toBe(2);
+    await save(client, 'table-drop', dropId);
   });
 });

@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import { PutObjectCommand, S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
 import { partitionOf, segmentId, segmentObjectKey } from '../../../core/identifiers.js';
 import { badRequest, DomainError } from '../../common/errors.js';
-import { ServiceCallError } from '../../common/http-client.js';
+import { passOnRefusal } from '../../common/http-client.js';
 import type { MemberView } from '../../common/member-view.js';
 import { DEFAULT_S3_TIMEOUT_MS } from '../../common/s3-client.js';
 import type { MetaClient, TableInfo } from '../../meta/client.js';
@@ -45,6 +45,14 @@ export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
 /** The push reason of a batch sent again: it was committed before, and nothing was done this time. */
 export const ALREADY_COMMITTED = 'the batch was committed before';
 
+/**
+ * A batch's digest in its segment id: of its table and content, and from a table's second
+ * incarnation on of that too, so that a batch sent to a re-created table never counts as sent
+ * before (the dropped table's ids stay known for the dedup window).
+ */
+const batchDigest = (content: string, incarnation: number) =>
+  (incarnation === 1 ? content : createHash('sha256').update(`${content}/${incarnation}`).digest('hex')).slice(0, 20);
+
 export class Ingestor {
   constructor(private readonly options: IngestOptions) {}
 
@@ -73,15 +81,19 @@ export class Ingestor {
       let file = known
         ? await this.segmentOf(table, input, output, known)
         : await writer.ndjsonToSegment(input, output, tsColumn);
-      if (!known) {
-        const registered = await meta.ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns });
+      let info = known;
+      if (!info) {
+        info = await meta
+          .ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns })
+          .catch(passOnRefusal);
         // Another first batch won the race with its own schema: conform to it.
-        if (JSON.stringify(registered.columns) !== JSON.stringify(file.columns))
-          file = await this.segmentOf(table, input, output, registered);
+        if (JSON.stringify(info.columns) !== JSON.stringify(file.columns))
+          file = await this.segmentOf(table, input, output, info);
       }
+      const { incarnation } = info;
 
       const bytes = await readFile(output);
-      const id = segmentId(table, 0, partitionOf(file.minTs), hash.digest('hex').slice(0, 20));
+      const id = segmentId(table, 0, partitionOf(file.minTs), batchDigest(hash.digest('hex'), incarnation));
       // A batch meta already knows (sent again, perhaps after a merge retired it and the janitor
       // deleted its object) is answered with the row committed first: nothing uploaded, pushed or added.
       if ((await meta.knownSegments([id])).length > 0)
@@ -98,15 +110,19 @@ export class Ingestor {
           throw storageFailure(error, s3TimeoutMs);
         });
       const push = await this.push(table, id, bytes);
-      const segment = await meta.commitSegment({
-        id,
-        table,
-        minTs: file.minTs,
-        maxTs: file.maxTs,
-        rows: file.rows,
-        bytes: bytes.length,
-        level: 0,
-      });
+      // Refused when the table was dropped meanwhile (404) or dropped and created again (409).
+      const segment = await meta
+        .commitSegment({
+          id,
+          table,
+          minTs: file.minTs,
+          maxTs: file.maxTs,
+          rows: file.rows,
+          bytes: bytes.length,
+          level: 0,
+          incarnation,
+        })
+        .catch(passOnRefusal);
       return { segment, push };
     } finally {
       await Promise.all([rm(input, { force: true }), rm(output, { force: true })]);
@@ -125,12 +141,8 @@ export class Ingestor {
     } catch (error) {
       if (!(error instanceof NewField)) throw error;
       const added = await writer.newColumns(input, known.columns);
-      const { columns } = await meta.addColumns(table, added).catch((refusal: unknown) => {
-        // Meta refuses what batches adding fields at once would make together (too many columns): the batch's 400.
-        if (refusal instanceof ServiceCallError && refusal.status === 400)
-          throw badRequest(refusal.code ?? 'row_does_not_fit', refusal.body?.message ?? refusal.message);
-        throw refusal;
-      });
+      // Meta refuses what batches adding fields at once would make together (too many columns): the batch's 400.
+      const { columns } = await meta.addColumns(table, added).catch(passOnRefusal);
       return await writer.ndjsonToSegment(input, output, known.timestampColumn, columns);
     }
   }
