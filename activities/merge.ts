@@ -23,7 +23,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import pLimit from 'p-limit';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
-import { epochMsSql } from '../core/time-bounds.js';
+import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
 import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
@@ -291,7 +291,6 @@ async function withMergedFile<T>(
     );
     step.progress({ step: 'merge', segments: files.length, bytes: downloadedBytes });
     const out = path.join(dir, `${id}.parquet`);
-    const ts = quoteIdent(table.timestampColumn);
     const stats = await withConnection(
       deps.duckdb,
       async (c) => {
@@ -299,11 +298,9 @@ async function withMergedFile<T>(
         // reads it as NULL): the same inputs always give the same bytes, whatever the table gained since.
         const shapes = await segmentShapes(c, files, table.columns);
         const columns = table.columns.filter((col) => [...shapes.values()].some((s) => !s.lacking.includes(col.name)));
-        // Every column in the order.
-        const order = [
-          table.timestampColumn,
-          ...columns.map((col) => col.name).filter((n) => n !== table.timestampColumn),
-        ]
+        // Every column in the order, the timestamp first.
+        const ts = table.timestampColumn;
+        const order = [...(ts === null ? [] : [ts]), ...columns.map((col) => col.name).filter((n) => n !== ts)]
           .map(quoteIdent)
           .join(', ');
         await c.run(`CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: columns, files, shapes })}`);
@@ -314,10 +311,12 @@ async function withMergedFile<T>(
             `the merged segment ${id} disagrees with table "${input.table}": ${disagreement}`,
             SEGMENT_DISAGREES,
           );
+        const range =
+          ts === null
+            ? `${TIMELESS.minTs}, ${TIMELESS.maxTs}`
+            : `${epochMsSql(`min(${quoteIdent(ts)})`, 'floor')}, ${epochMsSql(`max(${quoteIdent(ts)})`, 'ceil')}`;
         const [rows, minTs, maxTs] = (
-          await c.runAndReadAll(
-            `SELECT count(*), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM read_parquet(${sqlString(out)})`,
-          )
+          await c.runAndReadAll(`SELECT count(*), ${range} FROM read_parquet(${sqlString(out)})`)
         ).getRows()[0]!;
         return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
       },

@@ -10,6 +10,12 @@ export const EARLIEST_MS = Number.MIN_SAFE_INTEGER;
 /** The manifest's bound for infinity (and anything past 2^53 ms after the epoch). */
 export const LATEST_MS = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The time range of every segment of a table without a timestamp column: all of time, so that no
+ * query's range prunes it and no retention period ever passes it.
+ */
+export const TIMELESS = { minTs: EARLIEST_MS, maxTs: LATEST_MS } as const;
+
 /** SQL for a TIMESTAMP expression's epoch milliseconds, rounded down or up, within [EARLIEST_MS, LATEST_MS]; NULL stays NULL. */
 export function epochMsSql(expression: string, round: 'floor' | 'ceil'): string {
   const ms = round === 'floor' ? `epoch_ms(${expression})` : `ceil(epoch_us(${expression}) / 1000)`;

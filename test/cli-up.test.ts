@@ -189,6 +189,16 @@ describe('berth up and the everyday commands', () => {
         );
         expect((await berth('table', 'list', '--data-dir', dataDir)).stdout).not.toMatch(/\bnotes\b/);
 
+        // A table without a timestamp column: a dimension table.
+        const owners = path.join(dataDir, 'owners.ndjson');
+        await writeFile(owners, '{"service":"api","owner":"platform"}\n{"service":"web","owner":"frontend"}\n');
+        expect(
+          (await berth('ingest', owners, '--table', 'owners', '--no-timestamp', '--data-dir', dataDir)).stdout,
+        ).toContain('ingested 2 rows into owners');
+        expect((await berth('table', 'show', 'owners', '--data-dir', dataDir)).stdout).toMatch(
+          /^owners: schema [0-9a-f]{16}, no timestamp column, retention kept for good\n {2}1 segments, 2 rows, \d+ bytes; rows from - to -/,
+        );
+
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;
           weight: number;

@@ -176,6 +176,20 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.getTable('nope')).toBeUndefined();
     });
 
+    it('keeps a table without a timestamp column as one, and refuses to give it one later', async () => {
+      const owners = { name: 'owners', timestampColumn: null, columns: [{ name: 'service', type: 'VARCHAR' }] };
+      expect(await store.ensureTable(owners)).toEqual({ ...owners, incarnation: 1 });
+      expect(await store.getTable('owners')).toEqual({ ...owners, incarnation: 1 });
+      expect((await store.listTables()).find((t) => t.name === 'owners')).toEqual({ ...owners, incarnation: 1 });
+      await expect(store.ensureTable({ ...owners, timestampColumn: 'ts' })).rejects.toThrow(
+        /table "owners" has no timestamp column, not "ts"/,
+      );
+      await expect(store.ensureTable({ ...table, timestampColumn: null })).rejects.toThrow(
+        /keeps its timestamps in "ts": it is not a table without one/,
+      );
+      expect((await store.tableVersion('owners'))!.schema).not.toBe((await store.tableVersion('events'))!.schema);
+    });
+
     it('changes only the types of a table’s columns, once, and only while it has the columns the change was made against', async () => {
       const from = [
         { name: 'ts', type: 'TIMESTAMP' },

@@ -16,12 +16,16 @@ export function ingestCommand(): Command {
     .requiredOption('--table <name>', 'the table to add the rows to')
     .addOption(new Option('--batch-rows <n>', 'rows per batch (each batch becomes one segment)').default('100000'))
     .option('--timestamp-column <name>', 'the timestamp column of a new table (default: ts)')
+    .option('--no-timestamp', 'a new table without a timestamp column (a dimension table: never pruned by time)')
     .addOption(dataDirOption())
     .action(
       async (
         file: string,
-        options: { table: string; batchRows: string; timestampColumn?: string; dataDir: string },
+        options: { table: string; batchRows: string; timestampColumn?: string; timestamp: boolean; dataDir: string },
       ) => {
+        if (!options.timestamp && options.timestampColumn !== undefined)
+          throw new UsageError('--timestamp-column and --no-timestamp: give one or the other');
+        const timestamp = options.timestamp ? { timestampColumn: options.timestampColumn } : { noTimestamp: true };
         const batchRows = Number(options.batchRows);
         if (!Number.isInteger(batchRows) || batchRows < 1)
           throw new UsageError(`--batch-rows: "${options.batchRows}" must be a positive whole number`);
@@ -42,7 +46,7 @@ export function ingestCommand(): Command {
         const flush = async () => {
           if (batch.length === 0) return;
           const body = `${batch.join('\n')}\n`;
-          await send(cluster, options.table, body, options.timestampColumn);
+          await send(cluster, options.table, body, timestamp);
           rows += batch.length;
           segments++;
           sent += Buffer.byteLength(body);
@@ -65,7 +69,7 @@ async function send(
   cluster: ClusterHandle,
   table: string,
   body: string,
-  timestampColumn?: string,
+  timestamp: { timestampColumn?: string; noTimestamp?: boolean },
 ): Promise<IngestResult> {
-  return await ask(cluster.coordinator, (c) => c.ingest(table, body, { timestampColumn }));
+  return await ask(cluster.coordinator, (c) => c.ingest(table, body, timestamp));
 }

@@ -71,7 +71,7 @@ export function tableCommand(): Command {
       if (options.json) return console.log(JSON.stringify(t));
       console.log(
         [
-          `${t.name}: schema ${t.schema}, timestamps in "${t.timestampColumn}", retention ${period(t.retentionMs)}`,
+          `${t.name}: schema ${t.schema}, ${t.timestampColumn === null ? 'no timestamp column' : `timestamps in "${t.timestampColumn}"`}, retention ${period(t.retentionMs)}`,
           `  ${count(t.segments)} segments, ${count(t.rows)} rows, ${count(t.bytes)} bytes; rows from ${instant(t.oldest)} to ${instant(t.newest)}`,
           grid([['column', 'type'], ...t.columns.map((c) => [c.name, c.type])]),
         ].join('\n'),

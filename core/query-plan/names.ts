@@ -17,9 +17,9 @@ import {
   type SelectNode,
 } from './parse-tree.js';
 
-/** A table's timestamp column and its columns, in order. */
+/** A table's timestamp column (null for a table without one: nothing bounds its time) and its columns, in order. */
 export interface TableColumns {
-  timestampColumn: string;
+  timestampColumn: string | null;
   columns: readonly string[];
 }
 

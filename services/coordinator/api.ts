@@ -119,9 +119,15 @@ export type QueryResult = Static<typeof QueryResult>;
 
 // ── ingest ──
 
-/** POST /v1/tables/:table/rows?timestampColumn=: NDJSON rows. */
+/**
+ * POST /v1/tables/:table/rows?timestampColumn=: NDJSON rows. A new table keeps its timestamps in
+ * `timestampColumn` (default "ts"), or with `noTimestamp=true` has none (a dimension table).
+ */
 export const IngestParams = Type.Object({ table: TableName });
-export const IngestQuery = Type.Object({ timestampColumn: Type.Optional(TimestampColumn) });
+export const IngestQuery = Type.Object({
+  timestampColumn: Type.Optional(TimestampColumn),
+  noTimestamp: Type.Optional(Type.Boolean()),
+});
 
 /**
  * PUT /v1/tables/:table/retention (token): how long the table's rows are kept, in ms of age;

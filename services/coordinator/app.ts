@@ -5,7 +5,7 @@ import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { limitedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
-import { notFound } from '../common/errors.js';
+import { badRequest, notFound } from '../common/errors.js';
 import { passOnRefusal } from '../common/http-client.js';
 import { answers, Ok } from '../common/schemas.js';
 import { createServiceApp, serveMetrics } from '../common/service-app.js';
@@ -196,11 +196,14 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     },
     async (request, reply) => {
       const arrived = performance.now();
+      const { timestampColumn, noTimestamp } = request.query;
+      if (noTimestamp && timestampColumn !== undefined)
+        throw badRequest('timestamp_conflict', 'a batch names a timestampColumn or asks for noTimestamp, not both');
       try {
         const result = await options.ingestor.ingest(
           request.params.table,
           limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024),
-          request.query.timestampColumn,
+          noTimestamp ? null : timestampColumn,
         );
         ingestToQueryable.observe((performance.now() - arrived) / 1000);
         return result;
@@ -225,7 +228,13 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   // A table's retention period: set (PUT) or removed (DELETE), for a table that exists.
   const byToken = { onRequest: requireToken(options.token) };
   const setRetention = async (table: string, retentionMs: number | null) => {
-    if (!(await meta.findTable(table))) throw notFound('table_not_found', `table "${table}" does not exist`);
+    const info = await meta.findTable(table);
+    if (!info) throw notFound('table_not_found', `table "${table}" does not exist`);
+    if (info.timestampColumn === null && retentionMs !== null)
+      throw badRequest(
+        'no_timestamp',
+        `table "${table}" has no timestamp column: its rows have no age to retire them by`,
+      );
     await meta.setRetention(table, retentionMs);
     return { ok: true as const };
   };
@@ -271,7 +280,9 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       if (!info || !version) throw notFound('table_not_found', `table "${table}" does not exist`);
       const [stats, retentions] = await Promise.all([meta.tableStats(table), meta.retentions()]);
       const retentionMs = retentions.find((r) => r.table === table)?.retentionMs ?? null;
-      return { ...info, ...stats, schema: version.schema, retentionMs };
+      // A table without a timestamp has no oldest or newest row: its segments span all of time.
+      const span = info.timestampColumn === null ? { oldest: null, newest: null } : {};
+      return { ...info, ...stats, ...span, schema: version.schema, retentionMs };
     },
   );
 

@@ -50,9 +50,17 @@ export class CoordinatorClient {
     return Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
   }
 
-  /** Ingests NDJSON rows into `table` (created on first ingest, timestamps in `timestampColumn`). */
-  ingest(table: string, ndjson: string, options: { timestampColumn?: string } = {}): Promise<IngestResult> {
-    const query = options.timestampColumn ? `?timestampColumn=${encodeURIComponent(options.timestampColumn)}` : '';
+  /** Ingests NDJSON rows into `table` (created on first ingest, timestamps in `timestampColumn`, or none). */
+  ingest(
+    table: string,
+    ndjson: string,
+    options: { timestampColumn?: string; noTimestamp?: boolean } = {},
+  ): Promise<IngestResult> {
+    const query = options.noTimestamp
+      ? '?noTimestamp=true'
+      : options.timestampColumn
+        ? `?timestampColumn=${encodeURIComponent(options.timestampColumn)}`
+        : '';
     return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/rows${query}`, {
       body: ndjson,
       contentType: 'application/x-ndjson',

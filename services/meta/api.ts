@@ -69,9 +69,12 @@ export const BackendList = Type.Object({ backends: Type.Array(Backend) });
 
 export const TableParams = Type.Object({ table: TableName });
 
-/** PUT /v1/tables/:table: the table's timestamp column and columns. */
+/** PUT /v1/tables/:table: the table's timestamp column (null for a table without one) and columns. */
 export const TableDefinition = Type.Object(
-  { timestampColumn: TimestampColumn, columns: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }) },
+  {
+    timestampColumn: Type.Union([TimestampColumn, Type.Null()]),
+    columns: Type.Array(ColumnSpec, { minItems: 1, maxItems: 2000 }),
+  },
   { additionalProperties: false },
 );
 
@@ -102,7 +105,12 @@ export const ColumnsAdded = Type.Object(
 
 export const TableInfo = Type.Object({
   name: Type.String(),
-  timestampColumn: Type.String(),
+  /**
+   * The column segments are partitioned and pruned by, or null for a table without a clock (a
+   * dimension table): its segments span all of time (TIMELESS), so no time range prunes them, a
+   * merge takes them by count rather than by day, and no retention period applies.
+   */
+  timestampColumn: Type.Union([Type.String(), Type.Null()]),
   columns: Type.Array(ColumnSpec),
   /**
    * Which life of the name this is: 1 at first, one more each time a dropped name is created
@@ -113,6 +121,12 @@ export const TableInfo = Type.Object({
 export type TableInfo = Static<typeof TableInfo>;
 /** A table as its first batch defines it: meta gives it its incarnation. */
 export type NewTable = Omit<TableInfo, 'incarnation'>;
+
+/** The words for a batch or a definition whose timestamp column (null: none) is not the table's. */
+export const timestampMismatchMessage = (table: NewTable, asked: string | null) =>
+  table.timestampColumn === null
+    ? `table "${table.name}" has no timestamp column, not "${asked}"`
+    : `table "${table.name}" keeps its timestamps in "${table.timestampColumn}"${asked === null ? ': it is not a table without one' : `, not "${asked}"`}`;
 export const TableList = Type.Object({ tables: Type.Array(TableInfo) });
 
 /**

@@ -19,6 +19,7 @@ import {
   checkSwap,
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
+  NO_TIMESTAMP_COLUMN,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -74,7 +75,8 @@ const types: pg.CustomTypesConfig = {
 /** The database's clock in epoch ms, unless the parameter carries an injected one. */
 const now = (param: string) => `COALESCE(${param}::bigint, (extract(epoch from clock_timestamp()) * 1000)::bigint)`;
 const LEASE_COLUMNS = 'name, holder, expires_at AS "expiresAt", token';
-const TABLE_COLUMNS = 'name, timestamp_column AS "timestampColumn", columns, incarnation';
+const TIMESTAMP_COLUMN = `NULLIF(timestamp_column, '${NO_TIMESTAMP_COLUMN}') AS "timestampColumn"`;
+const TABLE_COLUMNS = `name, ${TIMESTAMP_COLUMN}, columns, incarnation`;
 /** One key for every Berth meta on a database: migrations run one replica at a time. */
 const MIGRATION_LOCK = 0x6265_7274; // 'bert'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock detected
@@ -219,7 +221,7 @@ export class PostgresMetaStore implements MetaStore {
     const inserted = await this.query(
       'ensure-table',
       'INSERT INTO tables (name, timestamp_column, columns) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING',
-      [table.name, table.timestampColumn, JSON.stringify(table.columns)],
+      [table.name, table.timestampColumn ?? NO_TIMESTAMP_COLUMN, JSON.stringify(table.columns)],
     );
     if (inserted.rowCount === 1) return { ...created, incarnation: 1 };
     return await this.transaction(async (c) => {
@@ -239,7 +241,7 @@ export class PostgresMetaStore implements MetaStore {
         'recreate-table',
         `UPDATE tables SET timestamp_column = $2, columns = $3, retention_ms = NULL, dropped_at = NULL,
            incarnation = incarnation + 1 WHERE name = $1`,
-        [table.name, table.timestampColumn, JSON.stringify(table.columns)],
+        [table.name, table.timestampColumn ?? NO_TIMESTAMP_COLUMN, JSON.stringify(table.columns)],
         c,
       );
       return { ...created, incarnation: existing.incarnation + 1 };
@@ -325,7 +327,7 @@ export class PostgresMetaStore implements MetaStore {
     const rows = (
       await this.query<TableInfo & { manifest: string }>(
         'table-version',
-        'SELECT timestamp_column AS "timestampColumn", columns, manifest_version AS manifest FROM tables WHERE name = $1 AND dropped_at IS NULL',
+        `SELECT ${TIMESTAMP_COLUMN}, columns, manifest_version AS manifest FROM tables WHERE name = $1 AND dropped_at IS NULL`,
         [name],
       )
     ).rows;

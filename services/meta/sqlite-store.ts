@@ -12,6 +12,7 @@ import {
   checkSwap,
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
+  NO_TIMESTAMP_COLUMN,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -62,9 +63,11 @@ interface TableDbRow {
   dropped_at: number | null;
 }
 
+const timestampColumnOf = (stored: string) => (stored === NO_TIMESTAMP_COLUMN ? null : stored);
+
 const toTableInfo = (row: TableDbRow): TableInfo => ({
   name: row.name,
-  timestampColumn: row.timestamp_column,
+  timestampColumn: timestampColumnOf(row.timestamp_column),
   columns: JSON.parse(row.columns) as ColumnSpec[],
   incarnation: row.incarnation,
 });
@@ -161,7 +164,7 @@ export class SqliteMetaStore implements MetaStore {
       if (!row) {
         this.db
           .prepare('INSERT INTO tables (name, timestamp_column, columns) VALUES (?, ?, ?)')
-          .run(table.name, table.timestampColumn, JSON.stringify(table.columns));
+          .run(table.name, table.timestampColumn ?? NO_TIMESTAMP_COLUMN, JSON.stringify(table.columns));
         return { ...created, incarnation: 1 };
       }
       if (row.dropped_at === null) return sameTableOrConflict(toTableInfo(row), table);
@@ -171,7 +174,7 @@ export class SqliteMetaStore implements MetaStore {
           `UPDATE tables SET timestamp_column = ?, columns = ?, retention_ms = NULL, dropped_at = NULL,
              incarnation = incarnation + 1 WHERE name = ?`,
         )
-        .run(table.timestampColumn, JSON.stringify(table.columns), table.name);
+        .run(table.timestampColumn ?? NO_TIMESTAMP_COLUMN, JSON.stringify(table.columns), table.name);
       return { ...created, incarnation: row.incarnation + 1 };
     });
   }
@@ -233,7 +236,7 @@ export class SqliteMetaStore implements MetaStore {
     return (
       row && {
         manifest: row.manifest_version,
-        schema: schemaDigest(row.timestamp_column, JSON.parse(row.columns) as ColumnSpec[]),
+        schema: schemaDigest(timestampColumnOf(row.timestamp_column), JSON.parse(row.columns) as ColumnSpec[]),
       }
     );
   }

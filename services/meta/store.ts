@@ -25,6 +25,7 @@ import type {
   TableStats,
   TableVersion,
 } from './api.js';
+import { timestampMismatchMessage } from './api.js';
 
 // The shapes it takes and returns are meta's wire contract (api.ts).
 export type * from './api.js';
@@ -231,7 +232,7 @@ export function sameSegmentOrConflict(existing: SegmentRow, segment: Segment): S
 }
 
 /** The schema digest of a table's version (TableVersion.schema). */
-export const schemaDigest = (timestampColumn: string, columns: ColumnSpec[]): string =>
+export const schemaDigest = (timestampColumn: string | null, columns: ColumnSpec[]): string =>
   createHash('sha256')
     .update(JSON.stringify([timestampColumn, columns.map((c) => [c.name, c.type])]))
     .digest('hex')
@@ -271,12 +272,7 @@ export const toTableStats = (row: Record<string, unknown>): TableStats => ({
 
 /** The answer to ensureTable when `existing` already has the table's name. */
 export function sameTableOrConflict(existing: TableInfo, table: NewTable): TableInfo {
-  if (existing.timestampColumn !== table.timestampColumn) {
-    throw conflict(
-      'table_mismatch',
-      `table "${table.name}" keeps its timestamps in "${existing.timestampColumn}", not "${table.timestampColumn}"`,
-    );
-  }
+  if (existing.timestampColumn !== table.timestampColumn) throw timestampMismatch(existing, table.timestampColumn);
   return existing;
 }
 
@@ -344,6 +340,15 @@ export function checkSwap(
   if (merged) sameSegmentOrConflict(merged, add);
   return false;
 }
+
+const timestampMismatch = (table: NewTable, asked: string | null) =>
+  conflict('table_mismatch', timestampMismatchMessage(table, asked));
+
+/**
+ * How a table's missing timestamp column is kept in the stores' NOT NULL column: an empty string,
+ * which no column name can be. Read back as null.
+ */
+export const NO_TIMESTAMP_COLUMN = '';
 
 /** The answer to ensureTable for a dropped name whose segments are not all retired yet. */
 export const tableDropping = (name: string) =>

@@ -31,7 +31,10 @@ export async function referenceFor(cluster: TestCluster, tables: string[]): Prom
         await writeFile(file, await object.Body!.transformToByteArray());
         files.push(file);
       }
-      await setup.run(`CREATE VIEW ${table} AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`);
+      // By name: segments written before a column was added lack it (schema evolution).
+      await setup.run(
+        `CREATE VIEW ${table} AS SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}], union_by_name = true)`,
+      );
     }
   } finally {
     setup.closeSync();

@@ -16,6 +16,7 @@ import { badRequest, DomainError } from '../../common/errors.js';
 import { passOnRefusal } from '../../common/http-client.js';
 import type { MemberView } from '../../common/member-view.js';
 import { DEFAULT_S3_TIMEOUT_MS } from '../../common/s3-client.js';
+import { timestampMismatchMessage } from '../../meta/api.js';
 import type { MetaClient, TableInfo } from '../../meta/client.js';
 import { QueryNodeClient } from '../../query-node/client.js';
 import { DEFAULT_MAX_DEPTH, nestingLimit, NewField } from './ndjson-rows.js';
@@ -56,8 +57,11 @@ const batchDigest = (content: string, incarnation: number) =>
 export class Ingestor {
   constructor(private readonly options: IngestOptions) {}
 
-  /** `timestampColumn` names the new table's timestamp column (default "ts"); an existing table keeps its own. */
-  async ingest(table: string, body: Readable, timestampColumn?: string): Promise<IngestResult> {
+  /**
+   * `timestampColumn` names the new table's timestamp column (default "ts"), or with null makes it
+   * a table without one; an existing table keeps its own, and a batch that names another is a 400.
+   */
+  async ingest(table: string, body: Readable, timestampColumn?: string | null): Promise<IngestResult> {
     const { writer, meta, s3, bucket } = this.options;
     const input = writer.scratchFile('.ndjson');
     const output = writer.scratchFile('.parquet');
@@ -71,13 +75,9 @@ export class Ingestor {
       );
 
       const known = await meta.findTable(table);
-      if (known && timestampColumn && known.timestampColumn !== timestampColumn) {
-        throw badRequest(
-          'table_mismatch',
-          `table "${table}" keeps its timestamps in "${known.timestampColumn}", not "${timestampColumn}"`,
-        );
-      }
-      const tsColumn = known?.timestampColumn ?? timestampColumn ?? 'ts';
+      if (known && timestampColumn !== undefined && known.timestampColumn !== timestampColumn)
+        throw badRequest('table_mismatch', timestampMismatchMessage(known, timestampColumn));
+      const tsColumn = known ? known.timestampColumn : timestampColumn === undefined ? 'ts' : timestampColumn;
       let file = known
         ? await this.segmentOf(table, input, output, known)
         : await writer.ndjsonToSegment(input, output, tsColumn);

@@ -315,7 +315,7 @@ export class NewField extends DomainError {
 }
 
 /** A new table's columns from its first batch, by the typing rule; a batch it refuses is a 400 naming the line and field. */
-export async function inferColumns(file: string, timestampColumn: string): Promise<ColumnSpec[]> {
+export async function inferColumns(file: string, timestampColumn: string | null): Promise<ColumnSpec[]> {
   const inference = new ColumnInference();
   for await (const [line, row] of rowsOf(file)) {
     try {
@@ -326,7 +326,7 @@ export async function inferColumns(file: string, timestampColumn: string): Promi
     }
   }
   try {
-    return inference.columns(timestampColumn);
+    return inference.columns(timestampColumn ?? undefined);
   } catch (error) {
     if (error instanceof TypingRefusal) throw badRequest('row_does_not_fit', error.message);
     throw error;

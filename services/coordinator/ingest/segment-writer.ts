@@ -13,7 +13,7 @@ import { badRequest } from '../../common/errors.js';
 import { MAX_COLUMN_TYPE_LENGTH, MAX_COLUMNS } from '../../common/schemas.js';
 import type { ColumnSpec } from '../../meta/client.js';
 import { jsonReadType } from '../../../core/json-typing.js';
-import { epochMsSql } from '../../../core/time-bounds.js';
+import { epochMsSql, TIMELESS } from '../../../core/time-bounds.js';
 import { columnsDisagree, describe } from '../../common/parquet-columns.js';
 import { checkRows, inferColumns, newColumns } from './ndjson-rows.js';
 
@@ -93,23 +93,23 @@ export class SegmentWriter {
    * Reads newline-delimited JSON into one sorted Parquet segment. With `columns` every row must fit
    * that schema as it is; without, the columns come from all the rows by the typing rule
    * (core/json-typing.ts: the table's first batch) and every row must fit them. The timestamp
-   * column may not be NULL. Bad rows are a 400 that names the line and field, or quotes DuckDB.
+   * column may not be NULL; without one (null) the segment spans all of time (TIMELESS) and keeps
+   * the batch's order. Bad rows are a 400 that names the line and field, or quotes DuckDB.
    * The file written is read back: its columns are the table's, or nothing is returned.
    */
   async ndjsonToSegment(
     input: string,
     output: string,
-    timestampColumn: string,
+    timestampColumn: string | null,
     columns?: ColumnSpec[],
   ): Promise<SegmentFile> {
-    const ts = quoteIdent(timestampColumn);
     let schema = columns;
     if (!schema) {
       schema = await inferColumns(input, timestampColumn);
       checkColumnLimits(schema);
     }
     if (schema.length === 0 && (await holdsNoRows(input))) throw badRequest('no_rows', 'the body holds no rows');
-    if (!schema.some((col) => col.name === timestampColumn))
+    if (timestampColumn !== null && !schema.some((col) => col.name === timestampColumn))
       throw badRequest('missing_timestamp', `rows have no "${timestampColumn}" column (the table's timestamp column)`);
     await checkRows(input, schema);
     return await withConnection(this.duckdb, async (c) => {
@@ -130,16 +130,21 @@ export class SegmentWriter {
       await read(
         `CREATE TEMP TABLE segment_rows AS SELECT * ${recast.length > 0 ? `REPLACE (${recast.join(', ')})` : ''} FROM ${source}`,
       );
+      const ts = timestampColumn === null ? undefined : quoteIdent(timestampColumn);
       const [rows, nulls, minTs, maxTs] = (
         await c.runAndReadAll(
-          `SELECT count(*), count(*) - count(${ts}), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM segment_rows`,
+          ts
+            ? `SELECT count(*), count(*) - count(${ts}), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM segment_rows`
+            : `SELECT count(*), 0, ${TIMELESS.minTs}, ${TIMELESS.maxTs} FROM segment_rows`,
         )
       )
         .getRows()[0]!
         .map((v) => (v === null ? null : Number(v)));
       if (!rows) throw badRequest('no_rows', 'the body holds no rows');
       if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
-      await c.run(`COPY (SELECT * FROM segment_rows ORDER BY ${ts}) TO ${sqlString(output)} (FORMAT parquet)`);
+      await c.run(
+        `COPY (SELECT * FROM segment_rows ${ts ? `ORDER BY ${ts}` : ''}) TO ${sqlString(output)} (FORMAT parquet)`,
+      );
       const written = await describe(c, 'segment_rows');
       const stored = await describe(c, `read_parquet(${sqlString(output)})`);
       const disagreement = columnsDisagree(stored, columns ?? written);
