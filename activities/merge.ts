@@ -153,7 +153,7 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
     return await runLongStep(
       (step) => {
         step.progress({ step: 'read back and push', segment: input.segmentId });
-        return push(
+        return pushSegment(
           deps,
           input.table,
           input.segmentId,
@@ -210,7 +210,13 @@ async function mergePushCommit(
       const body = await readFile(file, { signal: step.signal });
       // Both at once: the owner gets the bytes from here, not from storage after the upload.
       const pushStopped = new AbortController();
-      const pushing = push(deps, input.table, id, async () => body, AbortSignal.any([step.signal, pushStopped.signal]));
+      const pushing = pushSegment(
+        deps,
+        input.table,
+        id,
+        async () => body,
+        AbortSignal.any([step.signal, pushStopped.signal]),
+      );
       pushing.catch(() => {}); // rejects only when stopped; awaited below
       step.progress({ step: 'upload and push', segment: id, bytes: merged.bytes, rows: merged.rows });
       try {
@@ -228,7 +234,13 @@ async function mergePushCommit(
     });
   } else if (!state.push) {
     step.progress({ ...state, step: 'read back and push' });
-    state.push = await push(deps, input.table, id, () => readObject(deps, input.table, id, step.signal), step.signal);
+    state.push = await pushSegment(
+      deps,
+      input.table,
+      id,
+      () => readObject(deps, input.table, id, step.signal),
+      step.signal,
+    );
   }
   const done = { merged: state.merged!, push: state.push! };
   step.checkpoint({ ...state, step: 'commit' });
@@ -330,7 +342,7 @@ async function withMergedFile<T>(
 }
 
 /** Pushes a segment into its owner's cache. A decline or a failure is an outcome (a cold first read), not an error, unless `signal` stopped it. */
-async function push(
+export async function pushSegment(
   deps: MergeActivityDeps,
   table: string,
   segmentId: string,

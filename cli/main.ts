@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { costCommand } from './commands/cost.js';
 import { doctorCommand } from './commands/doctor.js';
 import { ingestCommand } from './commands/ingest.js';
+import { deleteCommand } from './commands/delete.js';
 import { mergeCommand } from './commands/merge.js';
 import { nodesCommand } from './commands/nodes.js';
 import { placementCommand } from './commands/placement.js';
@@ -24,6 +25,7 @@ const program = new Command('berth')
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
   .addCommand(tableCommand())
+  .addCommand(deleteCommand())
   .addCommand(poolCommand())
   .addCommand(preflightCommand())
   .addCommand(costCommand())

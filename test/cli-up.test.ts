@@ -199,6 +199,24 @@ describe('berth up and the everyday commands', () => {
           /^owners: schema [0-9a-f]{16}, no timestamp column, retention kept for good\n {2}1 segments, 2 rows, \d+ bytes; rows from - to -/,
         );
 
+        // Delete by predicate: refused with the binder's reason, or done and waited for.
+        const unknownColumn = await berth('delete', '--table', 'owners', '--where', 'team = 1', '--data-dir', dataDir);
+        expect(unknownColumn.code).toBe(2);
+        expect(unknownColumn.stderr).toMatch(/"team"/);
+        const deleted = await berth(
+          'delete',
+          '--table',
+          'owners',
+          '--where',
+          "owner = 'frontend'",
+          '--data-dir',
+          dataDir,
+        );
+        expect(deleted.stdout).toContain('owners: 1 rows removed; 1 segments rewritten, 0 retired whole');
+        expect(deleted.stderr).toMatch(/\/namespaces\/default\/workflows\/delete-owners-1\n/);
+        const left = await berth('query', 'SELECT service, owner FROM owners', '--json', '--data-dir', dataDir);
+        expect((JSON.parse(left.stdout) as { rows: unknown[] }).rows).toEqual([['api', 'platform']]);
+
         const nodes = JSON.parse((await berth('nodes', '--json', '--data-dir', dataDir)).stdout) as {
           id: string;
           weight: number;

@@ -526,6 +526,54 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.purgeRetired(100)).toBe(1);
     });
 
+    it('takes each removal of a delete once, retiring the segment and adding its replacement in the same write', async () => {
+      for (const id of ['a', 'b', 'c']) await store.commitSegment(segment(id));
+      const task = await store.requestDelete('events', { incarnation: 1, predicate: 'SELECT 1', to: 500 });
+      expect(task).toMatchObject({ table: 'events', from: null, to: 500, requestedAt: clock, finishedAt: null });
+      expect(await store.pendingDeletes()).toEqual([task]);
+      const a = { segment: 'a', removed: 4, replacement: segment('a2', { rows: 6 }) };
+      await store.removeRows(task.id, a);
+      await store.removeRows(task.id, a); // a retry whose answer was lost: no change
+      await store.removeRows(task.id, { segment: 'b', removed: 10 });
+      expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['a2', 'c']);
+      expect(await store.getSegment('a')).toMatchObject({ state: 'retired', replacedBy: 'a2' });
+      expect(await store.getSegment('b')).toMatchObject({ state: 'retired', replacedBy: null });
+      expect(await store.deleteReport(task.id)).toMatchObject({ finishedAt: null, segmentsRewritten: 1 });
+
+      // A segment a merge took first: refused, and nothing of the removal is kept.
+      await store.swapSegments(['c'], segment('m', { level: 1 }));
+      await expect(
+        store.removeRows(task.id, { segment: 'c', removed: 1, replacement: segment('c2') }),
+      ).rejects.toMatchObject({ code: 'segment_retired' });
+      expect(await store.getSegment('c2')).toBeUndefined();
+      await expect(store.removeRows(task.id + 1, { segment: 'm', removed: 1 })).rejects.toMatchObject({
+        code: 'delete_not_found',
+      });
+
+      const report = await store.finishDelete(task.id);
+      expect(report).toEqual({
+        ...task,
+        finishedAt: clock,
+        rowsRemoved: 14,
+        segmentsRewritten: 1,
+        segmentsRetired: 1,
+        perSegment: [
+          { segment: 'a', removed: 4, replacedBy: 'a2' },
+          { segment: 'b', removed: 10, replacedBy: null },
+        ],
+      });
+      expect(await store.pendingDeletes()).toEqual([]);
+      clock += 1;
+      expect(await store.finishDelete(task.id)).toEqual(report); // the first finish stands
+      await expect(store.removeRows(task.id, { segment: 'm', removed: 1 })).rejects.toMatchObject({
+        code: 'delete_finished',
+      });
+      // Only the table's living incarnation takes a delete.
+      await expect(store.requestDelete('events', { incarnation: 2, predicate: 'SELECT 1' })).rejects.toMatchObject({
+        code: 'table_not_found',
+      });
+    });
+
     it("moves a table's manifest version on every change to its active segments, and only then", async () => {
       const versions: number[] = [];
       const version = async () => versions.push((await store.tableVersion('events'))!.manifest);

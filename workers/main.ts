@@ -18,6 +18,7 @@ import { ensureReconcilerSchedule } from './reconciler-schedule.js';
 import { syncSchedules, type ScheduleConfig } from './schedules.js';
 import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
 import { startTableDrop } from '../workflows/table-drop-client.js';
+import { startRowDelete } from '../workflows/row-delete-client.js';
 import { heavyPoolPlatform } from './platform-from-env.js';
 import { createBerthWorker } from './worker.js';
 import { prebuiltWorkflowBundle } from './workflow-bundle.js';
@@ -96,6 +97,11 @@ const sync = async () => {
   for (const drop of await meta.drops()) {
     const run = await startTableDrop(client, drop, mergeTaskQueueFor(taskQueue));
     console.error(`table drop of ${drop.table}: workflow ${run.workflowId}`);
+  }
+  // Likewise a delete by predicate recorded over HTTP, or one whose run ended before it finished.
+  for (const task of await meta.pendingDeletes()) {
+    const run = await startRowDelete(client, task, mergeTaskQueueFor(taskQueue));
+    console.error(`delete ${task.id} of ${task.table}: workflow ${run.workflowId}`);
   }
 };
 const syncEveryMs = config.BERTH_SCHEDULE_SYNC_MS; // 0 turns the schedules off

@@ -2,8 +2,8 @@
  * The composition root of a Berth worker: builds the real clients and the activities around them,
  * registers Berth's search attributes, and runs two Temporal workers on one connection: pool
  * control (the heavy pool's workflow and activities, its preflight, the serving autoscaler: all that
- * drives the platform) on the base task queue, and merges, the janitor, retention and table drops
- * on their own queue with their own slots, so that a long merge never delays a launch.
+ * drives the platform) on the base task queue, and merges, the janitor, retention, table drops and
+ * deletes by predicate on their own queue with their own slots, so that a long merge never delays a launch.
  * Shutdown is graceful: in-flight activities get a grace time to finish, then are cancelled.
  * At its start it also mends, in the background, tables an earlier Berth typed with what Parquet
  * cannot hold (activities/legacy-types.ts), and logs what it found.
@@ -19,6 +19,7 @@ import {
   createMergeActivities,
   createPreflightActivities,
   createServingScalerActivities,
+  createRowDeleteActivities,
   createTableDropActivities,
 } from '../activities/index.js';
 import { checkLegacyTypes } from '../activities/legacy-types.js';
@@ -109,20 +110,23 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
   try {
     // Before any workflow this worker runs (or schedule it keeps) sets them.
     await registerSearchAttributesOrWarn(connection, namespace);
+    // Merges and deletes by predicate rewrite segments alike.
+    const dataDeps = {
+      s3,
+      bucket: config.bucket,
+      meta,
+      token: config.token,
+      duckdb,
+      workDir: config.workDir,
+      group: config.servingGroup,
+    };
     const merge = await Worker.create({
       ...common,
       taskQueue: mergeTaskQueueFor(taskQueue),
       maxConcurrentActivityTaskExecutions: config.mergeConcurrency ?? WORKER_DEFAULTS.mergeConcurrency,
       activities: {
-        ...createMergeActivities({
-          s3,
-          bucket: config.bucket,
-          meta,
-          token: config.token,
-          duckdb,
-          workDir: config.workDir,
-          group: config.servingGroup,
-        }),
+        ...createMergeActivities(dataDeps),
+        ...createRowDeleteActivities(dataDeps),
         ...createJanitorActivities({ s3, bucket: config.bucket, meta }),
         ...createRetentionActivities({ meta }),
         ...createTableDropActivities({ meta }),

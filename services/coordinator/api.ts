@@ -10,7 +10,7 @@ import type { Concentration } from '../../core/compute-concentration.js';
 import { SPLITS, type Split as SplitName } from '../../core/query-plan/decompose.js';
 import type { Verdict } from '../../core/routing-verdict.js';
 import { DefinedIn, TableName, TimestampColumn } from '../common/schemas.js';
-import { Backend, SegmentRow, TableInfo, TableStats } from '../meta/api.js';
+import { Backend, RowDelete, SegmentRow, TableInfo, TableStats } from '../meta/api.js';
 import { Warmth } from '../query-node/api.js';
 
 /** GET /readyz, answered 200 when ready and 503 when not (with the reason meta is unreachable). */
@@ -181,6 +181,21 @@ export const TableDropped = Type.Intersect([
   Type.Object({ table: Type.String(), incarnation: Type.Integer(), workflowId: Type.String() }),
 ]);
 export type TableDropped = Static<typeof TableDropped>;
+
+/**
+ * POST /v1/tables/:table/deletes (token): removes the rows `where` holds true for, as a query's
+ * WHERE would pick them (the table's own columns, no subquery). Answered 202 once recorded: the
+ * delete workflow (`workflowId`) rewrites each segment holding such rows without them.
+ */
+export const DeleteRequest = Type.Object(
+  { where: Type.String({ minLength: 1, maxLength: 10_000 }) },
+  { additionalProperties: false },
+);
+export const DeleteRequested = Type.Intersect([
+  RowDelete,
+  Type.Object({ where: Type.String(), workflowId: Type.String() }),
+]);
+export type DeleteRequested = Static<typeof DeleteRequested>;
 
 /** A query node as `GET /v1/nodes` lists it: its registration, weight, share of the data and warm-up. */
 export const NodeRow = Type.Intersect([

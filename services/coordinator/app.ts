@@ -15,6 +15,8 @@ import {
   ConcentrationQuery,
   ConcentrationReport,
   CoordinatorReadiness,
+  DeleteRequest,
+  DeleteRequested,
   IngestParams,
   IngestQuery,
   IngestResult,
@@ -35,12 +37,17 @@ import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 import { StreamedAnswer } from './execution/streamed-answer.js';
 import { tableDropWorkflowId } from '../../workflows/contracts/table-drop.js';
+import { rowDeleteWorkflowId } from '../../workflows/contracts/row-delete.js';
+import { checkDeletePredicate } from './planning/delete-predicate.js';
+import type { SqlBinder } from './planning/sql-binder.js';
 
 export interface CoordinatorAppOptions {
   queries: QueryService;
   ingestor: Ingestor;
   /** The coordinator's final-stage DuckDB: what its exchange holds and has received, for /metrics. */
   finalStages?: Pick<SqlEngine, 'heldRows' | 'rowsReceived'>;
+  /** The parser and binder a delete's condition is checked with. */
+  binder: SqlBinder;
   meta: MetaClient;
   view: MemberView;
   token: string;
@@ -247,6 +254,24 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     '/v1/tables/:table/retention',
     { ...byToken, schema: { params: IngestParams, response: answers(Ok) } },
     async (request) => setRetention(request.params.table, null),
+  );
+
+  // Delete by predicate: checked here, recorded in meta; its workflow, started by `berth delete`
+  // or a worker's next sync, rewrites the segments that hold matching rows.
+  app.post(
+    '/v1/tables/:table/deletes',
+    { ...byToken, schema: { params: IngestParams, body: DeleteRequest, response: answers(DeleteRequested) } },
+    async (request, reply) => {
+      const { table } = request.params;
+      const info = await meta.findTable(table);
+      if (!info) throw notFound('table_not_found', `table "${table}" does not exist`);
+      const checked = await checkDeletePredicate(options.binder, info, request.body.where);
+      const recorded = await meta
+        .requestDelete(table, { incarnation: info.incarnation, ...checked })
+        .catch(passOnRefusal);
+      reply.code(202);
+      return { ...recorded, where: request.body.where, workflowId: rowDeleteWorkflowId(recorded) };
+    },
   );
 
   // Drop: meta hides the table at once; the drop workflow, started by `berth table drop` or a

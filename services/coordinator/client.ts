@@ -10,6 +10,7 @@ import {
   type QueryResult,
   type TableDetails,
   type TableDropped,
+  type DeleteRequested,
 } from './api.js';
 import type { TableInfo } from '../meta/api.js';
 
@@ -82,6 +83,15 @@ export class CoordinatorClient {
   dropTable(table: string): Promise<TableDropped> {
     return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}`, {
       method: 'DELETE',
+      token: this.token,
+      timeoutMs: 30_000,
+    });
+  }
+
+  /** Records a delete of the rows `where` holds true for (see DeleteRequest); its workflow removes them. */
+  requestDelete(table: string, where: string): Promise<DeleteRequested> {
+    return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/deletes`, {
+      body: { where },
       token: this.token,
       timeoutMs: 30_000,
     });

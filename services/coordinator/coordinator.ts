@@ -253,6 +253,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     queries,
     ingestor,
     finalStages: engine,
+    binder: engine,
     meta,
     view,
     token: config.token,

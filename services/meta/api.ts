@@ -262,6 +262,72 @@ export const SegmentIds = Type.Object(
   { ids: Type.Array(SegmentId, { minItems: 1, maxItems: 10_000 }) },
   { additionalProperties: false },
 );
+
+/**
+ * POST /v1/tables/:table/deletes: records a delete by predicate for the delete workflow. The
+ * coordinator checked `predicate` and gives it as a whole statement, `SELECT *, (<predicate>) AS
+ * berth_delete FROM "<table>"`, and the time range its predicate bounds (epoch ms), if any.
+ */
+export const RowDeleteRequest = Type.Object(
+  {
+    incarnation: Type.Integer({ minimum: 1 }),
+    predicate: Type.String({ minLength: 1, maxLength: 100_000 }),
+    from: Type.Optional(Type.Integer()),
+    to: Type.Optional(Type.Integer()),
+  },
+  { additionalProperties: false },
+);
+export type RowDeleteRequest = Static<typeof RowDeleteRequest>;
+export const RowDelete = Type.Object({
+  id: Type.Integer(),
+  table: Type.String(),
+  incarnation: Type.Integer(),
+  predicate: Type.String(),
+  from: Type.Union([Type.Integer(), Type.Null()]),
+  to: Type.Union([Type.Integer(), Type.Null()]),
+  requestedAt: Type.Integer(),
+  /** When the workflow finished it, and how many rows it removed in all; null while pending. */
+  finishedAt: Type.Union([Type.Integer(), Type.Null()]),
+  rowsRemoved: Type.Union([Type.Integer(), Type.Null()]),
+});
+export type RowDelete = Static<typeof RowDelete>;
+/** GET /v1/deletes: the deletes not finished yet, oldest first. */
+export const RowDeleteList = Type.Object({ deletes: Type.Array(RowDelete) });
+export const RowDeleteParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+/**
+ * POST /v1/deletes/:id/segments: one segment's matching rows removed, in one write: the segment
+ * retired, replaced by `replacement` (its other rows) unless every row matched, and recorded
+ * against the delete, so that the delete's account stays exact whatever worker dies when. A
+ * repeat is a no-op; a segment no longer active is a 409 `segment_retired` (a merge took it first).
+ */
+export const SegmentRowsRemoval = Type.Object(
+  { segment: SegmentId, removed: Type.Integer({ minimum: 1 }), replacement: Type.Optional(Segment) },
+  { additionalProperties: false },
+);
+export type SegmentRowsRemoval = Static<typeof SegmentRowsRemoval>;
+/** Rows one segment lost to a delete, as meta recorded them. */
+export const SegmentRowsRemoved = Type.Object({
+  segment: Type.String(),
+  removed: Type.Integer(),
+  /** The segment that replaced it, or null when every row of it matched. */
+  replacedBy: Type.Union([Type.String(), Type.Null()]),
+});
+export type SegmentRowsRemoved = Static<typeof SegmentRowsRemoved>;
+/**
+ * POST /v1/deletes/:id/finish (and GET /v1/deletes/:id): a delete's account from meta's records.
+ * Per segment only the first ROW_DELETE_SEGMENTS_LISTED, so that it stays bounded however many
+ * segments the rows were spread over. The first finish stands; a repeat answers the same.
+ */
+export const RowDeleteReport = Type.Intersect([
+  RowDelete,
+  Type.Object({
+    segmentsRewritten: Type.Integer(),
+    segmentsRetired: Type.Integer(),
+    perSegment: Type.Array(SegmentRowsRemoved),
+  }),
+]);
+export type RowDeleteReport = Static<typeof RowDeleteReport>;
+export const ROW_DELETE_SEGMENTS_LISTED = 100;
 /** GET /v1/segments/retired?before=: segments retired before then (epoch ms). */
 export const RetiredQuery = Type.Object({ before: Type.Integer() });
 /** POST /v1/segments/purge: deletes at most `limit` retired rows past the dedup window whose objects are gone. */

@@ -50,8 +50,14 @@ import {
   DropQuery,
   DropRetired,
   DropRetireRequest,
+  RowDelete,
+  RowDeleteList,
+  RowDeleteParams,
+  RowDeleteReport,
+  RowDeleteRequest,
+  SegmentRowsRemoval,
 } from './api.js';
-import { tableNotFound, type MetaStore } from './store.js';
+import { deleteNotFound, tableNotFound, type MetaStore } from './store.js';
 
 export interface MetaAppOptions {
   store: MetaStore;
@@ -177,6 +183,38 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/tables/:table/drop/retire',
     { ...auth, schema: { params: TableParams, body: DropRetireRequest, response: answers(DropRetired) } },
     async (request) => store.retireDropped(request.params.table, request.body.incarnation, request.body.limit),
+  );
+
+  app.post(
+    '/v1/tables/:table/deletes',
+    { ...auth, schema: { params: TableParams, body: RowDeleteRequest, response: answers(RowDelete) } },
+    async (request) => store.requestDelete(request.params.table, request.body),
+  );
+
+  app.get('/v1/deletes', { schema: { response: answers(RowDeleteList) } }, async () => ({
+    deletes: await store.pendingDeletes(),
+  }));
+
+  app.get(
+    '/v1/deletes/:id',
+    { schema: { params: RowDeleteParams, response: answers(RowDeleteReport) } },
+    async (request) =>
+      (await store.deleteReport(request.params.id)) ?? Promise.reject(deleteNotFound(request.params.id)),
+  );
+
+  app.post(
+    '/v1/deletes/:id/segments',
+    { ...auth, schema: { params: RowDeleteParams, body: SegmentRowsRemoval, response: answers(Ok) } },
+    async (request) => {
+      await store.removeRows(request.params.id, request.body);
+      return ok;
+    },
+  );
+
+  app.post(
+    '/v1/deletes/:id/finish',
+    { ...auth, schema: { params: RowDeleteParams, response: answers(RowDeleteReport) } },
+    async (request) => store.finishDelete(request.params.id),
   );
 
   app.get(

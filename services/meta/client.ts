@@ -19,8 +19,12 @@ import type {
   NewTable,
   NodeRegistration,
   Retention,
+  RowDelete,
+  RowDeleteReport,
+  RowDeleteRequest,
   Segment,
   SegmentRow,
+  SegmentRowsRemoval,
   TableInfo,
   TableStats,
   TableVersion,
@@ -152,6 +156,31 @@ export class MetaClient {
       body: { incarnation, limit },
       token: this.token,
     });
+  }
+
+  /** Records a delete by predicate (see RowDeleteRequest) for the delete workflow. */
+  requestDelete(table: string, request: RowDeleteRequest): Promise<RowDelete> {
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/deletes`, { body: request, token: this.token });
+  }
+
+  /** The deletes by predicate not finished yet, oldest first. */
+  async pendingDeletes(): Promise<RowDelete[]> {
+    return (await this.call<{ deletes: RowDelete[] }>('/v1/deletes')).deletes;
+  }
+
+  /** Removes one segment's matching rows for a delete, in one write (see SegmentRowsRemoval). */
+  async removeRows(deleteId: number, removal: SegmentRowsRemoval): Promise<void> {
+    await this.call(`/v1/deletes/${deleteId}/segments`, { body: removal, token: this.token });
+  }
+
+  /** Records a delete as finished (the first finish stands) and answers its account. */
+  finishDelete(id: number): Promise<RowDeleteReport> {
+    return this.call(`/v1/deletes/${id}/finish`, { body: {}, token: this.token });
+  }
+
+  /** A delete's record and account so far. */
+  deleteReport(id: number): Promise<RowDeleteReport> {
+    return this.call(`/v1/deletes/${id}`);
   }
 
   /** A table's active segments, counted and summed; a 404 for a table that does not exist. */

@@ -121,6 +121,30 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE tables ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 1;
       ALTER TABLE tables ADD COLUMN dropped_at BIGINT;`,
   },
+  {
+    version: 7,
+    name: 'deletes by predicate',
+    // One row per request, kept once finished as its record; the partial index holds the pending.
+    // Each segment a delete took rows from is recorded in the write that retired it.
+    sqlite: `
+      CREATE TABLE row_deletes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, incarnation INTEGER NOT NULL,
+        predicate TEXT NOT NULL, from_ts INTEGER, to_ts INTEGER, requested_at INTEGER NOT NULL,
+        finished_at INTEGER, rows_removed INTEGER);
+      CREATE INDEX row_deletes_pending ON row_deletes (id) WHERE finished_at IS NULL;
+      CREATE TABLE row_delete_segments (
+        delete_id INTEGER NOT NULL, segment TEXT NOT NULL, removed INTEGER NOT NULL, replaced_by TEXT,
+        PRIMARY KEY (delete_id, segment));`,
+    postgres: `
+      CREATE TABLE row_deletes (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tbl TEXT COLLATE "C" NOT NULL,
+        incarnation INTEGER NOT NULL, predicate TEXT NOT NULL, from_ts BIGINT, to_ts BIGINT,
+        requested_at BIGINT NOT NULL, finished_at BIGINT, rows_removed BIGINT);
+      CREATE INDEX row_deletes_pending ON row_deletes (id) WHERE finished_at IS NULL;
+      CREATE TABLE row_delete_segments (
+        delete_id BIGINT NOT NULL, segment TEXT COLLATE "C" NOT NULL, removed BIGINT NOT NULL,
+        replaced_by TEXT COLLATE "C", PRIMARY KEY (delete_id, segment));`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -16,7 +16,13 @@ import { DEFAULT_HEARTBEAT_MS } from '../common/config.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
   checkColumnTypeChange,
+  checkRowsRemoval,
   checkSwap,
+  deleteNotFound,
+  ROW_DELETE_COLUMNS,
+  ROW_DELETE_SEGMENTS_SQL,
+  ROW_DELETE_TOTALS_SQL,
+  toRowDeleteReport,
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
   NO_TIMESTAMP_COLUMN,
@@ -47,9 +53,14 @@ import {
   type NodeRegistration,
   type NodeRow,
   type Retention,
+  type RowDelete,
+  type RowDeleteReport,
+  type RowDeleteRequest,
   type Segment,
   type SegmentDbRow,
   type SegmentRow,
+  type SegmentRowsRemoval,
+  type SegmentRowsRemoved,
   type TableInfo,
   type TableVersion,
   schemaDigest,
@@ -300,6 +311,93 @@ export class PostgresMetaStore implements MetaStore {
         more: await this.hasActiveSegments(name, c),
       };
     });
+  }
+
+  async requestDelete(name: string, request: RowDeleteRequest): Promise<RowDelete> {
+    const { rows } = await this.query<RowDelete>(
+      'request-delete',
+      `INSERT INTO row_deletes (tbl, incarnation, predicate, from_ts, to_ts, requested_at)
+         SELECT name, incarnation, $3, $4, $5, ${now('$6')} FROM tables
+         WHERE name = $1 AND incarnation = $2 AND dropped_at IS NULL
+       RETURNING ${ROW_DELETE_COLUMNS}`,
+      [name, request.incarnation, request.predicate, request.from ?? null, request.to ?? null, this.clock()],
+    );
+    if (!rows[0]) throw tableNotFound(name);
+    return rows[0];
+  }
+
+  async pendingDeletes(): Promise<RowDelete[]> {
+    return (
+      await this.query<RowDelete>(
+        'pending-deletes',
+        `SELECT ${ROW_DELETE_COLUMNS} FROM row_deletes WHERE finished_at IS NULL ORDER BY id`,
+        [],
+      )
+    ).rows;
+  }
+
+  async removeRows(deleteId: number, removal: SegmentRowsRemoval): Promise<void> {
+    await this.transaction(async (c) => {
+      // Lock order: the delete's record, then the segment.
+      const record = (
+        await this.query<RowDelete>(
+          'lock-delete',
+          `SELECT ${ROW_DELETE_COLUMNS} FROM row_deletes WHERE id = $1 FOR UPDATE`,
+          [deleteId],
+          c,
+        )
+      ).rows[0];
+      const done = await this.query(
+        'removal-done',
+        'SELECT 1 FROM row_delete_segments WHERE delete_id = $1 AND segment = $2',
+        [deleteId, removal.segment],
+        c,
+      );
+      const locked = (
+        await this.query<SegmentDbRow>(
+          'lock-segment',
+          'SELECT * FROM segments WHERE id = $1 FOR UPDATE',
+          [removal.segment],
+          c,
+        )
+      ).rows[0];
+      if (checkRowsRemoval(deleteId, removal, record, done.rows.length > 0, locked && toSegment(locked))) return;
+      const replacedBy = removal.replacement ? (await this.insertSegment(removal.replacement, c)).id : null;
+      await this.query(
+        'retire-removed',
+        `UPDATE segments SET state = 'retired', retired_at = ${now('$1')}, replaced_by = $2 WHERE id = $3`,
+        [this.clock(), replacedBy, removal.segment],
+        c,
+      );
+      await this.query(
+        'record-removal',
+        'INSERT INTO row_delete_segments (delete_id, segment, removed, replaced_by) VALUES ($1, $2, $3, $4)',
+        [deleteId, removal.segment, removal.removed, replacedBy],
+        c,
+      );
+    });
+  }
+
+  async finishDelete(id: number): Promise<RowDeleteReport> {
+    await this.query(
+      'finish-delete',
+      `UPDATE row_deletes SET finished_at = ${now('$2')}, rows_removed = (SELECT coalesce(sum(removed), 0)
+         FROM row_delete_segments WHERE delete_id = row_deletes.id) WHERE id = $1 AND finished_at IS NULL`,
+      [id, this.clock()],
+    );
+    const report = await this.deleteReport(id);
+    if (!report) throw deleteNotFound(id);
+    return report;
+  }
+
+  async deleteReport(id: number): Promise<RowDeleteReport | undefined> {
+    const record = (
+      await this.query<RowDelete>('get-delete', `SELECT ${ROW_DELETE_COLUMNS} FROM row_deletes WHERE id = $1`, [id])
+    ).rows[0];
+    if (!record) return undefined;
+    const totals = (await this.query('delete-totals', ROW_DELETE_TOTALS_SQL, [id])).rows[0]!;
+    const perSegment = (await this.query<SegmentRowsRemoved>('delete-segments', ROW_DELETE_SEGMENTS_SQL, [id])).rows;
+    return toRowDeleteReport(record, totals, perSegment);
   }
 
   private async hasActiveSegments(table: string, client: pg.ClientBase): Promise<boolean> {

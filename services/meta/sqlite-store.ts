@@ -9,7 +9,13 @@ import { DEFAULT_HEARTBEAT_MS } from '../common/config.js';
 import { pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrations.js';
 import {
   checkColumnTypeChange,
+  checkRowsRemoval,
   checkSwap,
+  deleteNotFound,
+  ROW_DELETE_COLUMNS,
+  ROW_DELETE_SEGMENTS_SQL,
+  ROW_DELETE_TOTALS_SQL,
+  toRowDeleteReport,
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
   NO_TIMESTAMP_COLUMN,
@@ -40,9 +46,14 @@ import {
   type NodeRegistration,
   type NodeRow,
   type Retention,
+  type RowDelete,
+  type RowDeleteReport,
+  type RowDeleteRequest,
   type Segment,
   type SegmentDbRow,
   type SegmentRow,
+  type SegmentRowsRemoval,
+  type SegmentRowsRemoved,
   type TableInfo,
   type TableVersion,
   schemaDigest,
@@ -217,6 +228,74 @@ export class SqliteMetaStore implements MetaStore {
         more: this.hasActiveSegments(name),
       };
     });
+  }
+
+  async requestDelete(name: string, request: RowDeleteRequest): Promise<RowDelete> {
+    return this.write(() => {
+      if (this.readTable(name)?.incarnation !== request.incarnation) throw tableNotFound(name);
+      return this.db
+        .prepare(
+          `INSERT INTO row_deletes (tbl, incarnation, predicate, from_ts, to_ts, requested_at) VALUES (?, ?, ?, ?, ?, ?)
+           RETURNING ${ROW_DELETE_COLUMNS}`,
+        )
+        .get(
+          name,
+          request.incarnation,
+          request.predicate,
+          request.from ?? null,
+          request.to ?? null,
+          this.now(),
+        ) as RowDelete;
+    });
+  }
+
+  async pendingDeletes(): Promise<RowDelete[]> {
+    return this.db
+      .prepare(`SELECT ${ROW_DELETE_COLUMNS} FROM row_deletes WHERE finished_at IS NULL ORDER BY id`)
+      .all() as RowDelete[];
+  }
+
+  async removeRows(deleteId: number, removal: SegmentRowsRemoval): Promise<void> {
+    this.write(() => {
+      const done = this.db
+        .prepare('SELECT 1 FROM row_delete_segments WHERE delete_id = ? AND segment = ?')
+        .get(deleteId, removal.segment);
+      const segment = this.readSegment(removal.segment);
+      if (checkRowsRemoval(deleteId, removal, this.readDelete(deleteId), done !== undefined, segment)) return;
+      const replacedBy = removal.replacement ? this.insertSegment(removal.replacement).id : null;
+      this.db
+        .prepare(`UPDATE segments SET state = 'retired', retired_at = ?, replaced_by = ? WHERE id = ?`)
+        .run(this.now(), replacedBy, removal.segment);
+      this.db
+        .prepare('INSERT INTO row_delete_segments (delete_id, segment, removed, replaced_by) VALUES (?, ?, ?, ?)')
+        .run(deleteId, removal.segment, removal.removed, replacedBy);
+    });
+  }
+
+  async finishDelete(id: number): Promise<RowDeleteReport> {
+    this.write(() => {
+      if (!this.readDelete(id)) throw deleteNotFound(id);
+      this.db
+        .prepare(
+          `UPDATE row_deletes SET finished_at = ?, rows_removed = (SELECT coalesce(sum(removed), 0)
+             FROM row_delete_segments WHERE delete_id = row_deletes.id) WHERE id = ? AND finished_at IS NULL`,
+        )
+        .run(this.now(), id);
+    });
+    return (await this.deleteReport(id))!;
+  }
+
+  async deleteReport(id: number): Promise<RowDeleteReport | undefined> {
+    const record = this.readDelete(id);
+    if (!record) return undefined;
+    const totals = this.db.prepare(ROW_DELETE_TOTALS_SQL.replace('$1', '?')).get(id) as Record<string, unknown>;
+    const perSegment = this.db.prepare(ROW_DELETE_SEGMENTS_SQL.replace('$1', '?')).all(id) as SegmentRowsRemoved[];
+    return toRowDeleteReport(record, totals, perSegment);
+  }
+
+  private readDelete(id: number): RowDelete | undefined {
+    return this.db.prepare(`SELECT ${ROW_DELETE_COLUMNS} FROM row_deletes WHERE id = ?`).get(id) as
+      RowDelete | undefined;
   }
 
   private hasActiveSegments(table: string): boolean {

@@ -19,13 +19,18 @@ import type {
   NewTable,
   NodeRegistration,
   Retention,
+  RowDelete,
+  RowDeleteReport,
+  RowDeleteRequest,
   Segment,
   SegmentRow,
+  SegmentRowsRemoval,
+  SegmentRowsRemoved,
   TableInfo,
   TableStats,
   TableVersion,
 } from './api.js';
-import { timestampMismatchMessage } from './api.js';
+import { ROW_DELETE_SEGMENTS_LISTED, timestampMismatchMessage } from './api.js';
 
 // The shapes it takes and returns are meta's wire contract (api.ts).
 export type * from './api.js';
@@ -78,6 +83,19 @@ export interface MetaStore {
   drops(): Promise<DroppedTable[]>;
   /** Retires at most `limit` active segments of a dropped incarnation, in one short write; a repeat finds only what is left. */
   retireDropped(name: string, incarnation: number, limit: number): Promise<DropRetired>;
+  /** Records a delete by predicate of a live table's rows, for the delete workflow to carry out. */
+  requestDelete(name: string, request: RowDeleteRequest): Promise<RowDelete>;
+  /** The deletes not finished yet, oldest first. */
+  pendingDeletes(): Promise<RowDelete[]>;
+  /**
+   * Removes one segment's matching rows for a delete in one write (see SegmentRowsRemoval): the
+   * segment retired, its replacement added, and the removal recorded. A repeat is a no-op.
+   */
+  removeRows(deleteId: number, removal: SegmentRowsRemoval): Promise<void>;
+  /** Records a delete as finished, with the rows its removals add up to; the first finish stands. Unknown ids are a 404. */
+  finishDelete(id: number): Promise<RowDeleteReport>;
+  /** A delete's record and account so far. */
+  deleteReport(id: number): Promise<RowDeleteReport | undefined>;
   getTable(name: string): Promise<TableInfo | undefined>;
   /** The table's versions: a cheap check of whether a cached schema or manifest is still current. */
   tableVersion(name: string): Promise<TableVersion | undefined>;
@@ -367,6 +385,64 @@ export const tableRecreated = (name: string, incarnation: number) =>
 /** The answer to retireDropped for a table that is not dropped. */
 export const tableNotDropped = (name: string) =>
   conflict('table_not_dropped', `table "${name}" is not dropped: only a dropped table's segments are retired at once`);
+
+/** A row_deletes row as either driver reads it, in RowDelete's shape. */
+export const ROW_DELETE_COLUMNS = `id, tbl AS "table", incarnation, predicate, from_ts AS "from", to_ts AS "to",
+  requested_at AS "requestedAt", finished_at AS "finishedAt", rows_removed AS "rowsRemoved"`;
+
+export const deleteNotFound = (id: number) => notFound('delete_not_found', `delete ${id} was never requested`);
+export const deleteFinished = (id: number) =>
+  conflict('delete_finished', `delete ${id} is finished: it removes no more rows`);
+
+/** A delete's account from its removals ($1 its id), in RowDeleteReport's shape but for the record. */
+export const ROW_DELETE_TOTALS_SQL = `SELECT coalesce(sum(removed), 0) AS "rowsRemoved",
+  count(replaced_by) AS "segmentsRewritten", count(*) - count(replaced_by) AS "segmentsRetired"
+  FROM row_delete_segments WHERE delete_id = $1`;
+export const ROW_DELETE_SEGMENTS_SQL = `SELECT segment, removed, replaced_by AS "replacedBy"
+  FROM row_delete_segments WHERE delete_id = $1 ORDER BY segment LIMIT ${ROW_DELETE_SEGMENTS_LISTED}`;
+
+/** The report of `record`, from the two queries above as either driver reads them. */
+export const toRowDeleteReport = (
+  record: RowDelete,
+  totals: Record<string, unknown>,
+  perSegment: SegmentRowsRemoved[],
+): RowDeleteReport => ({
+  ...record,
+  rowsRemoved: record.rowsRemoved ?? Number(totals.rowsRemoved),
+  segmentsRewritten: Number(totals.segmentsRewritten),
+  segmentsRetired: Number(totals.segmentsRetired),
+  perSegment: perSegment.map((s) => ({ ...s, removed: Number(s.removed) })),
+});
+
+/**
+ * Checks that a delete may remove rows from `segment` (the store holds its lock): the delete is
+ * pending and the segment active. True when this removal is recorded already (a repeat).
+ */
+export function checkRowsRemoval(
+  deleteId: number,
+  removal: SegmentRowsRemoval,
+  record: RowDelete | undefined,
+  done: boolean,
+  segment: SegmentRow | undefined,
+): boolean {
+  if (!record) throw deleteNotFound(deleteId);
+  if (done) return true;
+  if (record.finishedAt !== null) throw deleteFinished(deleteId);
+  if (!segment) throw segmentNotFound(removal.segment);
+  if (segment.table !== record.table)
+    throw conflict(
+      'table_mismatch',
+      `segment "${segment.id}" belongs to table "${segment.table}", not "${record.table}"`,
+    );
+  if (segment.state !== 'active')
+    throw conflict(
+      'segment_retired',
+      `segment "${segment.id}" was already retired${segment.replacedBy ? ` by "${segment.replacedBy}"` : ''}`,
+    );
+  if (removal.replacement && removal.replacement.table !== record.table)
+    throw conflict('table_mismatch', `a replacement of a segment of "${record.table}" belongs to that table`);
+  return false;
+}
 
 export const tableNotFound = (name: string) => notFound('table_not_found', `table "${name}" does not exist`);
 export const segmentNotFound = (id: string) => notFound('segment_not_found', `segment "${id}" is not in the manifest`);

@@ -34,6 +34,7 @@ import {
   poolReconcilerWorkflow,
   preflightWorkflow,
   retentionWorkflow,
+  rowDeleteWorkflow,
   tableDropWorkflow,
   tableMergeWorkflow,
 } from '../../workflows/index.js';
@@ -271,5 +272,23 @@ describe('recording workflow histories', () => {
     });
     expect(retired.segments).toBe(2);
     await save(client, 'table-drop', dropId);
+  });
+
+  it('records a delete by predicate that rewrites a segment', { timeout: 120_000 }, async () => {
+    const rows = [0, 1, 2].map((n) => JSON.stringify({ ts: '2026-11-01T00:00:00Z', n })).join('\n');
+    expect((await cluster.ingest('erased', `${rows}\n`)).status).toBe(200);
+    const { incarnation } = (await cluster.meta.findTable('erased'))!;
+    const { id, predicate, from, to } = await cluster.meta.requestDelete('erased', {
+      incarnation,
+      predicate: 'SELECT *, (n = 1) AS berth_delete FROM erased',
+    });
+    const deleteId = `delete-recorded-${randomUUID()}`;
+    const result = await client.workflow.execute(rowDeleteWorkflow, {
+      taskQueue: mergeTaskQueueFor(taskQueue),
+      workflowId: deleteId,
+      args: [{ id, table: 'erased', incarnation, predicate, from, to }],
+    });
+    expect(result).toMatchObject({ rowsRemoved: 1, segmentsRewritten: 1 });
+    await save(client, 'row-delete', deleteId);
   });
 });

@@ -138,7 +138,7 @@ export class Planner {
         read.select && !read.ref.sample
           ? timeBounds(read.select.where_clause, read, { timestampColumn: table.timestampColumn, columns: names })
           : { lower: [], upper: [] };
-      const window = await this.window(bounds);
+      const window = await timeWindow(this.binder, bounds);
       const partial = pushdown === 'partials' ? await this.partial(node, read, table, name, columns) : undefined;
       if (partial && partial.split !== 'rows') {
         replacements.set(read.select!, partial.final);
@@ -273,16 +273,16 @@ export class Planner {
       throw badRequest('invalid_sql', (error as Error).message);
     }
   }
+}
 
-  /** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
-  private async window(bounds: TimeBounds): Promise<TimeWindow> {
-    const lower = await this.binder.epochMillis(bounds.lower).catch(() => []);
-    const upper = await this.binder.epochMillis(bounds.upper).catch(() => []);
-    return {
-      from: lower.length > 0 ? Math.max(...lower) : undefined,
-      to: upper.length > 0 ? Math.min(...upper) : undefined,
-    };
-  }
+/** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
+export async function timeWindow(binder: SqlBinder, bounds: TimeBounds): Promise<TimeWindow> {
+  const lower = await binder.epochMillis(bounds.lower).catch(() => []);
+  const upper = await binder.epochMillis(bounds.upper).catch(() => []);
+  return {
+    from: lower.length > 0 ? Math.max(...lower) : undefined,
+    to: upper.length > 0 ? Math.min(...upper) : undefined,
+  };
 }
 
 /** Types the exchange does not carry as they are (services/common/arrow-exchange.ts): they travel as text. */
