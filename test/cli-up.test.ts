@@ -2,11 +2,12 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
 import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
-import { eventNdjson } from './helpers/event-data.js';
+import { eventNdjson, eventRowsSql } from './helpers/event-data.js';
 
 /** Every process below `pid`, from /proc. */
 function descendants(pid: number): number[] {
@@ -95,6 +96,48 @@ describe('berth up and the everyday commands', () => {
         expect(ingested.stderr).toBe('');
         expect(ingested.stdout).toContain('ingested 3,000 rows into events as 3 segment(s)');
 
+        // The same rows as gzipped CSV and as Parquet: read by the command's own DuckDB, sent in batches.
+        const duckdb = await DuckDBInstance.create(':memory:');
+        const writer = await duckdb.connect();
+        const files = { csv: path.join(dataDir, 'rows.csv.gz'), parquet: path.join(dataDir, 'rows.parquet') };
+        await writer.run(`COPY (${eventRowsSql(0, 3_000)}) TO '${files.csv}' (FORMAT csv, HEADER, COMPRESSION gzip)`);
+        await writer.run(`COPY (${eventRowsSql(0, 3_000)}) TO '${files.parquet}' (FORMAT parquet)`);
+        writer.closeSync();
+        duckdb.closeSync();
+        const summary = async (table: string) =>
+          (
+            JSON.parse(
+              (
+                await berth(
+                  'query',
+                  `SELECT level, region, count(*) AS n, sum(bytes) AS bytes, max(ts) AS last FROM ${table} GROUP BY ALL ORDER BY ALL`,
+                  '--json',
+                  '--data-dir',
+                  dataDir,
+                )
+              ).stdout,
+            ) as { rows: unknown[] }
+          ).rows;
+        for (const [format, table] of [
+          ['csv', 'events_csv'],
+          ['parquet', 'events_parquet'],
+        ] as const) {
+          const sent = await berth(
+            'ingest',
+            files[format],
+            '--table',
+            table,
+            '--batch-rows',
+            '1000',
+            '--data-dir',
+            dataDir,
+          );
+          expect(sent.stdout, sent.stderr).toMatch(
+            new RegExp(`ingested 3,000 rows into ${table} as [2-4] segment\\(s\\)`),
+          );
+          expect(await summary(table), format).toEqual(await summary('events'));
+        }
+
         const queried = await berth(
           'query',
           'SELECT level, count(*) AS n FROM events GROUP BY level ORDER BY level',
@@ -171,7 +214,7 @@ describe('berth up and the everyday commands', () => {
           /^notes: schema [0-9a-f]{16}, timestamps in "ts", retention 30d\n {2}1 segments, 1 rows/,
         );
         expect((await berth('table', 'list', '--data-dir', dataDir)).stdout).toMatch(
-          /\bevents +\d+ +3\b.*\n.*\bnotes\b.*30d/,
+          /\bevents +\d+ +3\b[^]*\n.*\bnotes\b.*30d/,
         );
         const noTable = await berth('table', 'set', 'nowhere', '--retention', 'off', '--data-dir', dataDir);
         expect(noTable.stderr).toMatch(/table "nowhere" does not exist/);

@@ -11,7 +11,14 @@ import type { FastifyError, FastifyInstance } from 'fastify';
  * segment's file and its table's schema), which is no request's fault and which no retry mends.
  */
 export type ErrorKind =
-  'invalid' | 'not_found' | 'conflict' | 'too_large' | 'inconsistent' | 'upstream_failed' | 'unavailable';
+  | 'invalid'
+  | 'not_found'
+  | 'conflict'
+  | 'too_large'
+  | 'unsupported'
+  | 'inconsistent'
+  | 'upstream_failed'
+  | 'unavailable';
 
 /** The HTTP status each kind is answered with. */
 export const HTTP_STATUS: Record<ErrorKind, number> = {
@@ -19,6 +26,7 @@ export const HTTP_STATUS: Record<ErrorKind, number> = {
   not_found: 404,
   conflict: 409,
   too_large: 413,
+  unsupported: 415,
   inconsistent: 500,
   upstream_failed: 502,
   unavailable: 503,

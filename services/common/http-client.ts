@@ -42,7 +42,7 @@ export interface CallOptions {
   token?: string;
   /** @default 10000 */
   timeoutMs?: number;
-  /** Sends `body`, a string, as it is with this content type (NDJSON rows) rather than as JSON. */
+  /** Sends `body`, a string or bytes, as it is with this content type (NDJSON rows, Parquet) rather than as JSON. */
   contentType?: string;
 }
 
@@ -60,7 +60,13 @@ const agents: Record<string, http.Agent> = {
 
 export async function callJson<T>(url: string, options: CallOptions = {}): Promise<T> {
   const body =
-    options.body === undefined ? undefined : options.contentType ? String(options.body) : JSON.stringify(options.body);
+    options.body === undefined
+      ? undefined
+      : options.contentType
+        ? Buffer.isBuffer(options.body)
+          ? options.body
+          : String(options.body)
+        : JSON.stringify(options.body);
   const headers: Record<string, string | number> = {};
   if (body !== undefined) {
     headers['content-type'] = options.contentType ?? 'application/json';
@@ -92,7 +98,7 @@ function send(
   url: string,
   method: string,
   headers: Record<string, string | number>,
-  body: string | undefined,
+  body: string | Buffer | undefined,
   timeoutMs = 10_000,
   deadline = Date.now() + timeoutMs,
   pooled = true,

@@ -124,10 +124,21 @@ export type QueryResult = Static<typeof QueryResult>;
  * `timestampColumn` (default "ts"), or with `noTimestamp=true` has none (a dimension table).
  */
 export const IngestParams = Type.Object({ table: TableName });
+/**
+ * POST /v1/tables/:table/rows (token): a batch of rows by its Content-Type, NDJSON
+ * (`application/x-ndjson`), CSV (`text/csv`, `text/tab-separated-values`) or Parquet
+ * (`application/vnd.apache.parquet`), optionally `Content-Encoding: gzip`. The CSV options are
+ * DuckDB's read_csv's; unset, DuckDB detects them (a header row is assumed).
+ */
 export const IngestQuery = Type.Object({
   timestampColumn: Type.Optional(TimestampColumn),
   noTimestamp: Type.Optional(Type.Boolean()),
+  header: Type.Optional(Type.Boolean()),
+  delimiter: Type.Optional(Type.String({ minLength: 1, maxLength: 4 })),
+  quote: Type.Optional(Type.String({ maxLength: 1 })),
+  escape: Type.Optional(Type.String({ maxLength: 1 })),
 });
+export type IngestQuery = Static<typeof IngestQuery>;
 
 /**
  * PUT /v1/tables/:table/retention (token): how long the table's rows are kept, in ms of age;

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
-import { limitedBody } from '../common/body-limit.js';
+import { decodedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
 import { badRequest, notFound } from '../common/errors.js';
 import { passOnRefusal } from '../common/http-client.js';
@@ -32,7 +32,7 @@ import {
 } from './api.js';
 import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
 import type { SqlEngine } from './sql-engine.js';
-import type { Ingestor } from './ingest/ingest.js';
+import { BATCH_FORMATS, batchFormat, DEFAULT_MAX_INGEST_BYTES, type Ingestor } from './ingest/ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 import { StreamedAnswer } from './execution/streamed-answer.js';
@@ -51,7 +51,7 @@ export interface CoordinatorAppOptions {
   meta: MetaClient;
   view: MemberView;
   token: string;
-  /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
+  /** Largest batch one ingest call takes, as sent and as unpacked. @default DEFAULT_MAX_INGEST_BYTES */
   maxIngestBytes?: number;
   /** Answered queries the query log keeps (sizes and times only). @default 10000 */
   queryLogSize?: number;
@@ -122,7 +122,8 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   const queryLog = new QueryLog(options.queryLogSize);
 
   // NDJSON streams to a scratch file instead of being buffered.
-  app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], (_request, payload, done) =>
+  // Batches are streamed to the ingestor as they are, whatever their format.
+  app.addContentTypeParser([...Object.keys(BATCH_FORMATS), 'text/tab-separated-values'], (_request, payload, done) =>
     done(null, payload),
   );
 
@@ -206,11 +207,13 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       const { timestampColumn, noTimestamp } = request.query;
       if (noTimestamp && timestampColumn !== undefined)
         throw badRequest('timestamp_conflict', 'a batch names a timestampColumn or asks for noTimestamp, not both');
+      const format = batchFormat(request.headers['content-type'] ?? '', request.query);
       try {
         const result = await options.ingestor.ingest(
           request.params.table,
-          limitedBody(request, options.maxIngestBytes ?? 256 * 1024 * 1024),
+          decodedBody(request, options.maxIngestBytes ?? DEFAULT_MAX_INGEST_BYTES),
           noTimestamp ? null : timestampColumn,
+          format,
         );
         ingestToQueryable.observe((performance.now() - arrived) / 1000);
         return result;

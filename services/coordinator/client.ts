@@ -51,11 +51,14 @@ export class CoordinatorClient {
     return Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
   }
 
-  /** Ingests NDJSON rows into `table` (created on first ingest, timestamps in `timestampColumn`, or none). */
+  /**
+   * Ingests a batch of rows into `table` (created on first ingest, timestamps in
+   * `timestampColumn`, or none): NDJSON text, or bytes of the `contentType` given (Parquet).
+   */
   ingest(
     table: string,
-    ndjson: string,
-    options: { timestampColumn?: string; noTimestamp?: boolean } = {},
+    rows: string | Buffer,
+    options: { timestampColumn?: string; noTimestamp?: boolean; contentType?: string } = {},
   ): Promise<IngestResult> {
     const query = options.noTimestamp
       ? '?noTimestamp=true'
@@ -63,8 +66,8 @@ export class CoordinatorClient {
         ? `?timestampColumn=${encodeURIComponent(options.timestampColumn)}`
         : '';
     return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/rows${query}`, {
-      body: ndjson,
-      contentType: 'application/x-ndjson',
+      body: rows,
+      contentType: options.contentType ?? 'application/x-ndjson',
       token: this.token,
       timeoutMs: DATA_TIMEOUT_MS,
     });

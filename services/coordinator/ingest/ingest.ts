@@ -1,5 +1,5 @@
 /**
- * Ingest: a batch of NDJSON rows becomes one level-0 Parquet segment in S3, is pushed into its
+ * Ingest: a batch of rows (NDJSON, CSV or Parquet) becomes one level-0 Parquet segment in S3, is pushed into its
  * owner's cache, and is committed to the manifest, after which it is queryable. The segment id is
  * derived from the table and the bytes, so sending the same batch again commits nothing new. The
  * put has the S3 timeout (past it, or with S3 down, a 503 naming S3 and nothing committed); the push
@@ -21,6 +21,7 @@ import type { MetaClient, TableInfo } from '../../meta/client.js';
 import { QueryNodeClient } from '../../query-node/client.js';
 import { DEFAULT_MAX_DEPTH, nestingLimit, NewField } from './ndjson-rows.js';
 import type { SegmentFile, SegmentWriter } from './segment-writer.js';
+import type { CsvOptions, TypedSource } from './typed-rows.js';
 import type { IngestResult } from '../api.js';
 
 export type { IngestResult };
@@ -39,6 +40,36 @@ export interface IngestOptions {
   /** How long the best-effort push to the owner may hold the commit back (BERTH_PUSH_TIMEOUT_MS). @default 5000 */
   pushTimeoutMs?: number;
 }
+
+/** How a batch's bytes are read: NDJSON by the typing rule, CSV by DuckDB's reading, Parquet as typed. */
+export type BatchFormat = { format: 'ndjson' } | { format: 'csv'; csv: CsvOptions } | { format: 'parquet' };
+export const NDJSON: BatchFormat = { format: 'ndjson' };
+
+/** The media types a batch may be sent as, and the format each names. */
+export const BATCH_FORMATS: Record<string, BatchFormat['format']> = {
+  'application/x-ndjson': 'ndjson',
+  'application/jsonl': 'ndjson',
+  'text/csv': 'csv',
+  'application/vnd.apache.parquet': 'parquet',
+};
+
+/** The format of a batch sent with `contentType`, its CSV options from the request's query. */
+export function batchFormat(contentType: string, query: CsvOptions): BatchFormat {
+  const media = contentType.split(';')[0]!.trim().toLowerCase();
+  if (media === 'text/tab-separated-values') return { format: 'csv', csv: { delimiter: '\t', ...csvOptions(query) } };
+  const format = BATCH_FORMATS[media] ?? 'ndjson'; // the parsers registered take no other type
+  return format === 'csv' ? { format, csv: csvOptions(query) } : { format };
+}
+
+const csvOptions = ({ header, delimiter, quote, escape }: CsvOptions): CsvOptions => ({
+  ...(header !== undefined ? { header } : {}),
+  ...(delimiter !== undefined ? { delimiter } : {}),
+  ...(quote !== undefined ? { quote } : {}),
+  ...(escape !== undefined ? { escape } : {}),
+});
+
+/** The largest batch one ingest call takes, as sent and as unpacked (BERTH_INGEST_MAX_BYTES). */
+export const DEFAULT_MAX_INGEST_BYTES = 256 * 1024 * 1024;
 
 /** How long the push to a segment's owner may hold a commit back, unless the coordinator is told otherwise. */
 export const DEFAULT_PUSH_TIMEOUT_MS = 5_000;
@@ -61,39 +92,50 @@ export class Ingestor {
    * `timestampColumn` names the new table's timestamp column (default "ts"), or with null makes it
    * a table without one; an existing table keeps its own, and a batch that names another is a 400.
    */
-  async ingest(table: string, body: Readable, timestampColumn?: string | null): Promise<IngestResult> {
+  async ingest(
+    table: string,
+    body: Readable,
+    timestampColumn?: string | null,
+    format: BatchFormat = NDJSON,
+  ): Promise<IngestResult> {
     const { writer, meta, s3, bucket } = this.options;
-    const input = writer.scratchFile('.ndjson');
+    const input = writer.scratchFile(`.${format.format}`);
     const output = writer.scratchFile('.parquet');
     try {
       const hash = createHash('sha256').update(table);
+      // A typed batch's id also says how its bytes are read: the same bytes as other CSV are other rows.
+      if (format.format !== 'ndjson') hash.update(`\0${JSON.stringify(format)}\0`);
       body.on('data', (chunk: Buffer) => hash.update(chunk));
-      await pipeline(
-        body,
-        nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH),
-        createWriteStream(input, { mode: 0o600 }),
-      );
+      const scratch = createWriteStream(input, { mode: 0o600 });
+      // NDJSON's nesting is counted as it streams in (DuckDB chokes on deep rows); typed batches have their own shape.
+      if (format.format === 'ndjson')
+        await pipeline(body, nestingLimit(this.options.maxDepth ?? DEFAULT_MAX_DEPTH), scratch);
+      else await pipeline(body, scratch);
 
       const known = await meta.findTable(table);
       if (known && timestampColumn !== undefined && known.timestampColumn !== timestampColumn)
         throw badRequest('table_mismatch', timestampMismatchMessage(known, timestampColumn));
       const tsColumn = known ? known.timestampColumn : timestampColumn === undefined ? 'ts' : timestampColumn;
-      let file = known
-        ? await this.segmentOf(table, input, output, known)
-        : await writer.ndjsonToSegment(input, output, tsColumn);
+      const typed = format.format === 'ndjson' ? undefined : { ...format, file: input };
+      const conform = (info: TableInfo) =>
+        typed ? this.typedSegmentOf(table, typed, output, info) : this.segmentOf(table, input, output, info);
+      let written = known
+        ? await conform(known)
+        : typed
+          ? await writer.typedToSegment(typed, output, tsColumn)
+          : await writer.ndjsonToSegment(input, output, tsColumn);
       let info = known;
       if (!info) {
         info = await meta
-          .ensureTable({ name: table, timestampColumn: tsColumn, columns: file.columns })
+          .ensureTable({ name: table, timestampColumn: tsColumn, columns: written.columns })
           .catch(passOnRefusal);
         // Another first batch won the race with its own schema: conform to it.
-        if (JSON.stringify(info.columns) !== JSON.stringify(file.columns))
-          file = await this.segmentOf(table, input, output, info);
+        if (JSON.stringify(info.columns) !== JSON.stringify(written.columns)) written = await conform(info);
       }
       const { incarnation } = info;
 
       const bytes = await readFile(output);
-      const id = segmentId(table, 0, partitionOf(file.minTs), batchDigest(hash.digest('hex'), incarnation));
+      const id = segmentId(table, 0, partitionOf(written.minTs), batchDigest(hash.digest('hex'), incarnation));
       // A batch meta already knows (sent again, perhaps after a merge retired it and the janitor
       // deleted its object) is answered with the row committed first: nothing uploaded, pushed or added.
       if ((await meta.knownSegments([id])).length > 0)
@@ -115,9 +157,9 @@ export class Ingestor {
         .commitSegment({
           id,
           table,
-          minTs: file.minTs,
-          maxTs: file.maxTs,
-          rows: file.rows,
+          minTs: written.minTs,
+          maxTs: written.maxTs,
+          rows: written.rows,
           bytes: bytes.length,
           level: 0,
           incarnation,
@@ -145,6 +187,20 @@ export class Ingestor {
       const { columns } = await meta.addColumns(table, added).catch(passOnRefusal);
       return await writer.ndjsonToSegment(input, output, known.timestampColumn, columns);
     }
+  }
+
+  /** A CSV or Parquet batch as a segment of an existing table, its new columns added first (as segmentOf). */
+  private async typedSegmentOf(
+    table: string,
+    source: TypedSource,
+    output: string,
+    known: TableInfo,
+  ): Promise<SegmentFile> {
+    const { writer, meta } = this.options;
+    const { added } = await writer.planTyped(source, known.timestampColumn, known.columns);
+    const columns =
+      added.length > 0 ? (await meta.addColumns(table, added).catch(passOnRefusal)).columns : known.columns;
+    return await writer.typedToSegment(source, output, known.timestampColumn, columns);
   }
 
   /** Best effort: a declined or failed push only means a cold first read. */

@@ -6,16 +6,17 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { MAX_COLUMN_NAME_LENGTH, quoteIdent } from '../../../core/identifiers.js';
 import { openSandboxedDuckDB, sqlString, withConnection } from '../../common/duckdb.js';
-import { badRequest } from '../../common/errors.js';
+import { badRequest, DomainError } from '../../common/errors.js';
 import { MAX_COLUMN_TYPE_LENGTH, MAX_COLUMNS } from '../../common/schemas.js';
 import type { ColumnSpec } from '../../meta/client.js';
 import { jsonReadType } from '../../../core/json-typing.js';
 import { epochMsSql, TIMELESS } from '../../../core/time-bounds.js';
 import { columnsDisagree, describe } from '../../common/parquet-columns.js';
 import { checkRows, inferColumns, newColumns } from './ndjson-rows.js';
+import { checkCasts, planTypedColumns, unreadable, type TypedPlan, type TypedSource } from './typed-rows.js';
 
 export interface SegmentFile {
   rows: number;
@@ -130,28 +131,78 @@ export class SegmentWriter {
       await read(
         `CREATE TEMP TABLE segment_rows AS SELECT * ${recast.length > 0 ? `REPLACE (${recast.join(', ')})` : ''} FROM ${source}`,
       );
-      const ts = timestampColumn === null ? undefined : quoteIdent(timestampColumn);
-      const [rows, nulls, minTs, maxTs] = (
-        await c.runAndReadAll(
-          ts
-            ? `SELECT count(*), count(*) - count(${ts}), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM segment_rows`
-            : `SELECT count(*), 0, ${TIMELESS.minTs}, ${TIMELESS.maxTs} FROM segment_rows`,
-        )
-      )
-        .getRows()[0]!
-        .map((v) => (v === null ? null : Number(v)));
-      if (!rows) throw badRequest('no_rows', 'the body holds no rows');
-      if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
-      await c.run(
-        `COPY (SELECT * FROM segment_rows ${ts ? `ORDER BY ${ts}` : ''}) TO ${sqlString(output)} (FORMAT parquet)`,
-      );
-      const written = await describe(c, 'segment_rows');
-      const stored = await describe(c, `read_parquet(${sqlString(output)})`);
-      const disagreement = columnsDisagree(stored, columns ?? written);
-      if (disagreement) throw new Error(`the segment written for the batch disagrees with the table: ${disagreement}`);
-      return { rows: rows!, minTs: minTs!, maxTs: maxTs!, columns: written };
+      return await writeSegment(c, output, timestampColumn, columns);
     });
   }
+
+  /**
+   * How a CSV or Parquet batch's columns go into `table`'s (its first batch: none), checked
+   * against what meta would accept; the columns it adds are meta's to add before it is written.
+   */
+  async planTyped(source: TypedSource, timestampColumn: string | null, table?: ColumnSpec[]): Promise<TypedPlan> {
+    const { plan } = await withConnection(this.duckdb, (c) => planTypedColumns(c, source, timestampColumn, table));
+    checkColumnLimits(plan.columns);
+    return plan;
+  }
+
+  /**
+   * Reads a CSV or Parquet batch into one sorted Parquet segment with `table`'s columns (which
+   * hold every column of the batch: see planTyped), or, for a table's first batch, the batch's own.
+   */
+  async typedToSegment(
+    source: TypedSource,
+    output: string,
+    timestampColumn: string | null,
+    table?: ColumnSpec[],
+  ): Promise<SegmentFile> {
+    return await withConnection(this.duckdb, async (c) => {
+      const { plan, sql } = await planTypedColumns(c, source, timestampColumn, table);
+      if (plan.added.length > 0)
+        throw new Error(`the batch brings columns the table lacks: ${plan.added.map((col) => col.name).join(', ')}`);
+      checkColumnLimits(plan.columns);
+      try {
+        await checkCasts(c, sql, plan.casts);
+        await c.run(`CREATE TEMP TABLE segment_rows AS SELECT ${plan.select.join(', ')} FROM ${sql}`);
+      } catch (error) {
+        if (error instanceof DomainError) throw error;
+        throw unreadable(source, error as Error);
+      }
+      return await writeSegment(c, output, timestampColumn, table);
+    });
+  }
+}
+
+/**
+ * Writes the rows of the temp table `segment_rows` as one Parquet segment sorted by the timestamp
+ * column, and reads the file back: its columns are `declared` (the table's), or without them the
+ * rows' own, or nothing is returned. The timestamp column may not be NULL.
+ */
+async function writeSegment(
+  c: DuckDBConnection,
+  output: string,
+  timestampColumn: string | null,
+  declared?: ColumnSpec[],
+): Promise<SegmentFile> {
+  const ts = timestampColumn === null ? undefined : quoteIdent(timestampColumn);
+  const [rows, nulls, minTs, maxTs] = (
+    await c.runAndReadAll(
+      ts
+        ? `SELECT count(*), count(*) - count(${ts}), ${epochMsSql(`min(${ts})`, 'floor')}, ${epochMsSql(`max(${ts})`, 'ceil')} FROM segment_rows`
+        : `SELECT count(*), 0, ${TIMELESS.minTs}, ${TIMELESS.maxTs} FROM segment_rows`,
+    )
+  )
+    .getRows()[0]!
+    .map((v) => (v === null ? null : Number(v)));
+  if (!rows) throw badRequest('no_rows', 'the body holds no rows');
+  if (nulls) throw badRequest('missing_timestamp', `${nulls} row(s) have no "${timestampColumn}" value`);
+  await c.run(
+    `COPY (SELECT * FROM segment_rows ${ts ? `ORDER BY ${ts}` : ''}) TO ${sqlString(output)} (FORMAT parquet)`,
+  );
+  const written = await describe(c, 'segment_rows');
+  const stored = await describe(c, `read_parquet(${sqlString(output)})`);
+  const disagreement = columnsDisagree(stored, declared ?? written);
+  if (disagreement) throw new Error(`the segment written for the batch disagrees with the table: ${disagreement}`);
+  return { rows: rows!, minTs: minTs!, maxTs: maxTs!, columns: written };
 }
 
 /** Whether an NDJSON file is empty or only blank lines (a small one is read; a large one holds rows). */
