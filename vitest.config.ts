@@ -5,6 +5,7 @@ const UNIT = [
   'admission',
   'cpu-priority',
   'arrow-exchange',
+  'attach-urls',
   'deploy-files',
   'exchange',
   'http-client',

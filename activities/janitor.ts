@@ -37,10 +37,12 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
         const deleted: string[] = [];
         const retired = await deps.meta.listRetired(now() - input.graceMs);
         for (const segment of retired) {
-          await deps.s3.send(
-            new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }),
-            { abortSignal: signal },
-          );
+          // An attached object is not Berth's to delete: its segment is forgotten, the object stays.
+          if (!segment.object)
+            await deps.s3.send(
+              new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }),
+              { abortSignal: signal },
+            );
           await deps.meta.forgetSegment(segment.id);
           deleted.push(segment.id);
           progress({ deleted: deleted.length, of: retired.length });

@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Profiles } from '../services/common/s3-client.js';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DuckDBInstance } from '@duckdb/node-api';
@@ -44,6 +45,8 @@ export interface MergeActivityDeps {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   group?: string;
+  /** Named S3 endpoints for the buckets of attached segments (a delete reads them where they lie). */
+  profiles?: S3Profiles;
 }
 
 /** A merge's lease, as the workflow holds it. */
@@ -120,7 +123,8 @@ export const createMergeActivities = (deps: MergeActivityDeps) => ({
   async listMergeablePartitions(input: { table: string; level: number; minInputs: number }): Promise<string[]> {
     const counts = new Map<string, number>();
     for (const s of await deps.meta.listSegments(input.table)) {
-      if (s.level === input.level) counts.set(partitionOf(s.minTs), (counts.get(partitionOf(s.minTs)) ?? 0) + 1);
+      if (s.level === input.level && mergeable(s))
+        counts.set(partitionOf(s.minTs), (counts.get(partitionOf(s.minTs)) ?? 0) + 1);
     }
     return [...counts]
       .filter(([, n]) => n >= input.minInputs)
@@ -187,9 +191,12 @@ const keptLease = (meta: MetaClient, lease: MergeLease): KeptLease => ({
   renew: async () => (await meta.acquireLease(lease.name, lease.holder, lease.ttlMs)).granted,
 });
 
+/** Berth merges its own segments only: an attached object stays where its owner put it. */
+const mergeable = (segment: SegmentRow): boolean => segment.object === undefined;
+
 async function pickInputs(deps: MergeActivityDeps, pick: MergePick): Promise<SegmentRow[]> {
   return (await deps.meta.listSegments(pick.table))
-    .filter((s) => s.level === pick.level && partitionOf(s.minTs) === pick.partition)
+    .filter((s) => s.level === pick.level && partitionOf(s.minTs) === pick.partition && mergeable(s))
     .sort((a, b) => a.minTs - b.minTs || a.id.localeCompare(b.id))
     .slice(0, pick.maxInputs);
 }

@@ -17,11 +17,12 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { Context } from '@temporalio/activity';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
+import { SegmentObjects } from '../services/common/segment-objects.js';
 import { ServiceCallError } from '../services/common/http-client.js';
 import { segmentShapes } from '../services/common/parquet-columns.js';
 import { segmentsSql } from '../services/common/scanner.js';
@@ -90,9 +91,11 @@ async function removeMatchingRows(
   await mkdir(dir, { recursive: true });
   try {
     const input = path.join(dir, 'input.parquet');
-    const object = await deps.s3.send(
-      new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table.name, segment.id) }),
-      { abortSignal: signal },
+    // An attached segment is read where it lies; its rewrite is Berth's own, in Berth's bucket.
+    const object = await new SegmentObjects({ s3: deps.s3, bucket: deps.bucket }, deps.profiles).get(
+      { table: table.name, id: segment.id, ...(segment.object ? { object: segment.object } : {}) },
+      undefined,
+      signal,
     );
     await pipeline(object.Body as Readable, createWriteStream(input), { signal });
     const id = rewrittenSegmentId(table.name, segment, task.predicate);

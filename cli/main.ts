@@ -1,5 +1,6 @@
 /** The `berth` command. */
 import { Command } from 'commander';
+import { attachCommand } from './commands/attach.js';
 import { costCommand } from './commands/cost.js';
 import { doctorCommand } from './commands/doctor.js';
 import { ingestCommand } from './commands/ingest.js';
@@ -25,6 +26,7 @@ const program = new Command('berth')
   .addCommand(nodesCommand())
   .addCommand(mergeCommand())
   .addCommand(tableCommand())
+  .addCommand(attachCommand())
   .addCommand(deleteCommand())
   .addCommand(poolCommand())
   .addCommand(preflightCommand())

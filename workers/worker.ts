@@ -119,6 +119,7 @@ export async function createBerthWorker(config: BerthWorkerConfig): Promise<Bert
       duckdb,
       workDir: config.workDir,
       group: config.servingGroup,
+      profiles: config.s3.profiles,
     };
     const merge = await Worker.create({
       ...common,

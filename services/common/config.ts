@@ -62,6 +62,8 @@ const S3Settings = {
   BERTH_S3_ACCESS_KEY_ID: Type.Optional(Type.String()),
   BERTH_S3_SECRET_ACCESS_KEY: Type.Optional(Type.String()),
   BERTH_S3_BUCKET: Type.String({ minLength: 1, default: 'berth' }),
+  /** A JSON file of named S3 endpoints and credentials, for the buckets of attached objects. */
+  BERTH_S3_PROFILES_FILE: Type.Optional(Type.String({ minLength: 1 })),
 };
 
 const MetaUrlSettings = {

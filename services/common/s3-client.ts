@@ -4,7 +4,10 @@
  * of the S3 timeout, and the SDK's standard retries (three attempts) fit inside it; a call that also
  * needs a hard deadline (ingest's put) passes `s3Deadline(config)` as its abort signal.
  */
+import { readFileSync } from 'node:fs';
 import { S3Client } from '@aws-sdk/client-s3';
+import { Type, type Static } from 'typebox';
+import { Value } from 'typebox/value';
 
 export interface S3Credentials {
   accessKeyId: string;
@@ -24,6 +27,37 @@ export interface S3Config {
    * @default DEFAULT_S3_TIMEOUT_MS
    */
   timeoutMs?: number;
+  /** Named S3 endpoints for the buckets of attached objects (BERTH_S3_PROFILES_FILE). */
+  profiles?: S3Profiles;
+}
+
+/** BERTH_S3_PROFILES_FILE: named S3 endpoints and credentials for buckets of attached objects. */
+export const S3Profiles = Type.Record(
+  Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
+  Type.Object(
+    {
+      endpoint: Type.Optional(Type.String({ minLength: 1 })),
+      region: Type.Optional(Type.String({ minLength: 1 })),
+      accessKeyId: Type.Optional(Type.String({ minLength: 1 })),
+      secretAccessKey: Type.Optional(Type.String({ minLength: 1 })),
+    },
+    { additionalProperties: false },
+  ),
+);
+export type S3Profiles = Static<typeof S3Profiles>;
+
+/** Reads a profiles file; a file that is not one fails the process's start with what is wrong. */
+export function readS3Profiles(file: string | undefined): S3Profiles {
+  if (!file) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`BERTH_S3_PROFILES_FILE ${file} is not a JSON file: ${(error as Error).message}`);
+  }
+  const error = Value.Errors(S3Profiles, parsed)[0];
+  if (error) throw new Error(`BERTH_S3_PROFILES_FILE ${file}: ${error.instancePath || '/'} ${error.message}`);
+  return parsed as S3Profiles;
 }
 
 /** BERTH_S3_TIMEOUT_MS's default, for processes whose configuration does not set it. */
@@ -55,13 +89,20 @@ export const s3Deadline = (config: S3Config): AbortSignal => AbortSignal.timeout
 
 /** The S3 variables of a process's configuration (see S3Settings in config.ts). */
 export type S3Env = Partial<
-  Record<'BERTH_S3_ENDPOINT' | 'BERTH_S3_REGION' | 'BERTH_S3_ACCESS_KEY_ID' | 'BERTH_S3_SECRET_ACCESS_KEY', string>
+  Record<
+    | 'BERTH_S3_ENDPOINT'
+    | 'BERTH_S3_REGION'
+    | 'BERTH_S3_ACCESS_KEY_ID'
+    | 'BERTH_S3_SECRET_ACCESS_KEY'
+    | 'BERTH_S3_PROFILES_FILE',
+    string
+  >
 > & {
   /** Read by the processes whose schema has it (the coordinator's); the others take the default. */
   BERTH_S3_TIMEOUT_MS?: number;
 };
 
-/** BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_ACCESS_KEY_ID, BERTH_S3_SECRET_ACCESS_KEY and BERTH_S3_TIMEOUT_MS. */
+/** BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_ACCESS_KEY_ID, BERTH_S3_SECRET_ACCESS_KEY, BERTH_S3_TIMEOUT_MS and BERTH_S3_PROFILES_FILE. */
 export function s3ConfigFromEnv(env: S3Env): S3Config {
   const {
     BERTH_S3_ENDPOINT: endpoint,
@@ -69,11 +110,13 @@ export function s3ConfigFromEnv(env: S3Env): S3Config {
     BERTH_S3_ACCESS_KEY_ID: accessKeyId,
     BERTH_S3_SECRET_ACCESS_KEY: secretAccessKey,
     BERTH_S3_TIMEOUT_MS: timeoutMs,
+    BERTH_S3_PROFILES_FILE: profilesFile,
   } = env;
   return {
     endpoint: endpoint || undefined,
     region: region || undefined,
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
     ...(timeoutMs ? { timeoutMs } : {}),
+    ...(profilesFile ? { profiles: readS3Profiles(profilesFile) } : {}),
   };
 }

@@ -10,7 +10,7 @@ import type { Concentration } from '../../core/compute-concentration.js';
 import { SPLITS, type Split as SplitName } from '../../core/query-plan/decompose.js';
 import type { Verdict } from '../../core/routing-verdict.js';
 import { DefinedIn, TableName, TimestampColumn } from '../common/schemas.js';
-import { Backend, RowDelete, SegmentRow, TableInfo, TableStats } from '../meta/api.js';
+import { AttachedObject, Backend, RowDelete, SegmentRow, TableInfo, TableStats } from '../meta/api.js';
 import { Warmth } from '../query-node/api.js';
 
 /** GET /readyz, answered 200 when ready and 503 when not (with the reason meta is unreachable). */
@@ -145,6 +145,39 @@ export type IngestQuery = Static<typeof IngestQuery>;
  * retention's schedule retires every segment whose newest row is older. DELETE keeps them for good.
  */
 export { RetentionSetting } from '../meta/api.js';
+
+/**
+ * POST /v1/tables/:table/attach (token): attaches Parquet objects that lie in a bucket as segments
+ * of the table, without copying them: those under `prefix` (every `.parquet` key), those a `glob`
+ * over the bucket's keys matches, or the `keys` given; read with `profile`'s credentials (Berth's
+ * own when absent). One page of at most `limit` objects per call: `next` says where to carry on.
+ */
+export const AttachRequest = Type.Object(
+  {
+    bucket: AttachedObject.properties.bucket,
+    prefix: Type.Optional(Type.String({ maxLength: 1024 })),
+    glob: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    keys: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 1024 }), { minItems: 1, maxItems: 1_000 })),
+    profile: AttachedObject.properties.profile,
+    startAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000 })),
+  },
+  { additionalProperties: false },
+);
+export type AttachRequest = Static<typeof AttachRequest>;
+/** The new table's timestamp column, as for ingest. */
+export const AttachQuery = Type.Pick(IngestQuery, ['timestampColumn', 'noTimestamp']);
+export const AttachResult = Type.Object({
+  /** Objects attached as new segments; already attached and unchanged; attached before and changed since (their segments replaced). */
+  attached: Type.Integer(),
+  unchanged: Type.Integer(),
+  replaced: Type.Integer(),
+  /** Objects not attached, and why. */
+  refused: Type.Array(Type.Object({ key: Type.String(), reason: Type.String() })),
+  /** The key to pass as `startAfter` for the next page; absent after the last. */
+  next: Type.Optional(Type.String()),
+});
+export type AttachResult = Static<typeof AttachResult>;
 
 export const IngestResult = Type.Object({
   segment: SegmentRow,

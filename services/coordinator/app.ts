@@ -12,6 +12,9 @@ import { createServiceApp, serveMetrics } from '../common/service-app.js';
 import type { MetaClient } from '../meta/client.js';
 import { QueryNodeClient } from '../query-node/client.js';
 import {
+  AttachQuery,
+  AttachRequest,
+  AttachResult,
   ConcentrationQuery,
   ConcentrationReport,
   CoordinatorReadiness,
@@ -32,6 +35,7 @@ import {
 } from './api.js';
 import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
 import type { SqlEngine } from './sql-engine.js';
+import type { Attacher } from './ingest/attach.js';
 import { BATCH_FORMATS, batchFormat, DEFAULT_MAX_INGEST_BYTES, type Ingestor } from './ingest/ingest.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
@@ -44,6 +48,8 @@ import type { SqlBinder } from './planning/sql-binder.js';
 export interface CoordinatorAppOptions {
   queries: QueryService;
   ingestor: Ingestor;
+  /** Attaches Parquet objects in a bucket as segments; without it the endpoint is not served. */
+  attacher?: Attacher;
   /** The coordinator's final-stage DuckDB: what its exchange holds and has received, for /metrics. */
   finalStages?: Pick<SqlEngine, 'heldRows' | 'rowsReceived'>;
   /** The parser and binder a delete's condition is checked with. */
@@ -258,6 +264,31 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     { ...byToken, schema: { params: IngestParams, response: answers(Ok) } },
     async (request) => setRetention(request.params.table, null),
   );
+
+  // Attach: Parquet objects already in a bucket become segments where they lie.
+  const { attacher } = options;
+  if (attacher)
+    app.post(
+      '/v1/tables/:table/attach',
+      {
+        ...byToken,
+        schema: {
+          params: IngestParams,
+          querystring: AttachQuery,
+          body: AttachRequest,
+          response: answers(AttachResult),
+        },
+      },
+      async (request) => {
+        const { timestampColumn, noTimestamp } = request.query;
+        if (noTimestamp && timestampColumn !== undefined)
+          throw badRequest('timestamp_conflict', 'an attach names a timestampColumn or asks for noTimestamp, not both');
+        const named = ['prefix', 'glob', 'keys'].filter((k) => request.body[k as keyof AttachRequest] !== undefined);
+        if (named.length !== 1)
+          throw badRequest('attach_what', 'an attach names its objects by one of prefix, glob or keys');
+        return await attacher.attach(request.params.table, request.body, noTimestamp ? null : timestampColumn);
+      },
+    );
 
   // Delete by predicate: checked here, recorded in meta; its workflow, started by `berth delete`
   // or a worker's next sync, rewrites the segments that hold matching rows.

@@ -11,6 +11,8 @@ import {
   type TableDetails,
   type TableDropped,
   type DeleteRequested,
+  type AttachRequest,
+  type AttachResult,
 } from './api.js';
 import type { TableInfo } from '../meta/api.js';
 
@@ -68,6 +70,24 @@ export class CoordinatorClient {
     return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/rows${query}`, {
       body: rows,
       contentType: options.contentType ?? 'application/x-ndjson',
+      token: this.token,
+      timeoutMs: DATA_TIMEOUT_MS,
+    });
+  }
+
+  /** Attaches one page of Parquet objects in a bucket as segments of `table` (see AttachRequest). */
+  attach(
+    table: string,
+    request: AttachRequest,
+    options: { timestampColumn?: string; noTimestamp?: boolean } = {},
+  ): Promise<AttachResult> {
+    const query = options.noTimestamp
+      ? '?noTimestamp=true'
+      : options.timestampColumn
+        ? `?timestampColumn=${encodeURIComponent(options.timestampColumn)}`
+        : '';
+    return callJson(`${this.url}/v1/tables/${encodeURIComponent(table)}/attach${query}`, {
+      body: request,
       token: this.token,
       timeoutMs: DATA_TIMEOUT_MS,
     });

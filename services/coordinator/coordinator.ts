@@ -11,10 +11,12 @@ import { MemberView } from '../common/member-view.js';
 import { poolStatus, readAdmission, reportDemand } from '../../workflows/pool-client.js';
 import { reportServingLoad } from '../../workflows/serving-scaler-client.js';
 import { createS3Client, type S3Config } from '../common/s3-client.js';
+import { SegmentObjects } from '../common/segment-objects.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
 import { HeavyAdmission } from './admission/heavy-admission.js';
+import { Attacher } from './ingest/attach.js';
 import { Ingestor } from './ingest/ingest.js';
 import { PlanCache } from './planning/plan-cache.js';
 import { DEFAULT_RESULT_CACHE_BYTES, ResultCache } from './execution/result-cache.js';
@@ -249,9 +251,11 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     s3TimeoutMs: config.s3.timeoutMs,
     pushTimeoutMs: config.pushTimeoutMs,
   });
+  const objects = new SegmentObjects({ s3, bucket: config.bucket, config: config.s3 });
   const app = buildCoordinatorApp({
     queries,
     ingestor,
+    attacher: new Attacher({ meta, objects, writer }),
     finalStages: engine,
     binder: engine,
     meta,
@@ -297,6 +301,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
       await temporal?.close();
       engine.close();
       writer.close();
+      objects.close();
       s3.destroy();
     },
   };

@@ -194,6 +194,24 @@ export const TableVersion = Type.Object({
 });
 export type TableVersion = Static<typeof TableVersion>;
 
+/**
+ * A Parquet object Berth did not write, attached as a segment where it lies (`berth attach`):
+ * read from `bucket`/`key` with the credentials of `profile` (Berth's own when absent), only
+ * while S3 still answers with `etag`. Berth never deletes it; merges rewrite it into Berth's own
+ * bucket only when `adopt` says so.
+ */
+export const AttachedObject = Type.Object(
+  {
+    bucket: Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.-]*[a-z0-9]$' }),
+    key: Type.String({ minLength: 1, maxLength: 1024 }),
+    etag: Type.String({ minLength: 1, maxLength: 200 }),
+    profile: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' })),
+    adopt: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type AttachedObject = Static<typeof AttachedObject>;
+
 /** A segment as it is committed. */
 export const Segment = Type.Object(
   {
@@ -211,6 +229,8 @@ export const Segment = Type.Object(
      * to the new table. Omitted by a merge's swap, whose inputs already tie it to its table.
      */
     incarnation: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Where an attached segment's object lies; absent for Berth's own, at segmentObjectKey. */
+    object: Type.Optional(AttachedObject),
   },
   { additionalProperties: false },
 );
@@ -229,6 +249,8 @@ export const SegmentRow = Type.Object({
   createdAt: Type.Integer(),
   retiredAt: Type.Union([Type.Integer(), Type.Null()]),
   replacedBy: Type.Union([Type.String(), Type.Null()]),
+  /** Where an attached segment's object lies; absent for Berth's own. */
+  object: Type.Optional(AttachedObject),
 });
 export type SegmentRow = Static<typeof SegmentRow>;
 export const SegmentList = Type.Object({ segments: Type.Array(SegmentRow) });

@@ -145,6 +145,13 @@ export const MIGRATIONS: readonly Migration[] = [
         delete_id BIGINT NOT NULL, segment TEXT COLLATE "C" NOT NULL, removed BIGINT NOT NULL,
         replaced_by TEXT COLLATE "C", PRIMARY KEY (delete_id, segment));`,
   },
+  {
+    version: 8,
+    name: 'attached objects',
+    // Where an attached segment's object lies (AttachedObject as JSON); NULL for Berth's own.
+    sqlite: 'ALTER TABLE segments ADD COLUMN object TEXT;',
+    postgres: 'ALTER TABLE segments ADD COLUMN object JSONB;',
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -637,8 +637,8 @@ export class PostgresMetaStore implements MetaStore {
   private async insertSegment(segment: Segment, client: pg.ClientBase | pg.Pool): Promise<SegmentRow> {
     const inserted = await this.query<SegmentDbRow>(
       'insert-segment',
-      `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
-       SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')} FROM tables
+      `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at, object)
+       SELECT $1, name, $3, $4, $5, $6, $7, 'active', ${now('$8')}, $10::jsonb FROM tables
          WHERE name = $2 AND dropped_at IS NULL AND incarnation = COALESCE($9::integer, incarnation)
        ON CONFLICT (id) DO NOTHING RETURNING *`,
       [
@@ -651,6 +651,7 @@ export class PostgresMetaStore implements MetaStore {
         segment.level,
         this.clock(),
         segment.incarnation ?? null,
+        segment.object ? JSON.stringify(segment.object) : null,
       ],
       client,
     );

@@ -487,7 +487,7 @@ export class SqliteMetaStore implements MetaStore {
     if (written > table.incarnation) throw tableNotFound(segment.table);
     this.db
       .prepare(
-        `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)`,
+        `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at, object) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)`,
       )
       .run(
         segment.id,
@@ -498,6 +498,7 @@ export class SqliteMetaStore implements MetaStore {
         segment.bytes,
         segment.level,
         this.now(),
+        segment.object ? JSON.stringify(segment.object) : null,
       );
     return this.readSegment(segment.id)!;
   }

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { badRequest, conflict, notFound } from '../common/errors.js';
 import { MAX_COLUMNS } from '../common/schemas.js';
 import type {
+  AttachedObject,
   Backend,
   ColumnSpec,
   DroppedTable,
@@ -224,6 +225,8 @@ export interface SegmentDbRow {
   replaced_by: string | null;
   /** When the janitor deleted the object of this retired segment; null while it may exist. */
   object_deleted_at: number | null;
+  /** An attached segment's object: JSON text in SQLite, parsed by PostgreSQL's driver. */
+  object: string | AttachedObject | null;
 }
 
 export const toSegment = (r: SegmentDbRow): SegmentRow => ({
@@ -238,6 +241,9 @@ export const toSegment = (r: SegmentDbRow): SegmentRow => ({
   createdAt: r.created_at,
   retiredAt: r.retired_at,
   replacedBy: r.replaced_by,
+  ...(r.object === null || r.object === undefined
+    ? {}
+    : { object: typeof r.object === 'string' ? (JSON.parse(r.object) as AttachedObject) : r.object }),
 });
 
 /** The answer to committing `segment` when `existing` already has its id: itself if the same, else a conflict. */

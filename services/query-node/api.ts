@@ -7,6 +7,7 @@
 import { Type, type Static } from 'typebox';
 import { ExchangeInput } from '../common/final-stage/contract.js';
 import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
+import { AttachedObject } from '../meta/api.js';
 
 /** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
@@ -37,6 +38,8 @@ export const ScanRequest = Type.Object(
         /** The columns the scan reads (the view over the segments has only these); all when absent. */
         columns: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10_000 })),
         segments: Type.Array(SegmentId, { maxItems: 100_000 }),
+        /** Where the objects of attached segments among them lie (meta's SegmentRow.object), by id. */
+        objects: Type.Optional(Type.Record(SegmentId, AttachedObject)),
       }),
       { minItems: 1, maxItems: 16 },
     ),

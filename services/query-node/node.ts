@@ -96,6 +96,7 @@ export async function startQueryNode(config: QueryNodeOptions): Promise<RunningQ
     budgetBytes: config.cacheBytes ?? DEFAULT_CACHE_BYTES,
     s3,
     bucket: config.bucket,
+    profiles: config.s3.profiles,
     duckdb,
   });
   const memory = await SegmentMemory.open({

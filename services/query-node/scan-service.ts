@@ -99,6 +99,7 @@ export class ScanService {
                   const shape = await schemas.check(id, { table: inMemory.sql }, scannedColumns(table));
                   return { id, owned, inMemory, shape };
                 }
+                cache.locate(id, table.objects?.[id]);
                 const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
                 metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });

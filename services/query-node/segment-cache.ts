@@ -23,6 +23,9 @@ import pLimit from 'p-limit';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { S3Fifo } from '../../core/s3-fifo.js';
 import { DomainError } from '../common/errors.js';
+import type { AttachedObject } from '../meta/api.js';
+import { SegmentObjects } from '../common/segment-objects.js';
+import type { S3Profiles } from '../common/s3-client.js';
 import { S3SegmentFetch, TAIL_BYTES, type SegmentFetch } from './segment-fetch.js';
 import {
   bytesIn,
@@ -40,6 +43,8 @@ export interface SegmentCacheOptions {
   budgetBytes: number;
   s3: S3Client;
   bucket: string;
+  /** Named S3 endpoints for the buckets of attached segments (BERTH_S3_PROFILES_FILE). */
+  profiles?: S3Profiles;
   /** Reads Parquet footers, so that a scan can fetch a segment in part; without it every miss fetches whole files. */
   duckdb?: DuckDBInstance;
 }
@@ -85,9 +90,13 @@ export class SegmentCache {
   private readonly doomed = new Set<string>();
   readonly counters: CacheCounters = { hits: 0, misses: 0, s3Gets: 0, bytesFromS3: 0 };
   private readonly fetch: SegmentFetch;
+  /** Where the objects of attached segments lie, as the scans and the warmer that met them said. */
+  private readonly attached = new Map<string, AttachedObject>();
+  private readonly objects: SegmentObjects;
 
   private constructor(private readonly options: SegmentCacheOptions) {
-    this.fetch = new S3SegmentFetch(options.s3, options.bucket, this.counters);
+    this.objects = new SegmentObjects({ s3: options.s3, bucket: options.bucket }, options.profiles);
+    this.fetch = new S3SegmentFetch(this.objects, this.attached, this.counters);
     this.policy = new S3Fifo<string>({ maxSize: options.budgetBytes, onEvict: (id) => this.discard(id) });
   }
 
@@ -153,6 +162,11 @@ export class SegmentCache {
 
   pathOf(id: string): string {
     return path.join(this.options.dir, `${id}.parquet`);
+  }
+
+  /** Notes where an attached segment's object lies, before it is acquired or prefetched. */
+  locate(id: string, object: AttachedObject | undefined): void {
+    if (object) this.attached.set(id, object);
   }
 
   /**

@@ -6,8 +6,8 @@
  * memory (a footer's); a body handed back as a stream is counted by whoever writes it out.
  */
 import type { Readable } from 'node:stream';
-import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { segmentObjectKey } from '../../core/identifiers.js';
+import type { AttachedObject } from '../meta/api.js';
+import type { SegmentObjects } from '../common/segment-objects.js';
 import type { Range } from './segment-parts.js';
 
 /** How much of an object's end the first GET of a footer read reads: the footer, usually whole. */
@@ -35,21 +35,20 @@ export interface FetchCounters {
 
 export class S3SegmentFetch implements SegmentFetch {
   constructor(
-    private readonly s3: S3Client,
-    private readonly bucket: string,
+    private readonly objects: SegmentObjects,
+    /** Where attached segments' objects lie, by id; the rest are Berth's own. */
+    private readonly attached: ReadonlyMap<string, AttachedObject>,
     private readonly counters: FetchCounters,
   ) {}
 
   async whole(table: string, id: string): Promise<Readable> {
-    const response = await this.s3.send(
-      new GetObjectCommand({ Bucket: this.bucket, Key: segmentObjectKey(table, id) }),
-    );
+    const response = await this.objects.get(this.ref(table, id));
     this.counters.s3Gets++;
     return response.Body as Readable;
   }
 
   async footer(table: string, id: string): Promise<FetchedFooter> {
-    const key = segmentObjectKey(table, id);
+    const key = this.ref(table, id);
     const first = await this.getRange(key, `bytes=-${TAIL_BYTES}`);
     const { size } = first;
     if (size === undefined) return { whole: first.body, fetched: first.body.length }; // the server sent it all
@@ -74,13 +73,7 @@ export class S3SegmentFetch implements SegmentFetch {
   }
 
   async range(table: string, id: string, [start, end]: Range, size: number): Promise<Readable> {
-    const response = await this.s3.send(
-      new GetObjectCommand({
-        Bucket: this.bucket,
-        Key: segmentObjectKey(table, id),
-        Range: `bytes=${start}-${end - 1}`,
-      }),
-    );
+    const response = await this.objects.get(this.ref(table, id), `bytes=${start}-${end - 1}`);
     this.counters.s3Gets++;
     if (response.ContentRange !== `bytes ${start}-${end - 1}/${size}`) {
       response.Body?.transformToByteArray().catch(() => {}); // drain: the answer is not the range asked for
@@ -91,9 +84,17 @@ export class S3SegmentFetch implements SegmentFetch {
     return response.Body as Readable;
   }
 
+  private ref(table: string, id: string) {
+    const object = this.attached.get(id);
+    return { table, id, ...(object ? { object } : {}) };
+  }
+
   /** One ranged GET: its bytes, and where they start in an object of what size when the answer says so (a 206). */
-  private async getRange(key: string, range: string): Promise<{ body: Buffer; start?: number; size?: number }> {
-    const response = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }));
+  private async getRange(
+    segment: ReturnType<S3SegmentFetch['ref']>,
+    range: string,
+  ): Promise<{ body: Buffer; start?: number; size?: number }> {
+    const response = await this.objects.get(segment, range);
     this.counters.s3Gets++;
     const body = Buffer.from(await response.Body!.transformToByteArray());
     this.counters.bytesFromS3 += body.length;

@@ -83,7 +83,9 @@ export class Warmer {
     const owned: SegmentRow[] = [];
     for (const table of await meta.listTables()) {
       for (const segment of await meta.listSegments(table.name)) {
-        if (placement.owner(segment.id)?.id === nodeId) owned.push(segment);
+        if (placement.owner(segment.id)?.id !== nodeId) continue;
+        owned.push(segment);
+        cache.locate(segment.id, segment.object);
       }
     }
     if (membership !== this.membership) {

@@ -98,18 +98,24 @@ export class Scatter {
     signal?: AbortSignal,
   ): Promise<ScatterOutcome> {
     const members = this.members(only);
-    const request = (ids: string[]): ScanRequest => ({
-      sql: work.sql,
-      tables: [
-        {
-          name: work.table.name,
-          schema: work.table.columns,
-          ...(work.columns ? { columns: work.columns } : {}),
-          segments: ids,
-        },
-      ],
-      ...(work.uncapped ? {} : this.cap),
-    });
+    const attached = new Map(work.segments.filter((s) => s.object).map((s) => [s.id, s.object!]));
+    const request = (ids: string[]): ScanRequest => {
+      const objects =
+        attached.size === 0 ? [] : ids.filter((id) => attached.has(id)).map((id) => [id, attached.get(id)!]);
+      return {
+        sql: work.sql,
+        tables: [
+          {
+            name: work.table.name,
+            schema: work.table.columns,
+            ...(work.columns ? { columns: work.columns } : {}),
+            segments: ids,
+            ...(objects.length > 0 ? { objects: Object.fromEntries(objects) } : {}),
+          },
+        ],
+        ...(work.uncapped ? {} : this.cap),
+      };
+    };
     return await this.run(
       members,
       work.segments.map((s) => s.id),
@@ -277,6 +283,13 @@ function finalAnswer(error: unknown): DomainError | undefined {
   const message = error.body?.message ?? error.message;
   if (error.code === SEGMENT_SCHEMA_MISMATCH) return new DomainError('inconsistent', error.code, message);
   if (error.status < 400 || error.status >= 500) return undefined;
-  const kind = error.status === 401 ? 'upstream_failed' : error.status === 413 ? 'too_large' : 'invalid';
+  const kind =
+    error.status === 401
+      ? 'upstream_failed'
+      : error.status === 413
+        ? 'too_large'
+        : error.status === 409
+          ? 'conflict'
+          : 'invalid';
   return new DomainError(kind, error.code ?? 'scan_failed', message);
 }

@@ -67,6 +67,11 @@ export class SegmentWriter {
     this.duckdb.closeSync();
   }
 
+  /** Runs `work` on a connection of the writer's DuckDB, which reads only its own directory. */
+  withDuckDB<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T> {
+    return withConnection(this.duckdb, work);
+  }
+
   /** A scratch file path inside the writer's directory. */
   scratchFile(suffix: string): string {
     return path.join(this.dir, `${randomUUID()}${suffix}`);

@@ -58,7 +58,7 @@ export interface TypedPlan {
 export const TEXT_TYPES = new Set(['VARCHAR', 'JSON']);
 
 /** Types a table's timestamp column may have: instants that prune and merge by their epoch ms. */
-const TIMESTAMP_TYPES = new Set(['TIMESTAMP', 'TIMESTAMP_NS', 'TIMESTAMP WITH TIME ZONE']);
+export const TIMESTAMP_TYPES = new Set(['TIMESTAMP', 'TIMESTAMP_NS', 'TIMESTAMP WITH TIME ZONE']);
 
 /** The SQL that reads the batch, with `types` for the CSV columns whose type the table already says. */
 export function sourceSql(source: TypedSource, types: Record<string, string> = {}): string {
@@ -234,6 +234,20 @@ function storable(type: DuckDBType, column: string): DuckDBType {
     default:
       return type;
   }
+}
+
+/**
+ * A 400 unless a column of an object Berth reads as it is (an attached one) has a type a segment
+ * holds as itself: the object is never rewritten into the type that would hold it.
+ */
+export async function checkStorable(c: DuckDBConnection, column: ColumnSpec): Promise<void> {
+  const [type] = (await c.runAndReadAll(`SELECT CAST(NULL AS ${column.type}) LIMIT 0`)).columnTypes();
+  const held = await describeType(c, storable(type!, column.name));
+  if (held !== column.type)
+    throw badRequest(
+      'type_not_storable',
+      `column "${column.name}" is ${column.type}, which a segment holds only as ${held}: ingest the file instead`,
+    );
 }
 
 /** Kinds whose narrower types a wider one of the kind holds exactly (values are checked anyway). */
