@@ -91,6 +91,20 @@ describe('planner decompositions', () => {
     expect((await planner.plan(sql)).route).toBe(route);
   });
 
+  it('answers a query whose text DuckDB runs with spaces around it that its serializer trips on', async () => {
+    for (const sql of [
+      'SELECT count(*) FROM events ORDER BY 1\u00a0',
+      '\u000bSELECT count(*) FROM events\u000b',
+      '\u3000SELECT count(*) FROM events\u2003\n',
+    ]) {
+      const c = await reference.connect();
+      const expected = toJsonResult(await c.runAndReadAll(sql));
+      c.closeSync();
+      const { result } = await runScattered(sql, [files]);
+      expectSameResult(result, expected, true, JSON.stringify(sql));
+    }
+  });
+
   it('reads the time window from WHERE for pruning', async () => {
     const plan = await planner.plan(
       "SELECT count(*) FROM events WHERE ts >= '2026-11-03' AND ts < TIMESTAMP '2026-11-05' AND status = 200",

@@ -34,7 +34,7 @@ import { quoteIdent, TABLE_NAME } from '../../../core/identifiers.js';
 import { badRequest, DomainError } from '../../common/errors.js';
 import type { TableInfo } from '../../meta/client.js';
 import type { BoundColumn, ExchangeColumn, ExecutablePlan, ScanInput, TimeWindow } from '../stages.js';
-import type { SqlBinder } from './sql-binder.js';
+import { withoutEdgeSpaces, type SqlBinder } from './sql-binder.js';
 
 /** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
 const INPUT_PREFIX = '__in';
@@ -57,7 +57,8 @@ export class Planner {
   ) {}
 
   /** Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). */
-  async plan(sql: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
+  async plan(text: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
+    const sql = withoutEdgeSpaces(text);
     const node = await this.binder.parse(sql);
     if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
       throw badRequest('invalid_sql', 'only SELECT queries are supported');

@@ -15,6 +15,17 @@ import type { BoundColumn } from '../stages.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
 
 /** Connections kept open for statements that leave nothing on their connection (the engine's pool). */
+
+/** What DuckDB reads as space before or after a statement: ASCII's and the Unicode spaces between tokens. */
+const EDGE_SPACES =
+  /^[ \t\n\r\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000\ufeff]+|[ \t\n\r\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000\ufeff]+$/g;
+
+/**
+ * A statement without the spaces around it. DuckDB's own query path drops them; its
+ * json_serialize_sql and DESCRIBE fail on a trailing U+00A0 or an edge U+000B ("syntax error at
+ * or near " "") where the query itself runs.
+ */
+export const withoutEdgeSpaces = (sql: string): string => sql.replace(EDGE_SPACES, '');
 export interface PooledConnections {
   use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T>;
 }
@@ -55,7 +66,7 @@ export class SqlBinder implements FunctionNames {
   /** The statement's parse tree, every literal exact; a syntax error, or anything but one query, is a 400. */
   async parse(sql: string): Promise<QueryNode> {
     if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
-    const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(sql)})`);
+    const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(withoutEdgeSpaces(sql))})`);
     const parsed = readParseTree(json) as {
       error: boolean;
       error_message?: string;
