@@ -26,6 +26,7 @@ const UNIT = [
   's3-fifo',
   'segment-memory',
   'serving-admission',
+  'segment-index',
   'sqlite',
   'storable-types',
   'vcpus',

@@ -12,7 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DomainError } from '../services/common/errors.js';
 import { SCHEMA_VERSION } from '../services/meta/migrations.js';
 import { openMetaStore } from '../services/meta/open-store.js';
-import type { MetaStore, MetaStoreOptions } from '../services/meta/store.js';
+import { SEGMENTS_IN_RANGE_SQL, type MetaStore, type MetaStoreOptions } from '../services/meta/store.js';
+import type { ManifestChanges } from '../services/meta/api.js';
 import { createdTable, segment, table } from './helpers/meta-fixtures.js';
 import { createTestDatabase } from './helpers/postgres.js';
 
@@ -572,6 +573,80 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await expect(store.requestDelete('events', { incarnation: 2, predicate: 'SELECT 1' })).rejects.toMatchObject({
         code: 'table_not_found',
       });
+    });
+
+    it('answers what changed since a version, and the manifest as of one version page by page', async () => {
+      for (const id of ['a', 'b', 'c']) await store.commitSegment(segment(id));
+      const v1 = (await store.tableVersion('events'))!.manifest;
+      expect(await store.manifestChanges('events', 0, 100)).toMatchObject({
+        version: v1,
+        incarnation: 1,
+        added: ['a', 'b', 'c'].map((id) => expect.objectContaining({ id })),
+        retired: [],
+      });
+      await store.swapSegments(['a', 'b'], segment('m', { level: 1, rows: 20 }));
+      await store.retireSegments(['c']);
+      await store.commitSegment(segment('d'));
+      await store.commitSegment(segment('e'));
+      await store.retireSegments(['e']); // added and gone since v1: in neither list
+      const now = (await store.tableVersion('events'))!.manifest;
+      const changes = await store.manifestChanges('events', v1, 100);
+      expect(changes).toMatchObject({ version: now, retired: ['a', 'b', 'c'] });
+      expect((changes as ManifestChanges).added.map((s) => s.id)).toEqual(['m', 'd']);
+      expect(await store.manifestChanges('events', now, 100)).toMatchObject({ version: now, added: [], retired: [] });
+      expect(await store.manifestChanges('events', v1, 4)).toBe('snapshot'); // more changes than asked for
+      expect(await store.manifestChanges('nope', 0, 100)).toBeUndefined();
+
+      // Pages of one version make that version's manifest, whatever changed since.
+      const first = (await store.manifestPage('events', v1, undefined, 2))!;
+      expect(first).toMatchObject({ version: v1, next: 'b' });
+      const second = (await store.manifestPage('events', v1, first.next, 2))!;
+      expect([...first.segments, ...second.segments].map((s) => s.id)).toEqual(['a', 'b', 'c']);
+      expect(second.next).toBeUndefined();
+      expect((await store.manifestPage('events', undefined, undefined, 10))!).toMatchObject({
+        version: now,
+        segments: [{ id: 'd' }, { id: 'm' }],
+      });
+
+      // Purging retired rows past the dedup window takes their retirements out of the log.
+      const windowed = await open({ dedupWindowMs: 1 });
+      for (const id of ['a', 'b', 'c', 'e']) await windowed.forgetSegment(id);
+      clock += 10;
+      expect(await windowed.purgeRetired(100)).toBe(4);
+      expect(await windowed.manifestChanges('events', v1, 100)).toBe('snapshot');
+      expect(await windowed.manifestChanges('events', now, 100)).toMatchObject({ added: [], retired: [] });
+    });
+
+    it('lists a time range through both bounds of an index, wide segments apart', async () => {
+      const day = 86_400_000;
+      await store.commitSegment(segment('old', { minTs: 0, maxTs: day - 1 }));
+      await store.commitSegment(segment('recent', { minTs: 40 * day, maxTs: 40 * day + 1000 }));
+      await store.commitSegment(segment('wide', { minTs: 0, maxTs: 50 * day }));
+      const ids = async (from: number, to: number) =>
+        (await store.listSegments('events', { from, to })).map((s) => s.id).sort();
+      expect(await ids(40 * day, 41 * day)).toEqual(['recent', 'wide']);
+      expect(await ids(0, 10)).toEqual(['old', 'wide']);
+      expect(await ids(51 * day, 60 * day)).toEqual([]);
+      expect((await store.listSegments('events')).map((s) => s.id).sort()).toEqual(['old', 'recent', 'wide']);
+      const explain = impl.name === 'SQLite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN';
+      const plan = (
+        await raw(
+          `${explain} ${(impl.name === 'SQLite'
+            ? SEGMENTS_IN_RANGE_SQL.replace(/\$(\d)/g, '?$1')
+            : SEGMENTS_IN_RANGE_SQL
+          )
+            .replace('$1', "'events'")
+            .replace(/\?1/g, "'events'")
+            .replace(/[$?]2/g, String(40 * day))
+            .replace(/[$?]3/g, String(41 * day))
+            .replace(/[$?]4/g, String(39 * day))
+            .replace(/\$1/g, "'events'")}`,
+        )
+      )
+        .map((r) => Object.values(r as Record<string, unknown>).join(' '))
+        .join('\n');
+      expect(plan).toMatch(/segments_narrow/);
+      expect(plan).toMatch(/segments_wide/);
     });
 
     it("moves a table's manifest version on every change to its active segments, and only then", async () => {

@@ -14,7 +14,7 @@ import { PlanCache } from '../services/coordinator/planning/plan-cache.js';
 import { Planner } from '../services/coordinator/planning/planner.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import { TableCatalog } from '../services/coordinator/planning/table-catalog.js';
-import type { SegmentRow, TableInfo, TableVersion } from '../services/meta/client.js';
+import type { ManifestChanges, ManifestPage, SegmentRow, TableInfo, TableVersion } from '../services/meta/client.js';
 import { schemaDigest } from '../services/meta/store.js';
 import { EVENT_COLUMNS } from './helpers/event-data.js';
 
@@ -22,8 +22,14 @@ import { EVENT_COLUMNS } from './helpers/event-data.js';
 class MemoryMeta {
   table: TableInfo = { name: 'events', timestampColumn: 'ts', columns: EVENT_COLUMNS, incarnation: 1 };
   manifest = 1;
-  segmentList: SegmentRow[] = [];
-  calls = { tableVersion: 0, findTable: 0, listSegments: 0 };
+  /** The segment list at each manifest version: the change log. */
+  readonly history = new Map<number, SegmentRow[]>([[1, []]]);
+  calls = { tableVersion: 0, findTable: 0, manifestChanges: 0, manifestPage: 0 };
+
+  /** Commits a new segment list: the manifest version moves. */
+  commit(segments: SegmentRow[]): void {
+    this.history.set(++this.manifest, [...segments]);
+  }
 
   async tableVersion(name: string): Promise<TableVersion | undefined> {
     this.calls.tableVersion++;
@@ -40,17 +46,32 @@ class MemoryMeta {
     return name === this.table.name ? this.table : undefined;
   }
 
-  async listSegments(): Promise<SegmentRow[]> {
-    this.calls.listSegments++;
-    return [...this.segmentList];
+  async manifestChanges(_name: string, since: number): Promise<ManifestChanges | 'snapshot'> {
+    this.calls.manifestChanges++;
+    const before = this.history.get(since);
+    if (!before) return 'snapshot';
+    const now = this.history.get(this.manifest)!;
+    const was = new Set(before.map((s) => s.id));
+    const is = new Set(now.map((s) => s.id));
+    return {
+      version: this.manifest,
+      incarnation: this.table.incarnation,
+      added: now.filter((s) => !was.has(s.id)),
+      retired: before.filter((s) => !is.has(s.id)).map((s) => s.id),
+    };
+  }
+
+  async manifestPage(): Promise<ManifestPage> {
+    this.calls.manifestPage++;
+    return { version: this.manifest, incarnation: this.table.incarnation, segments: this.history.get(this.manifest)! };
   }
 }
 
-const segment = (id: string): SegmentRow => ({
+const segment = (id: string, minTs = 0): SegmentRow => ({
   id,
   table: 'events',
-  minTs: 0,
-  maxTs: 1,
+  minTs,
+  maxTs: minTs + 1,
   rows: 1,
   bytes: 1,
   level: 0,
@@ -165,20 +186,25 @@ describe('the plan cache', () => {
 });
 
 describe("the coordinator's catalog", () => {
-  it('fetches the segment list again only when the manifest version moves', async () => {
+  it('reads the manifest once, then only what changed when the manifest version moves', async () => {
     const meta = new MemoryMeta();
     const catalog = new TableCatalog(meta);
-    meta.segmentList = [segment('a')];
-    const read = async () =>
-      (await catalog.segments('events', (await catalog.table('events'))!.version)).map((s) => s.id);
+    meta.commit([segment('a')]);
+    const read = async (window?: { from?: number; to?: number }) =>
+      (await catalog.segments('events', (await catalog.table('events'))!, window)).segments.map((s) => s.id);
     expect(await read()).toEqual(['a']);
     expect(await read()).toEqual(['a']);
-    expect(meta.calls).toMatchObject({ tableVersion: 2, listSegments: 1, findTable: 1 });
-    // A commit (or a merge's swap) moves the version: the next query sees the new list.
-    meta.segmentList = [segment('a'), segment('b')];
-    meta.manifest++;
-    expect(await read()).toEqual(['a', 'b']);
-    expect(meta.calls).toMatchObject({ tableVersion: 3, listSegments: 2, findTable: 1 });
+    expect(meta.calls).toMatchObject({ tableVersion: 2, manifestPage: 1, manifestChanges: 0, findTable: 1 });
+    // A commit (or a merge's swap) moves the version: the next query reads the change alone.
+    meta.commit([segment('a'), segment('b', 86_400_000 * 3)]);
+    expect(await read()).toEqual(['b', 'a']);
+    expect(await read({ from: 86_400_000 })).toEqual(['b']);
+    expect(meta.calls).toMatchObject({ tableVersion: 4, manifestPage: 1, manifestChanges: 1 });
+    // A log that no longer reaches back: the manifest is read whole again.
+    meta.history.clear();
+    meta.commit([segment('c')]);
+    expect(await read()).toEqual(['c']);
+    expect(meta.calls).toMatchObject({ manifestPage: 2, manifestChanges: 2 });
   });
 
   it('lets queries that arrive together share version checks, each one begun after the query arrived', async () => {

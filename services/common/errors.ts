@@ -15,6 +15,7 @@ export type ErrorKind =
   | 'not_found'
   | 'conflict'
   | 'too_large'
+  | 'gone'
   | 'unsupported'
   | 'inconsistent'
   | 'upstream_failed'
@@ -26,6 +27,7 @@ export const HTTP_STATUS: Record<ErrorKind, number> = {
   not_found: 404,
   conflict: 409,
   too_large: 413,
+  gone: 410,
   unsupported: 415,
   inconsistent: 500,
   upstream_failed: 502,

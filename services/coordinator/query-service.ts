@@ -241,11 +241,11 @@ export class QueryService {
     let total = 0;
     const chosen: SegmentRow[][] = [];
     for (const input of plan.inputs) {
-      // Each table's manifest as of this query's version check: each read's time window is applied here, by each segment's min/max.
-      const all = await catalog.segments(input.table.name, versions.get(input.table.name)!);
-      const { from = -Infinity, to = Infinity } = input.window;
-      total += all.length;
-      chosen.push(all.filter((s) => s.maxTs >= from && s.minTs <= to));
+      // Each table's manifest as of this query's version check, the read's time window applied by each segment's min/max.
+      const table = { info: input.table, version: versions.get(input.table.name)! };
+      const { segments, total: all } = await catalog.segments(input.table.name, table, input.window);
+      total += all;
+      chosen.push(segments);
     }
     const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     return {

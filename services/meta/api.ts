@@ -255,6 +255,45 @@ export const SegmentRow = Type.Object({
 export type SegmentRow = Static<typeof SegmentRow>;
 export const SegmentList = Type.Object({ segments: Type.Array(SegmentRow) });
 
+/**
+ * GET /v1/tables/:table/changes?since=V: how the table's active segments changed after manifest
+ * version V, up to `version`: segments added (and still active), ids retired. A 410
+ * `snapshot_needed` when the log no longer reaches back to V (retired rows purged past the dedup
+ * window) or holds more than `limit` changes: read the manifest whole instead.
+ */
+export const ChangesQuery = Type.Object({
+  since: Type.Integer({ minimum: 0 }),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+});
+export const ManifestChanges = Type.Object({
+  version: Type.Integer(),
+  incarnation: Type.Integer(),
+  added: Type.Array(SegmentRow),
+  retired: Type.Array(Type.String()),
+});
+export type ManifestChanges = Static<typeof ManifestChanges>;
+/**
+ * GET /v1/tables/:table/manifest?version=&after=&limit=: the table's active segments as of
+ * manifest `version` (the current one when absent), a page at a time by id after `after`; `next`
+ * is the `after` of the page that follows. Pages of one version make one consistent manifest.
+ */
+export const ManifestQuery = Type.Object({
+  version: Type.Optional(Type.Integer({ minimum: 0 })),
+  after: Type.Optional(SegmentId),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+});
+export const ManifestPage = Type.Object({
+  version: Type.Integer(),
+  incarnation: Type.Integer(),
+  segments: Type.Array(SegmentRow),
+  next: Type.Optional(Type.String()),
+});
+export type ManifestPage = Static<typeof ManifestPage>;
+/** Changes one `changes` call answers at most unless asked for fewer. */
+export const MAX_MANIFEST_CHANGES = 100_000;
+/** Segments one manifest page holds unless asked for fewer. */
+export const MANIFEST_PAGE = 10_000;
+
 /** GET /v1/tables/:table/segments?from=&to=: the active segments overlapping the range. */
 export const SegmentRange = Type.Object({ from: Type.Optional(Type.Integer()), to: Type.Optional(Type.Integer()) });
 export const SegmentParams = Type.Object({ id: SegmentId });

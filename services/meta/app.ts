@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { requireToken } from '../common/auth.js';
-import { notFound } from '../common/errors.js';
+import { DomainError, notFound } from '../common/errors.js';
 import { answers, Ok } from '../common/schemas.js';
 import { createServiceApp } from '../common/service-app.js';
 import {
@@ -50,6 +50,12 @@ import {
   DropQuery,
   DropRetired,
   DropRetireRequest,
+  ChangesQuery,
+  ManifestChanges,
+  ManifestPage,
+  ManifestQuery,
+  MANIFEST_PAGE,
+  MAX_MANIFEST_CHANGES,
   RowDelete,
   RowDeleteList,
   RowDeleteParams,
@@ -259,6 +265,38 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
       if (!(await store.getTable(request.params.table)))
         throw notFound('table_not_found', `table "${request.params.table}" does not exist`);
       return { segments: await store.listSegments(request.params.table, request.query) };
+    },
+  );
+
+  app.get(
+    '/v1/tables/:table/changes',
+    { schema: { params: TableParams, querystring: ChangesQuery, response: answers(ManifestChanges) } },
+    async (request) => {
+      const { table } = request.params;
+      const changes = await store.manifestChanges(
+        table,
+        request.query.since,
+        request.query.limit ?? MAX_MANIFEST_CHANGES,
+      );
+      if (!changes) throw tableNotFound(table);
+      if (changes === 'snapshot')
+        throw new DomainError(
+          'gone',
+          'snapshot_needed',
+          `the change log of "${table}" no longer reaches back to version ${request.query.since}: read its manifest whole`,
+        );
+      return changes;
+    },
+  );
+
+  app.get(
+    '/v1/tables/:table/manifest',
+    { schema: { params: TableParams, querystring: ManifestQuery, response: answers(ManifestPage) } },
+    async (request) => {
+      const { version, after, limit } = request.query;
+      const page = await store.manifestPage(request.params.table, version, after, limit ?? MANIFEST_PAGE);
+      if (!page) throw tableNotFound(request.params.table);
+      return page;
     },
   );
 

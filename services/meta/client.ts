@@ -15,6 +15,8 @@ import type {
   DropRetired,
   Fence,
   LeaseGrant,
+  ManifestChanges,
+  ManifestPage,
   Member,
   NewTable,
   NodeRegistration,
@@ -181,6 +183,26 @@ export class MetaClient {
   /** A delete's record and account so far. */
   deleteReport(id: number): Promise<RowDeleteReport> {
     return this.call(`/v1/deletes/${id}`);
+  }
+
+  /** How a table's active segments changed after manifest version `since`, or 'snapshot' when the log no longer reaches back so far. */
+  async manifestChanges(table: string, since: number): Promise<ManifestChanges | 'snapshot'> {
+    try {
+      return await this.call(`/v1/tables/${encodeURIComponent(table)}/changes?since=${since}`);
+    } catch (error) {
+      if (error instanceof ServiceCallError && error.status === 410) return 'snapshot';
+      throw error;
+    }
+  }
+
+  /** A page of a table's active segments as of a manifest version (see ManifestQuery). */
+  manifestPage(table: string, page: { version?: number; after?: string; limit?: number } = {}): Promise<ManifestPage> {
+    const query = new URLSearchParams(
+      Object.entries(page)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]): [string, string] => [k, String(v)]),
+    );
+    return this.call(`/v1/tables/${encodeURIComponent(table)}/manifest?${query}`);
   }
 
   /** A table's active segments, counted and summed; a 404 for a table that does not exist. */

@@ -152,6 +152,56 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: 'ALTER TABLE segments ADD COLUMN object TEXT;',
     postgres: 'ALTER TABLE segments ADD COLUMN object JSONB;',
   },
+  {
+    version: 9,
+    name: 'manifest changes by version, and a time index bounded on both sides',
+    // Each segment row says at which of its table's manifest versions it was added and retired,
+    // stamped by the triggers that move the version: "what changed since V" is two index ranges,
+    // the change log is the manifest itself. Purging retired rows past the dedup window forgets
+    // their retirements: log_floor says below which version a reader must read the whole manifest.
+    // A segment spanning at most a day (every merged one) starts at most a day before a range
+    // that it meets: the narrow index bounds min_ts on both sides; the few wider ones have their own.
+    sqlite: `
+      ALTER TABLE segments ADD COLUMN added_version INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE segments ADD COLUMN retired_version INTEGER;
+      ALTER TABLE tables ADD COLUMN log_floor INTEGER NOT NULL DEFAULT 0;
+      UPDATE segments SET retired_version = 0 WHERE state = 'retired';
+      UPDATE tables SET log_floor = manifest_version;
+      DROP TRIGGER segments_added;
+      DROP TRIGGER segments_state_changed;
+      CREATE TRIGGER segments_added AFTER INSERT ON segments BEGIN
+        UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl;
+        UPDATE segments SET added_version = (SELECT manifest_version FROM tables WHERE name = NEW.tbl) WHERE id = NEW.id;
+      END;
+      CREATE TRIGGER segments_state_changed AFTER UPDATE OF state ON segments WHEN OLD.state IS NOT NEW.state BEGIN
+        UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl;
+        UPDATE segments SET retired_version = (SELECT manifest_version FROM tables WHERE name = NEW.tbl)
+          WHERE id = NEW.id AND NEW.state = 'retired';
+      END;
+      CREATE INDEX segments_added_version ON segments (tbl, added_version);
+      CREATE INDEX segments_retired_version ON segments (tbl, retired_version) WHERE retired_version IS NOT NULL;
+      CREATE INDEX segments_narrow ON segments (tbl, state, min_ts) WHERE max_ts - min_ts <= 86400000;
+      CREATE INDEX segments_wide ON segments (tbl, state, min_ts) WHERE max_ts - min_ts > 86400000;`,
+    postgres: `
+      ALTER TABLE segments ADD COLUMN added_version BIGINT NOT NULL DEFAULT 0;
+      ALTER TABLE segments ADD COLUMN retired_version BIGINT;
+      ALTER TABLE tables ADD COLUMN log_floor BIGINT NOT NULL DEFAULT 0;
+      UPDATE segments SET retired_version = 0 WHERE state = 'retired';
+      UPDATE tables SET log_floor = manifest_version;
+      CREATE OR REPLACE FUNCTION bump_manifest_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE v BIGINT;
+        BEGIN
+          UPDATE tables SET manifest_version = manifest_version + 1 WHERE name = NEW.tbl RETURNING manifest_version INTO v;
+          IF TG_OP = 'INSERT' THEN UPDATE segments SET added_version = v WHERE id = NEW.id;
+          ELSIF NEW.state = 'retired' THEN UPDATE segments SET retired_version = v WHERE id = NEW.id;
+          END IF;
+          RETURN NULL;
+        END $$;
+      CREATE INDEX segments_added_version ON segments (tbl, added_version);
+      CREATE INDEX segments_retired_version ON segments (tbl, retired_version) WHERE retired_version IS NOT NULL;
+      CREATE INDEX segments_narrow ON segments (tbl, state, min_ts) WHERE max_ts - min_ts <= 86400000;
+      CREATE INDEX segments_wide ON segments (tbl, state, min_ts) WHERE max_ts - min_ts > 86400000;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -26,6 +26,9 @@ import {
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
   NO_TIMESTAMP_COLUMN,
+  CHANGES_SQL,
+  rangeBounds,
+  SEGMENTS_IN_RANGE_SQL,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -46,6 +49,8 @@ import {
   type DropRetired,
   type Fence,
   type Lease,
+  type ManifestChanges,
+  type ManifestPage,
   type Member,
   type MetaStore,
   type MetaStoreOptions,
@@ -578,15 +583,80 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
-    const sql = `SELECT * FROM segments WHERE tbl = $1 AND state = 'active' AND max_ts >= $2 AND min_ts <= $3 ORDER BY max_ts DESC, id`;
     const rows = (
-      await this.query<SegmentDbRow>('list-segments', sql, [
-        table,
-        range.from ?? Number.MIN_SAFE_INTEGER,
-        range.to ?? Number.MAX_SAFE_INTEGER,
-      ])
+      await this.query<SegmentDbRow>('list-segments', SEGMENTS_IN_RANGE_SQL, [table, ...rangeBounds(range)])
     ).rows;
     return rows.map(toSegment);
+  }
+
+  async manifestChanges(name: string, since: number, limit: number): Promise<ManifestChanges | 'snapshot' | undefined> {
+    // One snapshot: the version, the log's floor and the rows are of one moment.
+    return await this.snapshot(async (c) => {
+      const table = await this.manifestHead(name, c);
+      if (!table) return undefined;
+      if (since < table.log_floor || since > table.manifest_version) return 'snapshot' as const;
+      const window = [name, since, table.manifest_version];
+      const { n } = (await this.query<{ n: number }>('changes-count', CHANGES_SQL.count, window, c)).rows[0]!;
+      if (n > limit) return 'snapshot' as const;
+      const added = (await this.query<SegmentDbRow>('changes-added', CHANGES_SQL.added, window, c)).rows;
+      const retired = (await this.query<{ id: string }>('changes-retired', CHANGES_SQL.retired, window, c)).rows;
+      return {
+        version: table.manifest_version,
+        incarnation: table.incarnation,
+        added: added.map(toSegment),
+        retired: retired.map((r) => r.id),
+      };
+    });
+  }
+
+  async manifestPage(
+    name: string,
+    version: number | undefined,
+    after: string | undefined,
+    limit: number,
+  ): Promise<ManifestPage | undefined> {
+    return await this.snapshot(async (c) => {
+      const table = await this.manifestHead(name, c);
+      if (!table) return undefined;
+      const asOf = version ?? table.manifest_version;
+      const rows = (
+        await this.query<SegmentDbRow>('manifest-page', CHANGES_SQL.page, [name, asOf, after ?? '', limit], c)
+      ).rows;
+      return {
+        version: asOf,
+        incarnation: table.incarnation,
+        segments: rows.map(toSegment),
+        ...(rows.length === limit ? { next: rows.at(-1)!.id } : {}),
+      };
+    });
+  }
+
+  private async manifestHead(name: string, client: pg.ClientBase) {
+    return (
+      await this.query<{ manifest_version: number; log_floor: number; incarnation: number }>(
+        'manifest-head',
+        'SELECT manifest_version, log_floor, incarnation FROM tables WHERE name = $1 AND dropped_at IS NULL',
+        [name],
+        client,
+      )
+    ).rows[0];
+  }
+
+  /** Runs `work`'s reads in one snapshot of the database (REPEATABLE READ, read only). */
+  private async snapshot<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => (broken = true));
+      throw error;
+    } finally {
+      client.release(broken);
+    }
   }
 
   async listRetired(before: number): Promise<SegmentRow[]> {
@@ -610,13 +680,19 @@ export class PostgresMetaStore implements MetaStore {
   }
 
   async purgeRetired(limit: number): Promise<number> {
-    const purged = await this.query(
+    // Their retirements leave the change log, in the same statement: a reader behind them reads the manifest whole.
+    const purged = await this.query<{ n: number }>(
       'purge-retired',
-      `DELETE FROM segments WHERE id IN (
-         SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ${now('$1')} - $2 LIMIT $3)`,
+      `WITH purged AS (
+         DELETE FROM segments WHERE id IN (
+           SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ${now('$1')} - $2 LIMIT $3)
+         RETURNING tbl, retired_version),
+       floors AS (SELECT tbl, max(coalesce(retired_version, 0)) AS floor FROM purged GROUP BY tbl),
+       raised AS (UPDATE tables SET log_floor = greatest(log_floor, floors.floor) FROM floors WHERE name = floors.tbl)
+       SELECT count(*)::bigint AS n FROM purged`,
       [this.clock(), this.options.dedupWindowMs ?? DEFAULT_DEDUP_WINDOW_MS, limit],
     );
-    return purged.rowCount ?? 0;
+    return Number(purged.rows[0]!.n);
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {

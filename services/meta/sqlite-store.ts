@@ -19,6 +19,9 @@ import {
   DEFAULT_DEDUP_WINDOW_MS,
   DEFAULT_EXPIRY_MS,
   NO_TIMESTAMP_COLUMN,
+  CHANGES_SQL,
+  rangeBounds,
+  SEGMENTS_IN_RANGE_SQL,
   sameSegmentOrConflict,
   sameTableOrConflict,
   segmentActive,
@@ -39,6 +42,8 @@ import {
   type DropRetired,
   type Fence,
   type Lease,
+  type ManifestChanges,
+  type ManifestPage,
   type Member,
   type MetaStore,
   type MetaStoreOptions,
@@ -82,6 +87,9 @@ const toTableInfo = (row: TableDbRow): TableInfo => ({
   columns: JSON.parse(row.columns) as ColumnSpec[],
   incarnation: row.incarnation,
 });
+
+/** PostgreSQL's $n parameters as SQLite's named ones (@n), so that both stores share a statement. */
+const sqliteParams = (sql: string) => sql.replace(/\$(\d+)/g, '@$1');
 
 export class SqliteMetaStore implements MetaStore {
   private readonly db: Database.Database;
@@ -416,12 +424,62 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async listSegments(table: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
-    const rows = this.db
-      .prepare(
-        `SELECT * FROM segments WHERE tbl = ? AND state = 'active' AND max_ts >= ? AND min_ts <= ? ORDER BY max_ts DESC, id`,
-      )
-      .all(table, range.from ?? Number.MIN_SAFE_INTEGER, range.to ?? Number.MAX_SAFE_INTEGER) as SegmentDbRow[];
+    const [from, to, narrowFrom] = rangeBounds(range);
+    const rows = this.db.prepare(sqliteParams(SEGMENTS_IN_RANGE_SQL)).all({
+      1: table,
+      2: from,
+      3: to,
+      4: narrowFrom,
+    }) as SegmentDbRow[];
     return rows.map(toSegment);
+  }
+
+  async manifestChanges(name: string, since: number, limit: number): Promise<ManifestChanges | 'snapshot' | undefined> {
+    // One read transaction: the version and the rows are of one moment.
+    return this.db.transaction(() => {
+      const table = this.manifestHead(name);
+      if (!table) return undefined;
+      if (since < table.log_floor || since > table.manifest_version) return 'snapshot' as const;
+      const window = { 1: name, 2: since, 3: table.manifest_version };
+      const { n } = this.db.prepare(sqliteParams(CHANGES_SQL.count)).get(window) as { n: number };
+      if (n > limit) return 'snapshot' as const;
+      const added = this.db.prepare(sqliteParams(CHANGES_SQL.added)).all(window) as SegmentDbRow[];
+      const retired = this.db.prepare(sqliteParams(CHANGES_SQL.retired)).all(window) as { id: string }[];
+      return {
+        version: table.manifest_version,
+        incarnation: table.incarnation,
+        added: added.map(toSegment),
+        retired: retired.map((r) => r.id),
+      };
+    })();
+  }
+
+  async manifestPage(
+    name: string,
+    version: number | undefined,
+    after: string | undefined,
+    limit: number,
+  ): Promise<ManifestPage | undefined> {
+    return this.db.transaction(() => {
+      const table = this.manifestHead(name);
+      if (!table) return undefined;
+      const asOf = version ?? table.manifest_version;
+      const rows = this.db
+        .prepare(sqliteParams(CHANGES_SQL.page))
+        .all({ 1: name, 2: asOf, 3: after ?? '', 4: limit }) as SegmentDbRow[];
+      return {
+        version: asOf,
+        incarnation: table.incarnation,
+        segments: rows.map(toSegment),
+        ...(rows.length === limit ? { next: rows.at(-1)!.id } : {}),
+      };
+    })();
+  }
+
+  private manifestHead(name: string) {
+    return this.db
+      .prepare('SELECT manifest_version, log_floor, incarnation FROM tables WHERE name = ? AND dropped_at IS NULL')
+      .get(name) as { manifest_version: number; log_floor: number; incarnation: number } | undefined;
   }
 
   async listRetired(before: number): Promise<SegmentRow[]> {
@@ -446,14 +504,21 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async purgeRetired(limit: number): Promise<number> {
-    return this.write(
-      () =>
-        this.db
-          .prepare(
-            `DELETE FROM segments WHERE id IN (SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ? LIMIT ?)`,
-          )
-          .run(this.now() - this.dedupWindowMs, limit).changes,
-    );
+    return this.write(() => {
+      const purged = this.db
+        .prepare(
+          `SELECT id, tbl, retired_version FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < ? LIMIT ?`,
+        )
+        .all(this.now() - this.dedupWindowMs, limit) as { id: string; tbl: string; retired_version: number | null }[];
+      // Their retirements leave the change log: a reader behind them reads the manifest whole.
+      const raise = this.db.prepare('UPDATE tables SET log_floor = max(log_floor, ?) WHERE name = ?');
+      const remove = this.db.prepare('DELETE FROM segments WHERE id = ?');
+      for (const row of purged) {
+        raise.run(row.retired_version ?? 0, row.tbl);
+        remove.run(row.id);
+      }
+      return purged.length;
+    });
   }
 
   async knownSegments(ids: string[]): Promise<string[]> {

@@ -16,6 +16,8 @@ import type {
   DropRetired,
   Fence,
   Lease,
+  ManifestChanges,
+  ManifestPage,
   Member,
   NewTable,
   NodeRegistration,
@@ -98,6 +100,18 @@ export interface MetaStore {
   /** A delete's record and account so far. */
   deleteReport(id: number): Promise<RowDeleteReport | undefined>;
   getTable(name: string): Promise<TableInfo | undefined>;
+  /**
+   * How the table's active segments changed after manifest version `since`; 'snapshot' when the
+   * log no longer reaches back so far or holds more than `limit` changes; undefined: no such table.
+   */
+  manifestChanges(name: string, since: number, limit: number): Promise<ManifestChanges | 'snapshot' | undefined>;
+  /** A page of the table's active segments as of a manifest version (the current one when absent), by id. */
+  manifestPage(
+    name: string,
+    version: number | undefined,
+    after: string | undefined,
+    limit: number,
+  ): Promise<ManifestPage | undefined>;
   /** The table's versions: a cheap check of whether a cached schema or manifest is still current. */
   tableVersion(name: string): Promise<TableVersion | undefined>;
   listTables(): Promise<TableInfo[]>;
@@ -227,7 +241,48 @@ export interface SegmentDbRow {
   object_deleted_at: number | null;
   /** An attached segment's object: JSON text in SQLite, parsed by PostgreSQL's driver. */
   object: string | AttachedObject | null;
+  /** The table's manifest versions at which the segment was added and retired. */
+  added_version: number;
+  retired_version: number | null;
 }
+
+/** A day: no merged segment spans more, so one that meets a range starts at most this long before it. */
+export const NARROW_SPAN_MS = 86_400_000;
+
+/**
+ * The active segments overlapping [from, to], in two index ranges (migration 9): those spanning
+ * at most NARROW_SPAN_MS start within a day before `from`; the few wider ones are read apart.
+ * Parameters: $1 table, $2 from, $3 to, $4 from - NARROW_SPAN_MS.
+ */
+export const SEGMENTS_IN_RANGE_SQL = `SELECT * FROM (
+    SELECT * FROM segments WHERE tbl = $1 AND state = 'active' AND max_ts - min_ts <= ${NARROW_SPAN_MS}
+      AND min_ts >= $4 AND min_ts <= $3 AND max_ts >= $2
+    UNION ALL
+    SELECT * FROM segments WHERE tbl = $1 AND state = 'active' AND max_ts - min_ts > ${NARROW_SPAN_MS}
+      AND min_ts <= $3 AND max_ts >= $2) AS s
+  ORDER BY max_ts DESC, id`;
+
+/** The bounds SEGMENTS_IN_RANGE_SQL takes, for a range that may be open on either side. */
+export const rangeBounds = (range: { from?: number; to?: number }): [number, number, number] => {
+  const from = range.from ?? Number.MIN_SAFE_INTEGER;
+  return [from, range.to ?? Number.MAX_SAFE_INTEGER, Math.max(from - NARROW_SPAN_MS, Number.MIN_SAFE_INTEGER)];
+};
+
+/**
+ * The change log's reads, for table $1 after version $2 up to the table's version $3 (read in the
+ * same snapshot): segments added and still active at $3, segments active at $2 retired since.
+ */
+export const CHANGES_SQL = {
+  count: `SELECT (SELECT count(*) FROM segments WHERE tbl = $1 AND added_version > $2 AND added_version <= $3)
+    + (SELECT count(*) FROM segments WHERE tbl = $1 AND retired_version > $2 AND retired_version <= $3) AS n`,
+  added: `SELECT * FROM segments WHERE tbl = $1 AND added_version > $2 AND added_version <= $3
+    AND (retired_version IS NULL OR retired_version > $3) ORDER BY added_version, id`,
+  retired: `SELECT id FROM segments WHERE tbl = $1 AND retired_version > $2 AND retired_version <= $3
+    AND added_version <= $2 ORDER BY id`,
+  /** A page of the manifest as of version $2, by id after $3, at most $4 rows. */
+  page: `SELECT * FROM segments WHERE tbl = $1 AND added_version <= $2
+    AND (retired_version IS NULL OR retired_version > $2) AND id > $3 ORDER BY id LIMIT $4`,
+};
 
 export const toSegment = (r: SegmentDbRow): SegmentRow => ({
   id: r.id,

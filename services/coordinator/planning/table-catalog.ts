@@ -1,13 +1,16 @@
 /**
- * The coordinator's copy of the catalog: each table's schema and active segments, kept until
- * meta's version of the table says they changed (services/meta: the manifest version moves with
- * every commit, swap and retirement, the schema digest with the schema). Each query checks the
- * version once, one indexed row in meta and no segment list, so a query sees every segment
- * committed before it arrived, whoever committed it (an ingest on any coordinator, a merge), and
- * the segment list is fetched again only after a change. Queries that arrive while a check is in
- * flight share the next one: a check that began after each of them arrived.
+ * The coordinator's copy of the catalog: each table's schema and its active segments, indexed by
+ * time (segment-index.ts), kept until meta's version of the table says they changed (the
+ * manifest version moves with every commit, swap and retirement, the schema digest with the
+ * schema). Each query checks the version once, one indexed row in meta and no segment list, so a
+ * query sees every segment committed before it arrived, whoever committed it (an ingest on any
+ * coordinator, a merge). After a change only the change is read (meta's change log); the whole
+ * manifest is read, a page at a time, only on a table's first query or when the log no longer
+ * reaches back to the index's version. Queries that arrive while a check is in flight share the
+ * next one: a check that began after each of them arrived.
  */
 import type { MetaClient, SegmentRow, TableInfo, TableVersion } from '../../meta/client.js';
+import { SegmentIndex } from './segment-index.js';
 
 /** A table as of one version check. */
 export interface CheckedTable {
@@ -18,7 +21,9 @@ export interface CheckedTable {
 interface Entry {
   /** The schema and the digest it was fetched under. */
   info?: { schema: string; table: Promise<TableInfo | undefined> };
-  segments?: { manifest: number; list: Promise<SegmentRow[]> };
+  index?: SegmentIndex;
+  /** The index's move to a newer version, shared by the queries that wait for it. */
+  syncing?: Promise<SegmentIndex>;
   /** The check in flight, and the one queued behind it for queries that arrived after it began. */
   check?: Promise<TableVersion | undefined>;
   next?: Promise<TableVersion | undefined>;
@@ -27,7 +32,9 @@ interface Entry {
 export class TableCatalog {
   private readonly entries = new Map<string, Entry>();
 
-  constructor(private readonly meta: Pick<MetaClient, 'tableVersion' | 'findTable' | 'listSegments'>) {}
+  constructor(
+    private readonly meta: Pick<MetaClient, 'tableVersion' | 'findTable' | 'manifestChanges' | 'manifestPage'>,
+  ) {}
 
   /** The table as it is now (a check that began after this call), or undefined when it does not exist. */
   async table(name: string): Promise<CheckedTable | undefined> {
@@ -48,17 +55,43 @@ export class TableCatalog {
     return info && { info, version };
   }
 
-  /** The table's active segments, as of `version` or later: fetched once per manifest version. */
-  async segments(name: string, version: TableVersion): Promise<SegmentRow[]> {
+  /**
+   * The table's active segments that meet [from, to], as of `table`'s version check or later, and
+   * how many it has in all.
+   */
+  async segments(
+    name: string,
+    table: CheckedTable,
+    window: { from?: number; to?: number } = {},
+  ): Promise<{ segments: SegmentRow[]; total: number }> {
     const entry = this.entry(name);
-    if (!entry.segments || entry.segments.manifest < version.manifest) {
-      const list = this.meta.listSegments(name);
-      entry.segments = { manifest: version.manifest, list };
-      list.catch(() => {
-        if (entry.segments?.list === list) entry.segments = undefined;
-      });
+    let index = entry.index;
+    // A sync that began before this query's check may stop short of its version: then another.
+    while (!index || index.version < table.version.manifest) {
+      entry.syncing ??= this.sync(name, entry.index).finally(() => (entry.syncing = undefined));
+      index = entry.index = await entry.syncing;
     }
-    return await entry.segments.list;
+    return { segments: index.inRange(window.from, window.to), total: index.size };
+  }
+
+  /** The index at meta's current version: `index` moved by the changes since, else the manifest read whole. */
+  private async sync(name: string, index: SegmentIndex | undefined): Promise<SegmentIndex> {
+    if (index) {
+      const changes = await this.meta.manifestChanges(name, index.version);
+      if (changes !== 'snapshot' && changes.incarnation === index.incarnation) {
+        index.apply(changes);
+        return index;
+      }
+    }
+    // A page at a time, all of one version: one consistent manifest.
+    const first = await this.meta.manifestPage(name);
+    const segments = [...first.segments];
+    for (let next = first.next; next !== undefined;) {
+      const page = await this.meta.manifestPage(name, { version: first.version, after: next });
+      segments.push(...page.segments);
+      next = page.next;
+    }
+    return SegmentIndex.of(first.version, first.incarnation, segments);
   }
 
   private entry(name: string): Entry {
