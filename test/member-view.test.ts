@@ -88,6 +88,55 @@ describe('the member view', () => {
     expect(segments.every((id) => after.placement!.owner(id)!.id === 'n1')).toBe(true);
   });
 
+  it('follows meta by change: a node that joins or leaves is seen at once, a steady list costs a 304 per poll', async () => {
+    // Each answer meta gave: a list, or 'unchanged' (its 304).
+    const answers: string[] = [];
+    const counted = () => {
+      const meta = new MetaClient(app.listeningOrigin, TOKEN);
+      const ask = meta.membersChanged.bind(meta);
+      meta.membersChanged = async (...args) => {
+        const answer = await ask(...args);
+        answers.push(answer === 'unchanged' ? 'unchanged' : 'list');
+        return answer;
+      };
+      return meta;
+    };
+    // A poll far longer than the test: what it sees in time, it saw by change.
+    const following = new MemberView({
+      meta: new MetaClient(app.listeningOrigin, TOKEN),
+      group: 'serving',
+      pollMs: 60_000,
+    });
+    following.start();
+    try {
+      await expect.poll(() => following.members?.length, { timeout: 5_000 }).toBe(3);
+      await register('n4', 2);
+      await expect
+        .poll(() => following.members?.map((m) => m.id).sort(), { timeout: 5_000 })
+        .toEqual(['n1', 'n2', 'n3', 'n4']);
+      await store.deregisterNode('n2');
+      await expect
+        .poll(() => following.members?.map((m) => m.id).sort(), { timeout: 5_000 })
+        .toEqual(['n1', 'n3', 'n4']);
+      expect(answers.every((answer) => answer === 'list')).toBe(true); // each answer was a change
+    } finally {
+      following.stop();
+    }
+
+    // A steady list, polled often: 'unchanged' answers only (304s, without a body).
+    answers.length = 0;
+    const steady = new MemberView({ meta: counted(), group: 'serving', pollMs: 200 });
+    steady.start();
+    try {
+      await expect.poll(() => answers.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(4);
+      expect(answers[0]).toBe('list');
+      expect(answers.slice(1).every((answer) => answer === 'unchanged')).toBe(true);
+      expect(steady.members?.length).toBe(3);
+    } finally {
+      steady.stop();
+    }
+  });
+
   it('has no members and no placement before its first member list', () => {
     expect(view.members).toBeUndefined();
     expect(view.placement).toBeUndefined();

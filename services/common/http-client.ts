@@ -42,6 +42,8 @@ export interface CallOptions {
   token?: string;
   /** @default 10000 */
   timeoutMs?: number;
+  /** Abandons the call (the request is destroyed; the call rejects with the signal's reason). */
+  signal?: AbortSignal;
   /** Sends `body`, a string or bytes, as it is with this content type (NDJSON rows, Parquet) rather than as JSON. */
   contentType?: string;
 }
@@ -59,6 +61,28 @@ const agents: Record<string, http.Agent> = {
 };
 
 export async function callJson<T>(url: string, options: CallOptions = {}): Promise<T> {
+  return (await request<T>(url, options)).body;
+}
+
+/**
+ * A GET answered only when what it names has changed from the version `etag` names: meta's member
+ * list, long-polled. Unchanged (a 304), it resolves with `changed: false`.
+ */
+export async function callJsonIfChanged<T>(
+  url: string,
+  etag: string | undefined,
+  options: CallOptions = {},
+): Promise<{ changed: false } | { changed: true; body: T; etag: string | undefined }> {
+  const answer = await request<T>(url, options, etag === undefined ? {} : { 'if-none-match': etag });
+  if (answer.status === 304) return { changed: false };
+  return { changed: true, body: answer.body, etag: answer.headers.etag as string | undefined };
+}
+
+async function request<T>(
+  url: string,
+  options: CallOptions,
+  extraHeaders: Record<string, string> = {},
+): Promise<{ status: number; body: T; headers: http.IncomingHttpHeaders }> {
   const body =
     options.body === undefined
       ? undefined
@@ -67,25 +91,34 @@ export async function callJson<T>(url: string, options: CallOptions = {}): Promi
           ? options.body
           : String(options.body)
         : JSON.stringify(options.body);
-  const headers: Record<string, string | number> = {};
+  const headers: Record<string, string | number> = { ...extraHeaders };
   if (body !== undefined) {
     headers['content-type'] = options.contentType ?? 'application/json';
     headers['content-length'] = Buffer.byteLength(body);
   }
   if (options.token) Object.assign(headers, bearer(options.token));
-  let answer: { status: number; text: string };
+  let answer: { status: number; text: string; headers: http.IncomingHttpHeaders };
   try {
-    answer = await send(url, options.method ?? (body === undefined ? 'GET' : 'POST'), headers, body, options.timeoutMs);
+    answer = await send(
+      url,
+      options.method ?? (body === undefined ? 'GET' : 'POST'),
+      headers,
+      body,
+      options.timeoutMs,
+      undefined,
+      true,
+      options.signal,
+    );
   } catch (error) {
     throw new Error(`${options.method ?? 'call'} ${url} failed: ${(error as Error).message}`, { cause: error });
   }
   const { status, text } = answer;
   const parsed = text ? (JSON.parse(text) as unknown) : undefined;
-  if (status < 200 || status > 299) {
+  if (status !== 304 && (status < 200 || status > 299)) {
     const failure = parsed as { error?: string; message?: string } | undefined;
     throw new ServiceCallError(status, failure, `${url} answered ${status}: ${failure?.message ?? text}`);
   }
-  return parsed as T;
+  return { status, body: parsed as T, headers: answer.headers };
 }
 
 /**
@@ -102,8 +135,10 @@ function send(
   timeoutMs = 10_000,
   deadline = Date.now() + timeoutMs,
   pooled = true,
-): Promise<{ status: number; text: string }> {
+  signal?: AbortSignal,
+): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
     const target = new URL(url);
     const agent = agents[target.protocol];
     if (!agent) throw new Error(`${target.protocol} is not HTTP`);
@@ -116,12 +151,22 @@ function send(
       () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)),
       Math.max(deadline - Date.now(), 0),
     );
+    const abandon = () => request.destroy(signal!.reason as Error);
+    signal?.addEventListener('abort', abandon, { once: true });
+    const settled = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abandon);
+    };
     let answered = false;
     const fail = (error: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      const stale = request.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+      settled();
+      const stale =
+        !signal?.aborted &&
+        request.reusedSocket &&
+        !answered &&
+        (error.code === 'ECONNRESET' || error.code === 'EPIPE');
       if (!stale) return reject(error);
-      send(url, method, headers, body, timeoutMs, deadline, false).then(resolve, reject);
+      send(url, method, headers, body, timeoutMs, deadline, false, signal).then(resolve, reject);
     };
     request.once('error', fail);
     request.once('response', (response) => {
@@ -130,8 +175,8 @@ function send(
       response.on('data', (part: Buffer) => parts.push(part));
       response.once('error', fail);
       response.once('end', () => {
-        clearTimeout(timer);
-        resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString() });
+        settled();
+        resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString(), headers: response.headers });
       });
     });
     request.end(body);

@@ -43,8 +43,12 @@ export const Removed = Type.Object({ removed: Type.Boolean() });
 export const Member = Type.Object({ id: Type.String(), url: Type.String(), weight: Type.Number() });
 export type Member = Static<typeof Member>;
 
-/** GET /v1/groups/:group/members. */
+/**
+ * GET /v1/groups/:group/members: the group's live members, with their version as an ETag. With
+ * If-None-Match naming the current version, a 304, after waiting up to `wait` ms for a change.
+ */
 export const GroupParams = Type.Object({ group: GroupName });
+export const MembersQuery = Type.Object({ wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })) });
 export const MemberList = Type.Object({ group: Type.String(), members: Type.Array(Member) });
 
 /** One row of the SHOW BACKENDS view. */

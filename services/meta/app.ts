@@ -4,6 +4,7 @@
  * serve the same API.
  */
 import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
 import { requireToken } from '../common/auth.js';
 import { DomainError, notFound } from '../common/errors.js';
 import { answers, Ok } from '../common/schemas.js';
@@ -51,6 +52,7 @@ import {
   DropRetired,
   DropRetireRequest,
   ChangesQuery,
+  MembersQuery,
   ManifestChanges,
   ManifestPage,
   ManifestQuery,
@@ -63,6 +65,7 @@ import {
   RowDeleteRequest,
   SegmentRowsRemoval,
 } from './api.js';
+import { MemberWatch } from './member-watch.js';
 import { deleteNotFound, tableNotFound, type MetaStore } from './store.js';
 
 export interface MetaAppOptions {
@@ -73,6 +76,8 @@ export interface MetaAppOptions {
   maxVcpus?: number;
   /** @default true */
   logger?: boolean;
+  /** How stale a member list answered may be: each group's is read at most this often. @default 1000 */
+  memberRefreshMs?: number;
 }
 
 export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
@@ -118,13 +123,28 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     }),
   );
 
+  // By change: the ETag names the list's version; a reader that sends it back (If-None-Match) is
+  // answered 304 while it is current, after waiting up to `wait` ms for the next one.
+  const watch = new MemberWatch({ members: (group) => store.members(group), refreshMs: options.memberRefreshMs });
   app.get(
     '/v1/groups/:group/members',
-    { ...quiet, schema: { params: GroupParams, response: answers(MemberList) } },
-    async (request) => ({
-      group: request.params.group,
-      members: await store.members(request.params.group),
-    }),
+    {
+      ...quiet,
+      schema: {
+        params: GroupParams,
+        querystring: MembersQuery,
+        response: { ...answers(MemberList), 304: Type.Null() },
+      },
+    },
+    async (request, reply) => {
+      const since = request.headers['if-none-match'];
+      const gone = new AbortController();
+      request.raw.once('close', () => gone.abort());
+      const list = await watch.next(request.params.group, since, since ? (request.query.wait ?? 0) : 0, gone.signal);
+      void reply.header('etag', list.etag);
+      if (list.etag === since) return reply.code(304).send(null);
+      return { group: request.params.group, members: list.members };
+    },
   );
 
   app.get(

@@ -7,7 +7,7 @@
  * When no replica answers, the error is a 503 that says so and why, which services pass on as it is.
  */
 import { unavailable } from '../common/errors.js';
-import { callJson, ServiceCallError, type CallOptions } from '../common/http-client.js';
+import { callJson, callJsonIfChanged, ServiceCallError, type CallOptions } from '../common/http-client.js';
 import type {
   Backend,
   ColumnSpec,
@@ -61,17 +61,22 @@ export class MetaClient {
   }
 
   /** Calls `path` on the preferred replica, then on the others (and at least twice: behind one load-balanced URL a second try reaches another replica). */
-  private async call<T>(path: string, options: CallOptions = {}): Promise<T> {
+  private call<T>(path: string, options: CallOptions = {}): Promise<T> {
+    return this.onReplicas((url) => callJson<T>(`${url}${path}`, options), options.signal);
+  }
+
+  /** Runs `attempt` on the preferred replica, then on the others; a refusal (4xx) or an abandoned call is the answer. */
+  private async onReplicas<T>(attempt: (url: string) => Promise<T>, signal?: AbortSignal): Promise<T> {
     let failure: unknown;
     const first = this.preferred; // read once: concurrent calls move it
-    for (let attempt = 0; attempt < Math.max(2, this.urls.length); attempt++) {
-      const index = (first + attempt) % this.urls.length;
+    for (let tries = 0; tries < Math.max(2, this.urls.length); tries++) {
+      const index = (first + tries) % this.urls.length;
       try {
-        const result = await callJson<T>(`${this.urls[index]}${path}`, options);
+        const result = await attempt(this.urls[index]!);
         this.preferred = index;
         return result;
       } catch (error) {
-        if (error instanceof ServiceCallError && error.status < 500) throw error;
+        if (signal?.aborted || (error instanceof ServiceCallError && error.status < 500)) throw error;
         failure = error;
       }
     }
@@ -98,6 +103,24 @@ export class MetaClient {
 
   async members(group: string): Promise<Member[]> {
     return (await this.call<{ members: Member[] }>(`/v1/groups/${encodeURIComponent(group)}/members`)).members;
+  }
+
+  /**
+   * The group's members once their version is no longer `etag`, waiting up to `waitMs` for a
+   * change (a long poll); 'unchanged' when none came.
+   */
+  async membersChanged(
+    group: string,
+    etag: string | undefined,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ members: Member[]; etag: string | undefined } | 'unchanged'> {
+    const path = `/v1/groups/${encodeURIComponent(group)}/members?wait=${waitMs}`;
+    const answer = await this.onReplicas(
+      (url) => callJsonIfChanged<{ members: Member[] }>(`${url}${path}`, etag, { timeoutMs: waitMs + 10_000, signal }),
+      signal,
+    );
+    return answer.changed ? { members: answer.body.members, etag: answer.etag } : 'unchanged';
   }
 
   async backends(group?: string): Promise<Backend[]> {
