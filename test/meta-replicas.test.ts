@@ -2,8 +2,9 @@
  * Two meta replicas (the built service, as processes) on one PostgreSQL database behind real query
  * nodes, a coordinator and a Temporal worker, all given both URLs. The replica every client
  * prefers is killed with SIGKILL in the middle of a stream of ingests, queries and merges: every
- * acknowledged row must be there exactly once, no query may answer an error, and a lease held
- * through the failure must never be granted to anyone else.
+ * acknowledged row must be there exactly once, no query may answer an error, the coordinator's
+ * copy of the manifest (moved by meta's change log, through the kill) must end as meta's, and a
+ * lease held through the failure must never be granted to anyone else.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -172,6 +173,9 @@ describe('two meta replicas on PostgreSQL, one killed with SIGKILL mid-stream', 
       expect(final.body.rows[0]!.slice(2)).toEqual(['2026-11-01 00:00:00', '2026-11-02 23:59:30']);
       const segments = await cluster.meta.listSegments('events');
       expect(segments.reduce((sum, s) => sum + s.rows, 0)).toBe(total);
+      // The coordinator's copy of the manifest, moved by meta's change log through the kill, is meta's.
+      expect(final.body.stats.segments.total).toBe(segments.length);
+      expect(final.body.stats.segments.scanned).toBe(segments.length);
 
       // Merges ran on both sides of the failure and none failed (a lost race is an answer, not a failure).
       expect(merges.filter((m) => m.afterKill && m.outcome === 'merged').length).toBeGreaterThan(0);
