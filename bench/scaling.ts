@@ -2,13 +2,15 @@
  * bench/scaling: meta at 1,000 query nodes and 10 million segments, simulated on this machine for
  * each store (SQLite; PostgreSQL as shipped, fsync and synchronous commit on). Meta runs as its
  * built service, one process per store, and everything goes over HTTP as in a cluster:
- * 1. registry: 1,000 nodes heartbeating every 5 s, then every node and 2 coordinators polling the
- *    member list every 10 s, each load alone for a window: the rate reached, latencies, and what
- *    it costs meta and the database in CPU and in bytes written to disk;
+ * 1. registry: 1,000 nodes heartbeating every 5 s, then every node and 2 coordinators reading the
+ *    member list every 10 s whole (as a reader without a version does), then the same readers
+ *    following it by change (a long poll answered 304 while nothing changes), each load alone for a
+ *    window: the rate reached, latencies, traffic, and what it costs meta and the database;
  * 2. manifest: 10 million segments (10 tables × 365 days) loaded straight into the store's schema;
- *    its size on disk, and the time to plan a query over one month of one table, both as the
- *    coordinator reads the manifest today (the whole table through MetaClient, then filtered) and
- *    with the time range pushed down to the store; plus a commit's latency at that size.
+ *    its size on disk; a month of one table read from the store with the range pushed down; and
+ *    the coordinator's catalog (services/coordinator/planning/table-catalog.ts) over one table:
+ *    its first read of the whole manifest, the memory it holds, then queries over one month planned
+ *    while a commit lands in the table every second (each moves its manifest version), p50/p99.
  * Figures go to SCALING.md. Run: npm run bench:scaling [-- --nodes 1000 --segments 10000000 --seconds 20];
  * BERTH_BENCH_SMOKE=1 runs it small (bench/smoke.ts), and fails on any call's error.
  */
@@ -19,11 +21,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { Placement } from '../core/ownership.js';
 import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
+import { TableCatalog } from '../services/coordinator/planning/table-catalog.js';
 import { MetaClient } from '../services/meta/client.js';
 import { openMetaStore } from '../services/meta/open-store.js';
 import type { MetaStore } from '../services/meta/store.js';
@@ -103,11 +108,13 @@ interface Window {
   errors: number;
   latencies: number[];
   bytesIn: number;
+  /** From the first call to the last answer: a long poll outlasts the window it began in. */
+  elapsedS: number;
 }
 
 /** `loops` callers, each calling every `everyMs` from a random phase, for SECONDS. */
 async function drive(loops: number, everyMs: number, call: (i: number) => Promise<number>): Promise<Window> {
-  const window: Window = { calls: 0, errors: 0, latencies: [], bytesIn: 0 };
+  const window: Window = { calls: 0, errors: 0, latencies: [], bytesIn: 0, elapsedS: 0 };
   const start = performance.now();
   const end = start + SECONDS * 1_000;
   await Promise.all(
@@ -126,12 +133,15 @@ async function drive(loops: number, everyMs: number, call: (i: number) => Promis
       }
     }),
   );
+  window.elapsedS = (performance.now() - start) / 1000;
   return window;
 }
 
 interface RegistryFigures {
   heartbeat: Window & { cpuMeta: number; cpuDb: number; written: number; wal?: WalStats };
   poll: Window & { cpuMeta: number; cpuDb: number; responseBytes: number };
+  /** The same readers following the list by change: one long poll after another. */
+  follow: Window & { cpuMeta: number; cpuDb: number };
 }
 
 interface WalStats {
@@ -157,10 +167,13 @@ async function registry(
       if (!r.ok) throw new Error(String(r.status));
       return (await r.arrayBuffer()).byteLength;
     });
+  // What crosses the wire: the status line and headers, then the body.
+  const wireBytes = async (r: Response) =>
+    [...r.headers].reduce((n, [k, v]) => n + k.length + v.length + 4, 17) + (await r.arrayBuffer()).byteLength;
   const poll = () =>
     fetch(`${meta.url}/v1/groups/serving/members`).then(async (r) => {
       if (!r.ok) throw new Error(String(r.status));
-      return (await r.arrayBuffer()).byteLength;
+      return await wireBytes(r);
     });
 
   const measure = async <T>(work: () => Promise<T>) => {
@@ -180,9 +193,25 @@ async function registry(
   const hb = await measure(() => drive(NODES, HEARTBEAT_MS, post));
   log(`  member polls: ${READERS} readers every ${POLL_MS / 1000} s for ${SECONDS} s`);
   const polls = await measure(() => drive(READERS, POLL_MS, poll));
+  // Each reader holds the version it has and waits for the next one, as the member view does.
+  // One heartbeat round first: no node expires within the window, so the list holds still.
+  await Promise.all(Array.from({ length: NODES }, (_, i) => post(i)));
+  const versions: (string | null)[] = Array.from({ length: READERS }, () => null);
+  const longPoll = (reader: number) =>
+    fetch(`${meta.url}/v1/groups/serving/members?wait=${POLL_MS}`, {
+      headers: versions[reader] ? { 'if-none-match': versions[reader] } : {},
+    }).then(async (r) => {
+      if (r.status !== 304 && !r.ok) throw new Error(String(r.status));
+      versions[reader] = r.headers.get('etag');
+      return await wireBytes(r);
+    });
+  log(`  member long polls: ${READERS} readers following the list by change for ${SECONDS} s`);
+  await Promise.all(Array.from({ length: READERS }, (_, i) => longPoll(i))); // each reader's first, whole list
+  const follows = await measure(() => drive(READERS, POLL_MS, longPoll));
   return {
     heartbeat: { ...hb.result, cpuMeta: hb.cpuMeta, cpuDb: hb.cpuDb, written: hb.written, wal: hb.wal },
     poll: { ...polls.result, cpuMeta: polls.cpuMeta, cpuDb: polls.cpuDb, responseBytes: await poll() },
+    follow: { ...follows.result, cpuMeta: follows.cpuMeta, cpuDb: follows.cpuDb },
   };
 }
 
@@ -224,13 +253,17 @@ async function loadPostgres(url: string): Promise<number> {
         'ts',
         '[{"name":"ts","type":"TIMESTAMP"}]',
       ]);
+      // Without the per-row triggers that stamp versions (a million updates of one row): one version for the lot.
+      await client.query('ALTER TABLE segments DISABLE TRIGGER segments_added');
       await client.query(
-        `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at)
+        `INSERT INTO segments (id, tbl, min_ts, max_ts, rows, bytes, level, state, created_at, added_version)
          SELECT $1 || '-' || lpad(i::text, 8, '0'), $1, ${T0} + (i / ${PER_DAY}) * ${DAY}::bigint + (i % ${PER_DAY}) * ${SLICE}::bigint,
-                ${T0} + (i / ${PER_DAY}) * ${DAY}::bigint + (i % ${PER_DAY}) * ${SLICE}::bigint + ${SLICE - 1}, 1000000, 100000000, 1, 'active', ${T0}
+                ${T0} + (i / ${PER_DAY}) * ${DAY}::bigint + (i % ${PER_DAY}) * ${SLICE}::bigint + ${SLICE - 1}, 1000000, 100000000, 1, 'active', ${T0}, 1
          FROM generate_series(0, ${PER_TABLE - 1}) AS i`,
         [tableName(t)],
       );
+      await client.query('ALTER TABLE segments ENABLE TRIGGER segments_added');
+      await client.query('UPDATE tables SET manifest_version = 1 WHERE name = $1', [tableName(t)]);
     }
     await client.query('VACUUM ANALYZE segments');
     return Number(
@@ -299,6 +332,81 @@ async function planMonth(
   return { ...figures[0]!, readMs: pick('readMs'), storeMs: pick('storeMs'), ownersMs: pick('ownersMs') };
 }
 
+interface CatalogFigures {
+  /** The catalog's first read of the table: the whole manifest, a page at a time. */
+  firstReadMs: number;
+  /** What the catalog holds per segment of the table (heap, after a collection). */
+  bytesPerSegment: number;
+  /** Planning a month (version check, the month's segments, their owners), while commits land. */
+  planMs: number[];
+  commits: number;
+  segments: number;
+}
+
+/** The heap after a full collection (the flag set at run time: the bench runs as plain `node`). */
+const heapUsed = (() => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  return () => {
+    gc();
+    return process.memoryUsage().heapUsed;
+  };
+})();
+
+/**
+ * The coordinator's catalog over one table: its first read, what it holds, then a query over one
+ * month planned every 100 ms for SECONDS while a segment is committed into the table every second.
+ */
+async function catalogMonth(meta: ServiceProcess): Promise<CatalogFigures> {
+  const name = tableName(0);
+  const from = T0 + 300 * DAY;
+  const window = { from, to: from + 30 * DAY - 1 };
+  const client = new MetaClient(meta.url, TOKEN);
+  const placement = new Placement(
+    Array.from({ length: NODES }, (_, i) => ({ id: `node-${i}`, weight: 8 })),
+    { memoEntries: 1_000_000 },
+  );
+  const before = heapUsed();
+  const catalog = new TableCatalog(client);
+  let t = performance.now();
+  const first = await catalog.segments(name, (await catalog.table(name))!, window);
+  const firstReadMs = performance.now() - t;
+  const bytesPerSegment = (heapUsed() - before) / first.total;
+
+  let committing = true;
+  let commits = 0;
+  const committer = (async () => {
+    for (let i = 0; committing; i++) {
+      const minTs = window.from + (i % 30) * DAY + 1_000 * i;
+      await client.commitSegment({
+        id: `live-${i}`,
+        table: name,
+        minTs,
+        maxTs: minTs + 1_000,
+        rows: 1,
+        bytes: 1,
+        level: 0,
+      });
+      commits++;
+      await sleep(1_000);
+    }
+  })();
+  const planMs: number[] = [];
+  let segments = 0;
+  const end = performance.now() + SECONDS * 1_000;
+  while (performance.now() < end) {
+    t = performance.now();
+    const { segments: month } = await catalog.segments(name, (await catalog.table(name))!, window);
+    for (const s of month) placement.owner(s.id);
+    planMs.push(performance.now() - t);
+    segments = month.length;
+    await sleep(100);
+  }
+  committing = false;
+  await committer;
+  return { firstReadMs, bytesPerSegment, planMs, commits, segments };
+}
+
 async function commitLatency(store: MetaStore): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 200; i++) {
@@ -362,7 +470,7 @@ try {
       registry: RegistryFigures;
       loadS: number;
       sizeBytes: number;
-      today: PlanFigures;
+      catalog: CatalogFigures;
       pushed: PlanFigures;
       commitMs: number;
     }
@@ -380,15 +488,12 @@ try {
       log(`${name}: planning a month`);
       const pushed = await planMonth(meta, store, true, 3);
       const commitMs = await commitLatency(store);
-      const today = await planMonth(meta, store, false, 1);
-      figures[name] = { registry: reg, loadS, sizeBytes, today, pushed, commitMs };
+      log(`${name}: the coordinator's catalog`);
+      const catalog = await catalogMonth(meta);
+      figures[name] = { registry: reg, loadS, sizeBytes, catalog, pushed, commitMs };
       failInSmoke(`${name}: heartbeats`, reg.heartbeat.errors);
-      failInSmoke(`${name}: member polls`, reg.poll.errors);
-      failInSmoke(
-        `${name}: manifest reads`,
-        [today, pushed].filter((f) => f.failed).length,
-        today.failed ?? pushed.failed,
-      );
+      failInSmoke(`${name}: member polls`, reg.poll.errors + reg.follow.errors);
+      failInSmoke(`${name}: manifest reads`, pushed.failed ? 1 : 0, pushed.failed);
     } finally {
       await store.close();
     }
@@ -447,6 +552,19 @@ try {
       const p = figures[n]!.registry.poll;
       return `${fmt(((p.cpuMeta + p.cpuDb) / SECONDS) * 100, 1)} %`;
     }),
+    row('followed by change (long polls, nothing changing): answers/s', (n) =>
+      fmt(figures[n]!.registry.follow.calls / figures[n]!.registry.follow.elapsedS, 1),
+    ),
+    row('followed by change: traffic, and of the whole polls’', (n) => {
+      const f = figures[n]!.registry.follow;
+      const p = figures[n]!.registry.poll;
+      const rate = f.bytesIn / f.elapsedS;
+      return `${fmt(rate / 1024, 1)} KiB/s (${fmt((100 * rate) / (p.bytesIn / SECONDS), 2)} %)`;
+    }),
+    row('followed by change: CPU (of one core)', (n) => {
+      const f = figures[n]!.registry.follow;
+      return `${fmt(((f.cpuMeta + f.cpuDb) / f.elapsedS) * 100, 1)} %`;
+    }),
     '',
     `### Manifest: ${fmt(PER_TABLE * TABLES)} segments (${TABLES} tables × ${DAYS} days × ${fmt(PER_DAY)} a day); a query over one month of one table (${fmt(PER_TABLE)} segments)`,
     '',
@@ -457,13 +575,6 @@ try {
     row('bulk load (straight into the schema)', (n) => `${fmt(figures[n]!.loadS, 0)} s`),
     row('manifest size on disk (table and indexes)', (n) => mib(figures[n]!.sizeBytes)),
     row(`segments in the month`, (n) => fmt(figures[n]!.pushed.segments)),
-    row('today (whole table read, then filtered): bytes', (n) => mib(figures[n]!.today.bytes)),
-    row('today: manifest read as the coordinator makes it (10 s timeout, tried twice)', (n) =>
-      figures[n]!.today.failed
-        ? `**fails** after ${fmt(figures[n]!.today.readMs)} ms (${figures[n]!.today.failed})`
-        : `${fmt(figures[n]!.today.readMs)} ms`,
-    ),
-    row('today: of which the store alone', (n) => `${fmt(figures[n]!.today.storeMs)} ms`),
     row('range pushed down to the store: bytes', (n) => mib(figures[n]!.pushed.bytes)),
     row(
       'range pushed down: manifest read (of which the store)',
@@ -475,6 +586,20 @@ try {
       (n) => `${fmt(figures[n]!.pushed.readMs + figures[n]!.pushed.ownersMs)} ms`,
     ),
     row('commit latency at this size (median of 200)', (n) => `${fmt(figures[n]!.commitMs, 2)} ms`),
+    row(
+      "the coordinator's catalog: first read of the table (whole, in pages)",
+      (n) => `${fmt(figures[n]!.catalog.firstReadMs)} ms`,
+    ),
+    row(
+      "the coordinator's catalog: memory per segment of the table",
+      (n) =>
+        `${fmt(figures[n]!.catalog.bytesPerSegment)} B (${mib(figures[n]!.catalog.bytesPerSegment * PER_TABLE)} for the table)`,
+    ),
+    row(
+      `then planning the month (${SECONDS} s, a commit a second): p50 / p99`,
+      (n) =>
+        `${fmt(median(figures[n]!.catalog.planMs), 1)} / ${fmt(percentile(figures[n]!.catalog.planMs, 99), 1)} ms over ${fmt(figures[n]!.catalog.planMs.length)} plans, ${fmt(figures[n]!.catalog.commits)} commits`,
+    ),
   ];
   console.log(lines.join('\n'));
 } catch (error) {

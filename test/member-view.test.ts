@@ -126,9 +126,12 @@ describe('the member view', () => {
     // A steady list, polled often: 'unchanged' answers only (304s, without a body).
     answers.length = 0;
     const steady = new MemberView({ meta: counted(), group: 'serving', pollMs: 200 });
+    const started = performance.now();
     steady.start();
     try {
       await expect.poll(() => answers.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(4);
+      // Each unchanged answer came after meta waited the poll out for a change.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(3 * 200);
       expect(answers[0]).toBe('list');
       expect(answers.slice(1).every((answer) => answer === 'unchanged')).toBe(true);
       expect(steady.members?.length).toBe(3);

@@ -138,8 +138,9 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     },
     async (request, reply) => {
       const since = request.headers['if-none-match'];
+      // The response's close: sent, or the reader gone (the request's fires once its body is read).
       const gone = new AbortController();
-      request.raw.once('close', () => gone.abort());
+      reply.raw.once('close', () => gone.abort());
       const list = await watch.next(request.params.group, since, since ? (request.query.wait ?? 0) : 0, gone.signal);
       void reply.header('etag', list.etag);
       if (list.etag === since) return reply.code(304).send(null);
