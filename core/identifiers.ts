@@ -11,8 +11,11 @@ export const SEGMENT_ID = /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 export const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 /** The longest column name a table may have (ingest refuses longer fields; meta's schema too). */
 export const MAX_COLUMN_NAME_LENGTH = 200;
-/** A table's timestamp column: a plain SQL identifier. */
-export const COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+/**
+ * A table's timestamp column: a plain SQL identifier, or one after an '@' (Elasticsearch's
+ * `@timestamp`, which `_bulk` tables keep their times in). Every SQL that names it quotes it.
+ */
+export const COLUMN_NAME = /^@?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** The first and last instants whose days a partition's eight digits can name. */
 const FIRST_DAY_MS = Date.parse('0000-01-01T00:00:00Z');

@@ -47,6 +47,26 @@ export const DATE_TEXT = /^\d{4}-\d{2}-\d{2}$/;
 /** The instants past every other, which DuckDB keeps in a TIMESTAMP. */
 export const INFINITE_TEXT = /^-?infinity$/;
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * Whether a string the patterns above call a date or a date-time names a real one, as DuckDB reads
+ * it: a month of 1 to 12, a day the month has (leap years Gregorian), an hour below 24 or 24:00:00
+ * exactly, minutes and seconds below 60. `2026-02-30` has the shape of a date and is none.
+ */
+export function onTheCalendar(text: string): boolean {
+  const [, year, month, day, hour, minute, second, fraction] =
+    /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?)?/.exec(text) ?? [];
+  const y = Number(year);
+  const m = Number(month);
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  const days = m === 2 && leap ? 29 : DAYS_IN_MONTH[m - 1];
+  if (days === undefined || Number(day) < 1 || Number(day) > days) return false;
+  if (hour === undefined) return true;
+  const midnight = hour === '24' && minute === '00' && second === '00' && !/[1-9]/.test(fraction ?? '');
+  return (Number(hour) < 24 || midnight) && Number(minute) < 60 && Number(second) < 60;
+}
+
 export const isDigits = (value: unknown): value is NumberText => value instanceof NumberText;
 
 /** A number's text as the batch spelled it (a double from the fast parser prints as its text). */
@@ -105,6 +125,18 @@ class FieldValues {
   arrays?: FieldValues;
   /** The first number a JSON column would not keep as written (keptInJson). */
   unkeptInJson?: string;
+
+  clone(): FieldValues {
+    const copy = new FieldValues();
+    copy.booleans = this.booleans;
+    if (this.integers) copy.integers = { ...this.integers };
+    if (this.fractions) copy.fractions = { ...this.fractions };
+    if (this.strings) copy.strings = { ...this.strings };
+    copy.objects = this.objects?.clone();
+    copy.arrays = this.arrays?.clone();
+    copy.unkeptInJson = this.unkeptInJson;
+    return copy;
+  }
 
   add(value: unknown, path: string): void {
     if (value === null || value === undefined) return;
@@ -220,6 +252,13 @@ class FieldMap {
     return this.fields.size;
   }
 
+  clone(): FieldMap {
+    const copy = new FieldMap(this.prefix);
+    for (const [name, values] of this.fields) copy.fields.set(name, values.clone());
+    for (const [lower, name] of this.lowerCase) copy.lowerCase.set(lower, name);
+    return copy;
+  }
+
   add(row: Record<string, unknown>): void {
     for (const [name, value] of Object.entries(row)) {
       let values = this.fields.get(name);
@@ -266,10 +305,17 @@ const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * then columns(). Throws TypingRefusal for a batch no column types fit.
  */
 export class ColumnInference {
-  private readonly fields = new FieldMap();
+  private fields = new FieldMap();
 
   add(row: Record<string, unknown>): void {
     this.fields.add(row);
+  }
+
+  /** A copy to add rows to while this one stays as it is: to try a row before taking it. */
+  clone(): ColumnInference {
+    const copy = new ColumnInference();
+    copy.fields = this.fields.clone();
+    return copy;
   }
 
   columns(timestampColumn?: string): Column[] {

@@ -23,6 +23,7 @@ import {
   isIntegerText,
   keptInJson,
   NumberText,
+  onTheCalendar,
   TIMESTAMP_TEXT,
   TypingRefusal,
   type JsonNumber,
@@ -210,14 +211,15 @@ function misfit(value: unknown, shape: Shape): string | undefined {
     case 'boolean':
       return typeof value === 'boolean' ? undefined : `expected ${shape.type}, ${got()}`;
     case 'timestamp':
-      return typeof value === 'string' &&
-        (TIMESTAMP_TEXT.test(value) || DATE_TEXT.test(value) || INFINITE_TEXT.test(value))
-        ? undefined
-        : `expected ${shape.type} as an ISO 8601 string such as "2026-11-01T00:00:00Z", ${got()}`;
+      if (typeof value === 'string' && INFINITE_TEXT.test(value)) return undefined;
+      if (typeof value === 'string' && (TIMESTAMP_TEXT.test(value) || DATE_TEXT.test(value)))
+        return onTheCalendar(value) ? undefined : `${got()}, which is not a date-time on the calendar`;
+      return `expected ${shape.type} as an ISO 8601 string such as "2026-11-01T00:00:00Z", ${got()}`;
     case 'date':
-      return typeof value === 'string' && (DATE_TEXT.test(value) || INFINITE_TEXT.test(value))
-        ? undefined
-        : `expected ${shape.type} as an ISO 8601 string such as "2026-11-01", ${got()}`;
+      if (typeof value === 'string' && INFINITE_TEXT.test(value)) return undefined;
+      if (typeof value === 'string' && DATE_TEXT.test(value))
+        return onTheCalendar(value) ? undefined : `${got()}, which is not a date on the calendar`;
+      return `expected ${shape.type} as an ISO 8601 string such as "2026-11-01", ${got()}`;
     case 'string':
       return typeof value === 'string' ? undefined : `expected ${shape.type} (as a JSON string), ${got()}`;
     case 'list':
@@ -273,6 +275,14 @@ const NUMBER_TEXT_MATTERS = /[0-9.eE+-]{16,}|\d[.eE]/;
 /** One NDJSON line, its numbers as JsonNumber (core/json-typing.ts). */
 export function parseRow(line: string): unknown {
   if (!NUMBER_TEXT_MATTERS.test(line)) return JSON.parse(line);
+  return parseRowStrictly(line);
+}
+
+/**
+ * One JSON text, its numbers as JsonNumber, and a key given twice in one object refused as DuckDB
+ * refuses it: for a row that must be judged alone, before it joins a batch.
+ */
+export function parseRowStrictly(line: string): unknown {
   return parseLossless(line, null, (digits): JsonNumber =>
     Number(digits).toString() === digits ? Number(digits) : new NumberText(digits),
   );
@@ -360,27 +370,55 @@ export async function newColumns(file: string, columns: readonly ColumnSpec[]): 
   }
 }
 
+/** Why one row does not fit a table's columns: `field` is set when the row has a field the table lacks. */
+export type RowMisfit = { why: string; newField?: string };
+
+/** A table's columns, ready to check rows against one at a time. */
+export class RowShapes {
+  private readonly shapes: Map<string, Shape>;
+  private readonly lowerCase: Map<string, string>;
+
+  constructor(columns: readonly ColumnSpec[]) {
+    this.shapes = new Map(columns.map((c) => [c.name, parseType(c.type)]));
+    this.lowerCase = new Map(columns.map((c) => [c.name.toLowerCase(), c.name]));
+  }
+
+  get names(): IterableIterator<string> {
+    return this.shapes.keys();
+  }
+
+  /** Why `row` does not fit, or undefined when every field is a column and every value fits it as it is. */
+  misfit(row: Record<string, unknown>): RowMisfit | undefined {
+    for (const [field, value] of Object.entries(row)) {
+      if (field === PROTO) return { why: NO_PROTO };
+      const shape = this.shapes.get(field);
+      if (!shape) {
+        const column = this.lowerCase.get(field.toLowerCase());
+        if (!column)
+          return {
+            why: `field "${field}" is not a column of the table (its columns: ${[...this.names].join(', ')})`,
+            newField: field,
+          };
+        return {
+          why: `field "${field}" differs from the table's column "${column}" only in case, and SQL names ignore case: send it as "${column}"`,
+        };
+      }
+      const why = misfit(value, shape);
+      if (why) return { why: `field "${field}"${why.startsWith('.') || why.startsWith('[') ? '' : ': '}${why}` };
+    }
+    return undefined;
+  }
+}
+
 /**
  * Checks every row of an NDJSON file against a table's columns; the first row that does not fit is
  * a 400 naming its line and field, a NewField when the field is not one of them.
  */
 export async function checkRows(file: string, columns: readonly ColumnSpec[]): Promise<void> {
-  const shapes = new Map(columns.map((c) => [c.name, parseType(c.type)]));
-  const lowerCase = new Map(columns.map((c) => [c.name.toLowerCase(), c.name]));
+  const shapes = new RowShapes(columns);
   for await (const [line, row] of rowsOf(file)) {
-    const fail = (why: string): DomainError => rowError(line, why);
-    for (const [field, value] of Object.entries(row)) {
-      if (field === PROTO) throw fail(NO_PROTO);
-      const shape = shapes.get(field);
-      if (!shape) {
-        const column = lowerCase.get(field.toLowerCase());
-        if (!column) throw new NewField(line, field, shapes.keys());
-        throw fail(
-          `field "${field}" differs from the table's column "${column}" only in case, and SQL names ignore case: send it as "${column}"`,
-        );
-      }
-      const why = misfit(value, shape);
-      if (why) throw fail(`field "${field}"${why.startsWith('.') || why.startsWith('[') ? '' : ': '}${why}`);
-    }
+    const misfit = shapes.misfit(row);
+    if (misfit?.newField !== undefined) throw new NewField(line, misfit.newField, shapes.names);
+    if (misfit) throw rowError(line, misfit.why);
   }
 }

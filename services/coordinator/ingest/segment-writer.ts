@@ -27,7 +27,7 @@ export interface SegmentFile {
 }
 
 /** A 400 unless meta would accept `schema`: at most MAX_COLUMNS columns, no name or type too long. */
-function checkColumnLimits(schema: ColumnSpec[]): void {
+export function checkColumnLimits(schema: ColumnSpec[]): void {
   if (schema.length > MAX_COLUMNS)
     throw badRequest(
       'too_many_columns',
