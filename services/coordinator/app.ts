@@ -37,6 +37,10 @@ import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
 import type { SqlEngine } from './sql-engine.js';
 import type { Attacher } from './ingest/attach.js';
 import { BATCH_FORMATS, batchFormat, DEFAULT_MAX_INGEST_BYTES, type Ingestor } from './ingest/ingest.js';
+import { BULK_PATH, DEFAULT_SHIPPER_MAX_BYTES, elasticApi } from './ingest/elastic-api.js';
+import { IngestMetrics } from './ingest/ingest-metrics.js';
+import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
+import { OTLP_PATH, otlpApi } from './ingest/otlp-api.js';
 import { QueryLog } from './query-log.js';
 import type { QueryService } from './query-service.js';
 import { StreamedAnswer } from './execution/streamed-answer.js';
@@ -59,6 +63,10 @@ export interface CoordinatorAppOptions {
   token: string;
   /** Largest batch one ingest call takes, as sent and as unpacked. @default DEFAULT_MAX_INGEST_BYTES */
   maxIngestBytes?: number;
+  /** Largest body a log shipper's request (`_bulk`, OTLP) may have, as sent and decompressed. @default DEFAULT_SHIPPER_MAX_BYTES */
+  maxShipperBytes?: number;
+  /** Deepest nesting an ingested row may have. @default DEFAULT_MAX_DEPTH */
+  maxIngestDepth?: number;
   /** Answered queries the query log keeps (sizes and times only). @default 10000 */
   queryLogSize?: number;
   /**
@@ -126,6 +134,17 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     registers: [registry],
   });
   const queryLog = new QueryLog(options.queryLogSize);
+
+  // The log shippers' endpoints: Elasticsearch's _bulk and its handshake, and OTLP/HTTP logs.
+  const shippers = {
+    ingestor: options.ingestor,
+    meta,
+    token: options.token,
+    maxBodyBytes: options.maxShipperBytes ?? DEFAULT_SHIPPER_MAX_BYTES,
+    metrics: new IngestMetrics(registry, [BULK_PATH, OTLP_PATH]),
+  };
+  void app.register(elasticApi, { ...shippers, maxDepth: options.maxIngestDepth ?? DEFAULT_MAX_DEPTH });
+  void app.register(otlpApi, shippers);
 
   // NDJSON streams to a scratch file instead of being buffered.
   // Batches are streamed to the ingestor as they are, whatever their format.

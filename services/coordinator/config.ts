@@ -7,6 +7,7 @@ import { SERVING_ADMISSION_DEFAULTS } from './admission/serving-admission.js';
 import { DEFAULT_RESULT_CACHE_BYTES } from './execution/result-cache.js';
 import { DEFAULT_SCAN_TIMEOUT_MS } from './execution/scatter.js';
 import { DEFAULT_MAX_INGEST_BYTES, DEFAULT_PUSH_TIMEOUT_MS } from './ingest/ingest.js';
+import { DEFAULT_SHIPPER_MAX_BYTES } from './ingest/elastic-api.js';
 import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
 import { DEFAULT_PLAN_CACHE_ENTRIES } from './planning/plan-cache.js';
 import { DEFAULT_QUERY_LOG_SIZE } from './query-log.js';
@@ -49,6 +50,8 @@ export const CoordinatorConfig = Type.Object({
   BERTH_INGEST_MAX_DEPTH: Type.Integer({ minimum: 1, default: DEFAULT_MAX_DEPTH }),
   /** The largest batch one ingest call takes, as sent and as unpacked. */
   BERTH_INGEST_MAX_BYTES: Bytes({ default: DEFAULT_MAX_INGEST_BYTES }),
+  /** Largest body of a log shipper's request (`_bulk`, OTLP /v1/logs), as sent and once decompressed. */
+  BERTH_SHIPPER_MAX_BYTES: Bytes({ default: DEFAULT_SHIPPER_MAX_BYTES }),
   /** How long ingest's best-effort push to a segment's owner may hold its commit back. */
   BERTH_PUSH_TIMEOUT_MS: Millis({ default: DEFAULT_PUSH_TIMEOUT_MS }),
   /** How long one S3 call may take, its retries included (ingest's put: past it, a 503). */

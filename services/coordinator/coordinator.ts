@@ -107,6 +107,8 @@ export interface CoordinatorOptions {
   maxIngestDepth?: number;
   /** Largest NDJSON batch one ingest call takes. @default 256 MiB */
   maxIngestBytes?: number;
+  /** Largest body of a log shipper's request (`_bulk`, OTLP), as sent and decompressed. @default 100 MiB */
+  maxShipperBytes?: number;
   /** How long ingest's best-effort push to a segment's owner may hold its commit back. @default 5000 */
   pushTimeoutMs?: number;
   /** Answered queries the query log keeps for compute concentration. @default 10000 */
@@ -262,6 +264,8 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     view,
     token: config.token,
     maxIngestBytes: config.maxIngestBytes,
+    maxShipperBytes: config.maxShipperBytes,
+    maxIngestDepth: config.maxIngestDepth,
     queryLogSize: config.queryLogSize,
     dependencies: [
       {

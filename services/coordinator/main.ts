@@ -49,6 +49,7 @@ const coordinator = await startCoordinator({
   threads: config.BERTH_DUCKDB_THREADS,
   maxIngestDepth: config.BERTH_INGEST_MAX_DEPTH,
   maxIngestBytes: config.BERTH_INGEST_MAX_BYTES,
+  maxShipperBytes: config.BERTH_SHIPPER_MAX_BYTES,
   pushTimeoutMs: config.BERTH_PUSH_TIMEOUT_MS,
   servingScaler: servingScaler && { config: servingScaler, ...temporal },
   host: config.BERTH_COORDINATOR_HOST,
