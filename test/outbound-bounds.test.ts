@@ -5,64 +5,22 @@
  * is an S3 that is down. The coordinator runs as its own process, configured by its environment
  * as in production.
  */
-import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startS3Server, type S3Server } from '../cli/embedded/s3-server.js';
 import type { IngestResult } from '../services/coordinator/ingest/ingest.js';
 import {
-  FAST,
-  serviceEnv,
+  spawnCoordinatorProcess,
   spawnNodeProcess,
   startCluster,
   TOKEN,
   type NodeProcess,
   type TestCluster,
 } from './helpers/cluster.js';
-import { signalGroup, spawnOwned } from './helpers/process-groups.js';
-
-/** A coordinator process of its own against `cluster`, with `env` on top of what it needs to join. */
-async function spawnCoordinator(
-  cluster: TestCluster,
-  env: Record<string, string>,
-): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
-  const child = spawnOwned(
-    process.execPath,
-    [fileURLToPath(new URL('../dist/services/coordinator/main.js', import.meta.url))],
-    {
-      env: {
-        ...process.env,
-        ...serviceEnv(cluster),
-        BERTH_COORDINATOR_DIR: path.join(cluster.dir, `coordinator-process-${randomUUID()}`),
-        BERTH_COORDINATOR_PORT: '0',
-        BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
-        BERTH_DUCKDB_THREADS: '1',
-        BERTH_LOG_LEVEL: 'warn',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const { url } = await new Promise<{ url: string }>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { url: string }));
-    void exited.then(() => reject(new Error('the coordinator process exited before it announced itself')));
-  });
-  return {
-    url,
-    child,
-    stop: async () => {
-      signalGroup(child, 'SIGKILL');
-      await exited;
-    },
-  };
-}
+import { signalGroup } from './helpers/process-groups.js';
 
 /**
  * POSTs NDJSON rows to `url`; gives up after `limitMs` (so that a hang fails the test with a
@@ -112,13 +70,13 @@ describe('an owner frozen by SIGSTOP', () => {
   const PUSH_TIMEOUT_MS = 500;
   let cluster: TestCluster;
   let owner: NodeProcess | undefined;
-  let coordinator: Awaited<ReturnType<typeof spawnCoordinator>> | undefined;
+  let coordinator: Awaited<ReturnType<typeof spawnCoordinatorProcess>> | undefined;
 
   beforeAll(async () => {
     // No node in this process: the node process owns every segment.
     cluster = await startCluster({ vcpus: [] });
     owner = await spawnNodeProcess(cluster);
-    coordinator = await spawnCoordinator(cluster, { BERTH_PUSH_TIMEOUT_MS: String(PUSH_TIMEOUT_MS) });
+    coordinator = await spawnCoordinatorProcess(cluster, { BERTH_PUSH_TIMEOUT_MS: String(PUSH_TIMEOUT_MS) });
     await awaitCoordinatorMembers(coordinator.url, [owner.id]);
   });
   afterAll(async () => {
@@ -158,7 +116,7 @@ describe('a SeaweedFS frozen by SIGSTOP', () => {
   let dir: string;
   let cluster: TestCluster;
   let weed: S3Server | undefined;
-  let coordinator: Awaited<ReturnType<typeof spawnCoordinator>> | undefined;
+  let coordinator: Awaited<ReturnType<typeof spawnCoordinatorProcess>> | undefined;
   const freeze = (signal: 'SIGSTOP' | 'SIGCONT') => process.kill(-weed!.pid, signal);
 
   beforeAll(async () => {
@@ -170,7 +128,7 @@ describe('a SeaweedFS frozen by SIGSTOP', () => {
       identitiesFile: path.join(dir, 'identities.json'),
       buckets: [BUCKET],
     });
-    coordinator = await spawnCoordinator(cluster, {
+    coordinator = await spawnCoordinatorProcess(cluster, {
       BERTH_S3_ENDPOINT: weed.endpoint,
       BERTH_S3_ACCESS_KEY_ID: weed.credentials.accessKeyId,
       BERTH_S3_SECRET_ACCESS_KEY: weed.credentials.secretAccessKey,
@@ -210,7 +168,7 @@ describe('a SeaweedFS frozen by SIGSTOP', () => {
 
 describe('an S3 that is down', () => {
   let cluster: TestCluster;
-  let coordinator: Awaited<ReturnType<typeof spawnCoordinator>> | undefined;
+  let coordinator: Awaited<ReturnType<typeof spawnCoordinatorProcess>> | undefined;
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [1] });
@@ -219,7 +177,7 @@ describe('an S3 that is down', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const { port } = closed.address() as net.AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
-    coordinator = await spawnCoordinator(cluster, { BERTH_S3_ENDPOINT: `http://127.0.0.1:${port}` });
+    coordinator = await spawnCoordinatorProcess(cluster, { BERTH_S3_ENDPOINT: `http://127.0.0.1:${port}` });
   });
   afterAll(async () => {
     await coordinator?.stop();

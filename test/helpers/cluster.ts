@@ -81,6 +81,7 @@ export interface ClusterOptions {
     | 'queueTimeoutMs'
     | 'group'
     | 'resultCacheBytes'
+    | 'maxShipperBytes'
   >;
 }
 
@@ -269,6 +270,51 @@ export async function spawnNodeProcess(cluster: TestCluster, env: Record<string,
     child,
     stop: async () => {
       signalGroup(child, 'SIGCONT');
+      signalGroup(child, 'SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** A coordinator running as a process of its own (so that a test can kill it for real). */
+export interface CoordinatorProcess {
+  url: string;
+  child: ChildProcess;
+  /** SIGKILL, as a crash: nothing is closed or flushed. */
+  stop(): Promise<void>;
+}
+
+/** Starts the built coordinator (`dist/services/coordinator/main.js`) against a test cluster, with `env` on top. */
+export async function spawnCoordinatorProcess(
+  cluster: TestCluster,
+  env: Record<string, string> = {},
+): Promise<CoordinatorProcess> {
+  const child = spawnOwned(
+    process.execPath,
+    [fileURLToPath(new URL('../../dist/services/coordinator/main.js', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        ...serviceEnv(cluster),
+        BERTH_COORDINATOR_DIR: path.join(cluster.dir, `coordinator-process-${randomUUID()}`),
+        BERTH_COORDINATOR_PORT: '0',
+        BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
+        BERTH_DUCKDB_THREADS: '1',
+        BERTH_LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const { url } = await new Promise<{ url: string }>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { url: string }));
+    void exited.then(() => reject(new Error('the coordinator process exited before it announced itself')));
+  });
+  return {
+    url,
+    child,
+    stop: async () => {
       signalGroup(child, 'SIGKILL');
       await exited;
     },
