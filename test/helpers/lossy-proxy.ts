@@ -17,10 +17,14 @@ export interface LossyProxy {
   close(): Promise<void>;
 }
 
-/** `lose(firstLine, n)`: whether to lose the answer of the n-th request (1-based) whose first line that is. */
+/**
+ * `lose(firstLine, n)`: whether to lose the answer of the n-th request (1-based) whose first line
+ * that is; `onLost` is called the moment one is lost (its service has answered, its client never hears).
+ */
 export async function startLossyProxy(
   target: string,
   lose: (firstLine: string, n: number) => boolean = () => false,
+  onLost: () => void = () => {},
 ): Promise<LossyProxy> {
   const sockets = new Set<net.Socket>();
   const proxy: LossyProxy & { lost: number } = {
@@ -59,6 +63,7 @@ export async function startLossyProxy(
       losing = false;
       client.destroy();
       upstream.destroy();
+      onLost();
     });
     client.on('error', () => upstream.destroy());
     upstream.on('error', () => client.destroy());
