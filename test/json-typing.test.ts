@@ -4,7 +4,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ColumnInference, exactInDouble, jsonReadType, NumberText, TypingRefusal } from '../core/json-typing.js';
+import { DuckDBInstance } from '@duckdb/node-api';
+import {
+  ColumnInference,
+  DATE_TEXT,
+  exactInDouble,
+  jsonReadType,
+  NumberText,
+  onTheCalendar,
+  TIMESTAMP_TEXT,
+  TypingRefusal,
+} from '../core/json-typing.js';
 import { parseRow } from '../services/coordinator/ingest/ndjson-rows.js';
 
 /** The columns a batch of NDJSON lines gets, or the refusal's message. */
@@ -86,6 +96,61 @@ describe('the typing rule', () => {
       expect(exactInDouble(kept), kept).toBe(true);
     for (const lost of ['9007199254740993', '1.00000000000000000001', '1e400', '0.30000000000000001'])
       expect(exactInDouble(lost), lost).toBe(false);
+  });
+
+  it('tells a date or date-time on the calendar from one only shaped like it, as DuckDB reads them', async () => {
+    const texts: string[] = [];
+    for (const year of ['0000', '1900', '2000', '2024', '2026', '2100'])
+      for (const month of ['00', '01', '02', '04', '12', '13'])
+        for (const day of ['00', '01', '28', '29', '30', '31', '32']) {
+          texts.push(`${year}-${month}-${day}`);
+          for (const time of [
+            '00:00:00',
+            '23:59:59.999999',
+            '24:00:00',
+            '24:00:00.000',
+            '24:00:00.5',
+            '24:00:01',
+            '23:60:00',
+            '23:59:60',
+          ])
+            texts.push(`${year}-${month}-${day}T${time}Z`, `${year}-${month}-${day} ${time}+05:30`);
+        }
+    const instance = await DuckDBInstance.create(':memory:');
+    const c = await instance.connect();
+    try {
+      await c.run(`SET TimeZone = 'UTC'`);
+      const read = (
+        await c.runAndReadAll(
+          `SELECT t, CASE WHEN length(t) = 10 THEN TRY_CAST(t AS DATE) IS NOT NULL ELSE TRY_CAST(t AS TIMESTAMPTZ) IS NOT NULL END FROM unnest([${texts.map((t) => `'${t}'`).join(', ')}]) AS u(t)`,
+        )
+      ).getRows();
+      expect(read).toHaveLength(texts.length);
+      for (const [text, duckdb] of read) {
+        expect(TIMESTAMP_TEXT.test(text as string) || DATE_TEXT.test(text as string), text as string).toBe(true);
+        expect(onTheCalendar(text as string), text as string).toBe(duckdb);
+      }
+    } finally {
+      c.closeSync();
+      instance.closeSync();
+    }
+  });
+
+  it('gives a copy of an inference to try a row on, leaving the inference as it was', () => {
+    const inference = new ColumnInference();
+    inference.add({ ts: '2026-11-01T00:00:00Z', n: 1, tags: { a: 'x' } });
+    const probe = inference.clone();
+    probe.add({ ts: '2026-11-01T00:00:01Z', n: 'one', tags: { b: 2 } });
+    expect(probe.columns('ts')).toEqual([
+      { name: 'ts', type: 'TIMESTAMP' },
+      { name: 'n', type: 'JSON' },
+      { name: 'tags', type: 'STRUCT("a" VARCHAR, "b" BIGINT)' },
+    ]);
+    expect(inference.columns('ts')).toEqual([
+      { name: 'ts', type: 'TIMESTAMP' },
+      { name: 'n', type: 'BIGINT' },
+      { name: 'tags', type: 'STRUCT("a" VARCHAR)' },
+    ]);
   });
 
   it('reads every TIMESTAMP in a type as a TIMESTAMPTZ, and nothing else', () => {
