@@ -16,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { resultDifference } from './helpers/compare-results.js';
 
+/** What every record emitted here carries from its resource and scope: service, environment, cpus, scope name and version. */
+const FROM_CHECKOUT = ['checkout', 'test', '4', 'payments', '1.4.2'];
 const TRACE_ID = '5b8efff798038103d269b633813fc60c';
 const SPAN_ID = 'eee19b7ec3c1b174';
 /** 2026-11-01T12:00:00.123456789Z, to the nanosecond. */
@@ -101,11 +103,7 @@ describe('OTLP/HTTP logs on the coordinator', () => {
         TRACE_ID,
         SPAN_ID,
         1,
-        'checkout',
-        'test',
-        '4',
-        'payments',
-        '1.4.2',
+        ...FROM_CHECKOUT,
       ],
       [
         '2026-11-01 12:00:01',
@@ -123,11 +121,7 @@ describe('OTLP/HTTP logs on the coordinator', () => {
         TRACE_ID,
         SPAN_ID,
         1,
-        'checkout',
-        'test',
-        '4',
-        'payments',
-        '1.4.2',
+        ...FROM_CHECKOUT,
       ],
       [
         '2026-11-01 12:00:02',
@@ -145,11 +139,7 @@ describe('OTLP/HTTP logs on the coordinator', () => {
         null,
         null,
         0,
-        'checkout',
-        'test',
-        '4',
-        'payments',
-        '1.4.2',
+        ...FROM_CHECKOUT,
       ],
     ]);
     // By trace id and attribute, as a user looks a request's logs up; the time prunes like any table's.

@@ -238,19 +238,24 @@ export interface NodeProcess {
   stop(): Promise<void>;
 }
 
-/** Starts the built query node (`dist/services/query-node/main.js`) against a test cluster. */
-export async function spawnNodeProcess(cluster: TestCluster, env: Record<string, string> = {}): Promise<NodeProcess> {
+/**
+ * Starts a built service (`dist/services/NAME/main.js`) as a process of its own against a test
+ * cluster, and waits for the line it announces itself with. Its stop is SIGKILL, as a crash (after
+ * SIGCONT, should a test have stopped it).
+ */
+async function spawnService<Announced extends { url: string }>(
+  cluster: TestCluster,
+  name: string,
+  env: Record<string, string>,
+): Promise<Announced & { child: ChildProcess; stop(): Promise<void> }> {
   const child = spawnOwned(
     process.execPath,
-    [fileURLToPath(new URL('../../dist/services/query-node/main.js', import.meta.url))],
+    [fileURLToPath(new URL(`../../dist/services/${name}/main.js`, import.meta.url))],
     {
       env: {
         ...process.env,
         ...serviceEnv(cluster),
-        BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
-        BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
         BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
-        BERTH_WARM_INTERVAL_MS: String(FAST.warmIntervalMs),
         BERTH_DUCKDB_THREADS: '1',
         BERTH_LOG_LEVEL: 'warn',
         ...env,
@@ -259,11 +264,9 @@ export async function spawnNodeProcess(cluster: TestCluster, env: Record<string,
     },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const announced = await new Promise<{ id: string; url: string }>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) =>
-      resolve(JSON.parse(line) as { id: string; url: string }),
-    );
-    void exited.then(() => reject(new Error('the query node process exited before it announced itself')));
+  const announced = await new Promise<Announced>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as Announced));
+    void exited.then(() => reject(new Error(`the ${name} process exited before it announced itself`)));
   });
   return {
     ...announced,
@@ -276,6 +279,15 @@ export async function spawnNodeProcess(cluster: TestCluster, env: Record<string,
   };
 }
 
+/** Starts the built query node (`dist/services/query-node/main.js`) against a test cluster. */
+export const spawnNodeProcess = (cluster: TestCluster, env: Record<string, string> = {}): Promise<NodeProcess> =>
+  spawnService<{ id: string; url: string }>(cluster, 'query-node', {
+    BERTH_NODE_CACHE_DIR: path.join(cluster.dir, `node-process-${randomUUID()}`),
+    BERTH_HEARTBEAT_MS: String(FAST.heartbeatMs),
+    BERTH_WARM_INTERVAL_MS: String(FAST.warmIntervalMs),
+    ...env,
+  });
+
 /** A coordinator running as a process of its own (so that a test can kill it for real). */
 export interface CoordinatorProcess {
   url: string;
@@ -285,38 +297,12 @@ export interface CoordinatorProcess {
 }
 
 /** Starts the built coordinator (`dist/services/coordinator/main.js`) against a test cluster, with `env` on top. */
-export async function spawnCoordinatorProcess(
+export const spawnCoordinatorProcess = (
   cluster: TestCluster,
   env: Record<string, string> = {},
-): Promise<CoordinatorProcess> {
-  const child = spawnOwned(
-    process.execPath,
-    [fileURLToPath(new URL('../../dist/services/coordinator/main.js', import.meta.url))],
-    {
-      env: {
-        ...process.env,
-        ...serviceEnv(cluster),
-        BERTH_COORDINATOR_DIR: path.join(cluster.dir, `coordinator-process-${randomUUID()}`),
-        BERTH_COORDINATOR_PORT: '0',
-        BERTH_MEMBER_POLL_MS: String(FAST.memberPollMs),
-        BERTH_DUCKDB_THREADS: '1',
-        BERTH_LOG_LEVEL: 'warn',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const { url } = await new Promise<{ url: string }>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { url: string }));
-    void exited.then(() => reject(new Error('the coordinator process exited before it announced itself')));
+): Promise<CoordinatorProcess> =>
+  spawnService<{ url: string }>(cluster, 'coordinator', {
+    BERTH_COORDINATOR_DIR: path.join(cluster.dir, `coordinator-process-${randomUUID()}`),
+    BERTH_COORDINATOR_PORT: '0',
+    ...env,
   });
-  return {
-    url,
-    child,
-    stop: async () => {
-      signalGroup(child, 'SIGKILL');
-      await exited;
-    },
-  };
-}
