@@ -54,7 +54,7 @@ describe('attaching Parquet already in a bucket', () => {
   };
   /** Every page of an attach, summed. */
   const attachAll = async (request: Omit<AttachRequest, 'bucket'>) => {
-    const total = { attached: 0, unchanged: 0, replaced: 0, refused: [] as AttachResult['refused'], pages: 0 };
+    const total = { attached: 0, unchanged: 0, replaced: 0, rows: 0, refused: [] as AttachResult['refused'], pages: 0 };
     let startAfter: string | undefined;
     do {
       const { status, body } = await attach({ ...request, ...(startAfter ? { startAfter } : {}) });
@@ -62,6 +62,7 @@ describe('attaching Parquet already in a bucket', () => {
       total.attached += body.attached;
       total.unchanged += body.unchanged;
       total.replaced += body.replaced;
+      total.rows += body.rows;
       total.refused.push(...body.refused);
       total.pages++;
       startAfter = body.next;
@@ -117,7 +118,7 @@ describe('attaching Parquet already in a bucket', () => {
   it('attaches every object under a prefix, page by page, and refuses what is not Parquet', async () => {
     for (const node of cluster.nodes) node.warmer.stop();
     const result = await attachAll({ prefix: 'logs/2026/', limit: 64 });
-    expect(result).toMatchObject({ attached: OBJECTS, unchanged: 0, replaced: 0 });
+    expect(result).toMatchObject({ attached: OBJECTS, unchanged: 0, replaced: 0, rows: OBJECTS * ROWS });
     expect(result.pages).toBe(Math.ceil((OBJECTS + 1) / 64));
     expect(result.refused).toEqual([
       { key: 'logs/2026/broken.parquet', reason: expect.stringMatching(/is not a Parquet file/) },
@@ -130,6 +131,10 @@ describe('attaching Parquet already in a bucket', () => {
     expect(await keysIn(cluster.bucket, 'tables/logs/')).toEqual([]);
     // Again: nothing changes.
     expect(await attachAll({ prefix: 'logs/2026/' })).toMatchObject({ attached: 0, unchanged: OBJECTS });
+    const metrics = await (await fetch(`${cluster.coordinator.url}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`^berth_ingest_rows_total\\{path="attach"\\} ${OBJECTS * ROWS}$`, 'm'));
+    // The object that is not Parquet, refused by each of the two calls that met it.
+    expect(metrics).toMatch(/^berth_ingest_failed_requests_total\{path="attach",kind="invalid"\} 2$/m);
   });
 
   it('refuses an object overwritten since it was attached, until it is attached again', async () => {

@@ -113,6 +113,11 @@ describe('ingest of NDJSON, CSV and Parquet files', () => {
     });
     expect(gzipped.status, gzipped.body.message).toBe(200);
     expect(gzipped.body.segment.rows).toBe(20_000);
+    // Each way in is counted on its own: rows committed, bytes received (decompressed).
+    const metrics = await (await fetch(`${cluster.coordinator.url}/metrics`)).text();
+    for (const path of ['parquet', 'csv', 'ndjson'])
+      expect(metrics).toMatch(new RegExp(`^berth_ingest_rows_total\\{path="${path}"\\} 20000$`, 'm'));
+    expect(metrics).toMatch(/^berth_ingest_bytes_total\{path="csv"\} [1-9]\d{5,}$/m);
 
     for (const q of QUERIES) {
       const answers = [];

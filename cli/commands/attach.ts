@@ -50,7 +50,7 @@ export function attachCommand(): Command {
         const timestamp = options.timestamp ? { timestampColumn: options.timestampColumn } : { noTimestamp: true };
         const targets = urls.map(parseS3Url);
         const { coordinator } = await openCluster(options.dataDir);
-        const total: Omit<AttachResult, 'next'> = { attached: 0, unchanged: 0, replaced: 0, refused: [] };
+        const total: Omit<AttachResult, 'next'> = { attached: 0, unchanged: 0, replaced: 0, rows: 0, refused: [] };
         for (const target of targets) {
           let startAfter: string | undefined;
           do {
@@ -64,13 +64,14 @@ export function attachCommand(): Command {
             total.attached += page.attached;
             total.unchanged += page.unchanged;
             total.replaced += page.replaced;
+            total.rows += page.rows;
             total.refused.push(...page.refused);
             startAfter = page.next;
           } while (startAfter);
         }
         if (!options.json) {
           console.log(
-            `${options.table}: ${count(total.attached)} objects attached, ${count(total.replaced)} replaced (changed since), ${count(total.unchanged)} unchanged, ${count(total.refused.length)} refused`,
+            `${options.table}: ${count(total.attached)} objects attached, ${count(total.replaced)} replaced (changed since), ${count(total.unchanged)} unchanged, ${count(total.refused.length)} refused; ${count(total.rows)} rows`,
           );
           for (const { key, reason } of total.refused) console.log(`  refused ${key}: ${reason}`);
         }

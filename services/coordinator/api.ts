@@ -172,6 +172,8 @@ export const AttachResult = Type.Object({
   attached: Type.Integer(),
   unchanged: Type.Integer(),
   replaced: Type.Integer(),
+  /** Rows the objects attached or replaced hold. */
+  rows: Type.Integer(),
   /** Objects not attached, and why. */
   refused: Type.Array(Type.Object({ key: Type.String(), reason: Type.String() })),
   /** The key to pass as `startAfter` for the next page; absent after the last. */

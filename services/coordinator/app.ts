@@ -5,7 +5,7 @@ import { concentration } from '../../core/compute-concentration.js';
 import { requireToken } from '../common/auth.js';
 import { decodedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
-import { badRequest, notFound } from '../common/errors.js';
+import { badRequest, DomainError, notFound } from '../common/errors.js';
 import { passOnRefusal } from '../common/http-client.js';
 import { answers, Ok } from '../common/schemas.js';
 import { createServiceApp, serveMetrics } from '../common/service-app.js';
@@ -35,8 +35,14 @@ import {
 } from './api.js';
 import { exchangeRowsCounter } from '../common/final-stage/metrics.js';
 import type { SqlEngine } from './sql-engine.js';
-import type { Attacher } from './ingest/attach.js';
-import { BATCH_FORMATS, batchFormat, DEFAULT_MAX_INGEST_BYTES, type Ingestor } from './ingest/ingest.js';
+import { ATTACH_PATH, type Attacher } from './ingest/attach.js';
+import {
+  ALREADY_COMMITTED,
+  BATCH_FORMATS,
+  batchFormat,
+  DEFAULT_MAX_INGEST_BYTES,
+  type Ingestor,
+} from './ingest/ingest.js';
 import { BULK_PATH, DEFAULT_SHIPPER_MAX_BYTES, elasticApi } from './ingest/elastic-api.js';
 import { IngestMetrics } from './ingest/ingest-metrics.js';
 import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
@@ -135,13 +141,20 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
   });
   const queryLog = new QueryLog(options.queryLogSize);
 
+  // Rows, bytes, failures and commit time per way in: files by format, attached objects, shippers.
+  const ingestMetrics = new IngestMetrics(registry, [
+    ...new Set(Object.values(BATCH_FORMATS)),
+    ATTACH_PATH,
+    BULK_PATH,
+    OTLP_PATH,
+  ]);
   // The log shippers' endpoints: Elasticsearch's _bulk and its handshake, and OTLP/HTTP logs.
   const shippers = {
     ingestor: options.ingestor,
     meta,
     token: options.token,
     maxBodyBytes: options.maxShipperBytes ?? DEFAULT_SHIPPER_MAX_BYTES,
-    metrics: new IngestMetrics(registry, [BULK_PATH, OTLP_PATH]),
+    metrics: ingestMetrics,
   };
   void app.register(elasticApi, { ...shippers, maxDepth: options.maxIngestDepth ?? DEFAULT_MAX_DEPTH });
   void app.register(otlpApi, shippers);
@@ -233,16 +246,22 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       if (noTimestamp && timestampColumn !== undefined)
         throw badRequest('timestamp_conflict', 'a batch names a timestampColumn or asks for noTimestamp, not both');
       const format = batchFormat(request.headers['content-type'] ?? '', request.query);
+      const path = format.format;
       try {
+        const body = decodedBody(request, options.maxIngestBytes ?? DEFAULT_MAX_INGEST_BYTES);
+        body.on('data', (chunk: Buffer) => ingestMetrics.received(path, chunk.length));
         const result = await options.ingestor.ingest(
           request.params.table,
-          decodedBody(request, options.maxIngestBytes ?? DEFAULT_MAX_INGEST_BYTES),
+          body,
           noTimestamp ? null : timestampColumn,
           format,
         );
         ingestToQueryable.observe((performance.now() - arrived) / 1000);
+        // A batch sent again adds no rows.
+        ingestMetrics.committed(path, result.push.reason === ALREADY_COMMITTED ? 0 : result.segment.rows, arrived);
         return result;
       } catch (error) {
+        ingestMetrics.failed(path, error instanceof DomainError && error.kind === 'invalid' ? 'invalid' : 'retryable');
         // A batch refused mid-stream leaves the rest of its body unread on the connection: close it.
         reply.header('connection', 'close');
         throw error;
@@ -305,7 +324,19 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
         const named = ['prefix', 'glob', 'keys'].filter((k) => request.body[k as keyof AttachRequest] !== undefined);
         if (named.length !== 1)
           throw badRequest('attach_what', 'an attach names its objects by one of prefix, glob or keys');
-        return await attacher.attach(request.params.table, request.body, noTimestamp ? null : timestampColumn);
+        const arrived = performance.now();
+        const result = await attacher
+          .attach(request.params.table, request.body, noTimestamp ? null : timestampColumn)
+          .catch((error: unknown) => {
+            ingestMetrics.failed(
+              ATTACH_PATH,
+              error instanceof DomainError && error.kind === 'invalid' ? 'invalid' : 'retryable',
+            );
+            throw error;
+          });
+        ingestMetrics.committed(ATTACH_PATH, result.rows, arrived);
+        if (result.refused.length > 0) ingestMetrics.failed(ATTACH_PATH, 'invalid');
+        return result;
       },
     );
 

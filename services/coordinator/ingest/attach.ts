@@ -25,6 +25,9 @@ import { TIMESTAMP_TYPES, checkStorable } from './typed-rows.js';
 
 /** How much of an object's end the first read takes: its footer, usually whole. */
 const TAIL_BYTES = 256 * 1024;
+/** The ingest path attaching is counted under (ingest-metrics.ts). */
+export const ATTACH_PATH = 'attach';
+
 /** Objects one call attaches at most; the answer's `next` carries on from there. */
 export const ATTACH_PAGE = 1_000;
 
@@ -72,7 +75,14 @@ export class Attacher {
             .map((s) => [s.object!.key, s])
         : [],
     );
-    const result: AttachResult = { attached: 0, unchanged: 0, replaced: 0, refused: [], ...(next ? { next } : {}) };
+    const result: AttachResult = {
+      attached: 0,
+      unchanged: 0,
+      replaced: 0,
+      rows: 0,
+      refused: [],
+      ...(next ? { next } : {}),
+    };
     for (const object of listed) {
       const location: AttachedObject = {
         bucket: request.bucket,
@@ -114,6 +124,7 @@ export class Attacher {
           await meta.commitSegment(segment).catch(passOnRefusal);
           result.attached++;
         }
+        result.rows += footer.rows;
       } catch (error) {
         if (!(error instanceof DomainError) || error.kind !== 'invalid') throw error;
         result.refused.push({ key: object.key, reason: error.message });

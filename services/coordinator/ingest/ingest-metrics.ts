@@ -12,6 +12,7 @@ export class IngestMetrics {
   private readonly rows: Counter<'path'>;
   private readonly bytes: Counter<'path'>;
   private readonly errors: Counter<'path' | 'kind'>;
+  private readonly failures: Counter<'path' | 'kind'>;
   private readonly commitSeconds: Histogram<'path'>;
 
   constructor(registry: Registry, paths: readonly string[]) {
@@ -34,6 +35,12 @@ export class IngestMetrics {
       labelNames: ['path', 'kind'],
       registers,
     });
+    this.failures = new Counter({
+      name: 'berth_ingest_failed_requests_total',
+      help: 'Requests that committed nothing, by ingest path: invalid (refused as sent) or retryable (sent again they may commit)',
+      labelNames: ['path', 'kind'],
+      registers,
+    });
     this.commitSeconds = new Histogram({
       name: 'berth_ingest_commit_seconds',
       help: 'Time from a request arriving to its rows committed (when they are queryable), by ingest path',
@@ -44,7 +51,10 @@ export class IngestMetrics {
     for (const path of paths) {
       this.rows.inc({ path }, 0);
       this.bytes.inc({ path }, 0);
-      for (const kind of ['invalid', 'retryable'] as const) this.errors.inc({ path, kind }, 0);
+      for (const kind of ['invalid', 'retryable'] as const) {
+        this.errors.inc({ path, kind }, 0);
+        this.failures.inc({ path, kind }, 0);
+      }
       this.commitSeconds.zero({ path });
     }
   }
@@ -61,5 +71,10 @@ export class IngestMetrics {
 
   notCommitted(path: string, kind: IngestErrorKind, rows: number): void {
     if (rows > 0) this.errors.inc({ path, kind }, rows);
+  }
+
+  /** A request that committed nothing: a batch refused whole, or one that failed before its rows were read. */
+  failed(path: string, kind: IngestErrorKind): void {
+    this.failures.inc({ path, kind });
   }
 }
