@@ -30,7 +30,7 @@ const servicePatterns = (service) => [
  * (sql-engine.ts, query-service.ts, coordinator.ts); no folder imports another, nor the top level
  * past the wire contract (api.ts) and the plan's types (stages.ts).
  */
-const COORDINATOR_FOLDERS = ['planning', 'execution', 'admission', 'ingest'];
+const COORDINATOR_FOLDERS = ['planning', 'execution', 'admission', 'ingest', 'postgres'];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'coverage/'] },

@@ -12,6 +12,7 @@ import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
 import { DEFAULT_PLAN_CACHE_ENTRIES } from './planning/plan-cache.js';
 import { DEFAULT_QUERY_LOG_SIZE } from './query-log.js';
 import { DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS } from './query-service.js';
+import { POSTGRES_DEFAULTS } from './postgres/server.js';
 import { DEFAULT_EXCHANGE_MEMORY_BYTES } from '../common/final-stage/engine.js';
 
 export const CoordinatorConfig = Type.Object({
@@ -28,6 +29,14 @@ export const CoordinatorConfig = Type.Object({
   BERTH_COORDINATOR_DIR: Type.Optional(Type.String()),
   BERTH_COORDINATOR_HOST: Host(),
   BERTH_COORDINATOR_PORT: Port(7401),
+  /** The PostgreSQL protocol's port, on BERTH_COORDINATOR_HOST. */
+  BERTH_PG_PORT: Port(POSTGRES_DEFAULTS.port),
+  /** PostgreSQL connections open at once, in all; past them a client is told 53300. */
+  BERTH_PG_MAX_CONNECTIONS: Type.Integer({ minimum: 1, default: POSTGRES_DEFAULTS.maxConnections }),
+  /** PostgreSQL connections open at once from one client address. */
+  BERTH_PG_MAX_CONNECTIONS_PER_CLIENT: Type.Integer({ minimum: 1, default: POSTGRES_DEFAULTS.maxConnectionsPerClient }),
+  /** A PostgreSQL connection with nothing running for this long is closed. */
+  BERTH_PG_IDLE_TIMEOUT_MS: Millis({ default: POSTGRES_DEFAULTS.idleTimeoutMs }),
   /** Node URLs, comma-separated, to spread work over round-robin before the first member list. */
   BERTH_SEED_NODES: Type.Optional(Type.String()),
   BERTH_MAX_CONCURRENT_QUERIES: Type.Integer({ minimum: 1, default: SERVING_ADMISSION_DEFAULTS.maxConcurrency }),

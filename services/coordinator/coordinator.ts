@@ -27,6 +27,7 @@ import { SegmentWriter } from './ingest/segment-writer.js';
 import { ServingLoadReporter } from './admission/serving-load.js';
 import { SqlEngine } from './sql-engine.js';
 import { TableCatalog } from './planning/table-catalog.js';
+import { startPostgresFront, type PostgresFront } from './postgres/server.js';
 
 /** How long /readyz waits on each dependency. */
 const READINESS_TIMEOUT_MS = 5_000;
@@ -113,12 +114,24 @@ export interface CoordinatorOptions {
   pushTimeoutMs?: number;
   /** Answered queries the query log keeps for compute concentration. @default 10000 */
   queryLogSize?: number;
+  /**
+   * The PostgreSQL front door (postgres/): its port (0: any free one) and bounds; without it, the
+   * coordinator speaks HTTP only.
+   */
+  postgres?: {
+    port: number;
+    maxConnections?: number;
+    maxConnectionsPerClient?: number;
+    idleTimeoutMs?: number;
+  };
   /** @default true */
   logger?: boolean;
 }
 
 export interface RunningCoordinator {
   url: string;
+  /** The PostgreSQL front door's URL (postgres://HOST:PORT/berth), when it listens. */
+  postgresUrl?: string;
   view: MemberView;
   queries: QueryService;
   close(): Promise<void>;
@@ -289,14 +302,32 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     ],
     logger: config.logger,
   });
-  const url = await app.listen({ host: config.host ?? DEFAULT_HOST, port: config.port ?? 0 });
+  const host = config.host ?? DEFAULT_HOST;
+  const url = await app.listen({ host, port: config.port ?? 0 });
+  let postgres: PostgresFront | undefined;
+  if (config.postgres) {
+    postgres = await startPostgresFront({
+      ...config.postgres,
+      queries,
+      trees: engine,
+      listTables: () => meta.listTables(),
+      token: config.token,
+      host,
+      log: app.log,
+    }).catch(async (error: unknown) => {
+      await app.close();
+      throw new Error(`the PostgreSQL front could not listen on ${host}:${config.postgres!.port}`, { cause: error });
+    });
+  }
   for (const v of views) v.start();
   servingLoad?.start();
   return {
     url,
+    ...(postgres ? { postgresUrl: `postgres://${host}:${postgres.port}/berth` } : {}),
     view,
     queries,
     close: async () => {
+      await postgres?.close();
       for (const v of views) v.stop();
       servingLoad?.stop();
       heavyPool?.admission.close();

@@ -54,6 +54,12 @@ const coordinator = await startCoordinator({
   servingScaler: servingScaler && { config: servingScaler, ...temporal },
   host: config.BERTH_COORDINATOR_HOST,
   port: config.BERTH_COORDINATOR_PORT,
+  postgres: {
+    port: config.BERTH_PG_PORT,
+    maxConnections: config.BERTH_PG_MAX_CONNECTIONS,
+    maxConnectionsPerClient: config.BERTH_PG_MAX_CONNECTIONS_PER_CLIENT,
+    idleTimeoutMs: config.BERTH_PG_IDLE_TIMEOUT_MS,
+  },
 });
-announce({ service: 'coordinator', url: coordinator.url });
+announce({ service: 'coordinator', url: coordinator.url, postgres: coordinator.postgresUrl! });
 closeOnSignals(() => coordinator.close());

@@ -223,6 +223,11 @@ export class QueryService {
     );
   }
 
+  /** A query's output columns, names and DuckDB types, as planning binds them: nothing runs. */
+  async describe(sql: string): Promise<{ name: string; type: string }[]> {
+    return (await this.options.plans.plan(sql)).plan.columns;
+  }
+
   /** Runs a query on a given group's backends, with no verdict and no admission (tests, benchmarks). */
   async queryOnGroup(sql: string, group: string): Promise<QueryResult> {
     const started = performance.now();

@@ -82,6 +82,7 @@ export interface ClusterOptions {
     | 'group'
     | 'resultCacheBytes'
     | 'maxShipperBytes'
+    | 'postgres'
   >;
 }
 

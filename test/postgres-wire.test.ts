@@ -1,0 +1,360 @@
+/**
+ * The coordinator's PostgreSQL front door, spoken to by real clients: psql (the corpus exact
+ * against one DuckDB, values and types; \dt and \d; a syntax error; Ctrl-C), node-postgres over
+ * the extended protocol with parameters, psycopg 3 with server-side binding, and the PostgreSQL
+ * JDBC driver (DatabaseMetaData and a prepared statement); then a fuzzer's garbage, after which a
+ * valid connection works as before.
+ */
+import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QUERY_CORPUS } from './fixtures/query-corpus.js';
+import { resultDifference } from './helpers/compare-results.js';
+import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { pgjdbcJar, psql, psycopgPath, runClient } from './helpers/pg-clients.js';
+import { referenceFor, type Reference } from './helpers/reference.js';
+import type { JsonValue } from '../services/common/final-stage/result-json.js';
+
+/** PostgreSQL's name (psql's \gdesc) for each DuckDB type the corpus answers with: the type contract. */
+function pgTypeName(duckdb: string): string {
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(duckdb);
+  if (decimal) return `numeric(${decimal[1]},${decimal[2]})`;
+  const list = /^(.*)\[\]$/.exec(duckdb);
+  if (list) return `${pgTypeName(list[1]!)}[]`;
+  const names: Record<string, string> = {
+    BOOLEAN: 'boolean',
+    TINYINT: 'smallint',
+    SMALLINT: 'smallint',
+    INTEGER: 'integer',
+    BIGINT: 'bigint',
+    HUGEINT: 'numeric',
+    UBIGINT: 'numeric',
+    DOUBLE: 'double precision',
+    FLOAT: 'real',
+    VARCHAR: 'text',
+    DATE: 'date',
+    TIMESTAMP: 'timestamp without time zone',
+    'TIMESTAMP WITH TIME ZONE': 'timestamp with time zone',
+    INTERVAL: 'interval',
+  };
+  return names[duckdb] ?? `(no PostgreSQL type for ${duckdb})`;
+}
+
+/** A psql value (CSV, NULL as \N) read back as the JSON value of its DuckDB type, as the reference gives it. */
+function jsonOf(text: string, duckdb: string): JsonValue {
+  if (text === '\\N') return null;
+  if (duckdb.endsWith('[]')) {
+    const inner = text.slice(1, -1);
+    if (inner === '') return [];
+    return inner.split(',').map((item) => jsonOf(item === 'NULL' ? '\\N' : item.replace(/^"|"$/g, ''), duckdb.slice(0, -2)));
+  }
+  if (duckdb === 'BOOLEAN') return text === 't';
+  if (/^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UBIGINT|DECIMAL\(\d+,0\))$/.test(duckdb)) {
+    return Number.isSafeInteger(Number(text)) ? Number(text) : text;
+  }
+  if (/^DECIMAL/.test(duckdb)) {
+    const digits = text.replace(/^-/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
+    return digits.length <= 15 ? Number(text) : text;
+  }
+  if (duckdb === 'DOUBLE' || duckdb === 'FLOAT') {
+    return ['NaN', 'Infinity', '-Infinity'].includes(text) ? text : Number(text);
+  }
+  return text;
+}
+
+/** Parses psql's --csv output (quoted fields, doubled quotes). */
+function csvRows(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') (field += '"'), i++;
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') row.push(field), (field = '');
+    else if (c === '\n') row.push(field), rows.push(row), (row = []), (field = '');
+    else field += c;
+  }
+  if (field !== '' || row.length > 0) rows.push([...row, field]);
+  return rows;
+}
+
+describe('the PostgreSQL front door', () => {
+  let cluster: TestCluster;
+  let reference: Reference;
+  let url: string;
+  let port: number;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ vcpus: [2, 2], coordinator: { postgres: { port: 0 } } });
+    await cluster.ingestEvents('events', 6, 1_000);
+    reference = await referenceFor(cluster, ['events']);
+    url = cluster.coordinator.postgresUrl!.replace('postgres://', 'postgres://berth@');
+    port = Number(new URL(url).port);
+  });
+  afterAll(async () => {
+    reference?.close();
+    await cluster?.close();
+  });
+
+  describe('psql', () => {
+    it('lists Berth’s tables with \\dt and describes one with \\d', async () => {
+      const tables = await psql(url, TOKEN, ['-c', '\\dt']);
+      expect(tables.stderr).toBe('');
+      expect(tables.stdout).toMatch(/public \| events \| table \| berth/);
+      const events = await psql(url, TOKEN, ['-c', '\\d events']);
+      expect(events.stderr).toBe('');
+      expect(events.stdout).toContain('Table "public.events"');
+      for (const line of [
+        /ts\s+\| timestamp without time zone/,
+        /service\s+\| text/,
+        /status\s+\| bigint/,
+        /latency_ms\s+\| double precision/,
+        /bytes\s+\| bigint/,
+      ])
+        expect(events.stdout).toMatch(line);
+    });
+
+    it('answers the query corpus exactly as one DuckDB, values and types', async () => {
+      const script = QUERY_CORPUS.flatMap((q, i) => [
+        `\\echo @@desc ${i}`,
+        `${q.sql} \\gdesc`,
+        `\\echo @@rows ${i}`,
+        `${q.sql};`,
+      ]).join('\n');
+      const { code, stdout, stderr } = await psql(url, TOKEN, ['--csv', '-P', 'null=\\N', '-f', '-'], {
+        input: script,
+        timeoutMs: 300_000,
+      });
+      expect(stderr).toBe('');
+      expect(code).toBe(0);
+      const sections = new Map<string, string>();
+      for (const part of stdout.split(/^@@/m).slice(1)) {
+        const newline = part.indexOf('\n');
+        sections.set(part.slice(0, newline), part.slice(newline + 1));
+      }
+      for (const [i, q] of QUERY_CORPUS.entries()) {
+        const expected = await reference.run(q.sql);
+        if (!('result' in expected)) throw new Error(expected.error);
+        const described = csvRows(sections.get(`desc ${i}`)!).slice(1);
+        expect(described.map((r) => r[1]), q.name).toEqual(expected.result.types.map(pgTypeName));
+        const [header, ...rows] = csvRows(sections.get(`rows ${i}`)!);
+        const actual = {
+          columns: header!,
+          rows: rows.map((r) => r.map((text, c) => jsonOf(text, expected.result.types[c]!))),
+        };
+        const { columns, rows: values } = expected.result;
+        expect(resultDifference(actual, { columns, rows: values }, q.ordered), q.name).toBeUndefined();
+      }
+    });
+
+    it('answers a syntax error with 42601 and DuckDB’s own message', async () => {
+      const sql = 'SELECT service FROM events WHERE';
+      const expected = await reference.run(sql);
+      if (!('error' in expected)) throw new Error('the reference answered');
+      const { code, stderr } = await psql(url, TOKEN, ['-v', 'VERBOSITY=verbose', '-c', sql]);
+      expect(code).not.toBe(0);
+      expect(stderr).toContain('ERROR:  42601: ');
+      // DuckDB's message, after the kind it names (the SQLSTATE says that now).
+      expect(stderr).toContain(expected.error.split('\n')[0]!.replace(/^Parser Error: /, ''));
+    });
+
+    it('refuses a wrong password and a write, each with its SQLSTATE', async () => {
+      const wrong = await psql(url, 'not-the-token', ['-c', 'SELECT 1']);
+      expect(wrong.stderr).toContain('password authentication failed');
+      const write = await psql(url, TOKEN, ['-v', 'VERBOSITY=verbose', '-c', "INSERT INTO events (service) VALUES ('x')"]);
+      expect(write.stderr).toContain('ERROR:  25006: cannot execute INSERT in a read-only transaction');
+    });
+
+    it('cancels a long query on Ctrl-C, and the coordinator is free again within 2 s', async () => {
+      const long = 'SELECT count(*) FROM events a, events b, events c WHERE a.bytes + b.bytes > c.bytes';
+      const started = performance.now();
+      const run = psql(url, TOKEN, ['-v', 'VERBOSITY=verbose', '-c', long], {
+        onStart: (child) => {
+          // Once the query is running on the coordinator, Ctrl-C: psql sends a CancelRequest.
+          const poll = setInterval(() => {
+            if (cluster.coordinator.queries.servingLoad().running > 0) {
+              clearInterval(poll);
+              child.kill('SIGINT');
+            }
+          }, 50);
+          child.on('close', () => clearInterval(poll));
+        },
+      });
+      const { stderr } = await run;
+      expect(stderr).toContain('57014: canceling statement due to user request');
+      const cancelled = performance.now();
+      while (cluster.coordinator.queries.servingLoad().running > 0) await new Promise((r) => setTimeout(r, 20));
+      expect(performance.now() - cancelled).toBeLessThan(2_000);
+      expect(performance.now() - started).toBeLessThan(60_000);
+    });
+  });
+
+  describe('node-postgres', () => {
+    it('binds parameters over the extended protocol, as values and never as SQL', async () => {
+      const client = new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) });
+      await client.connect();
+      try {
+        const sql =
+          'SELECT service, count(*) AS n, sum(bytes) AS b FROM events WHERE status = $1 AND level = $2 GROUP BY service ORDER BY service';
+        const got = await client.query({ text: sql, values: [500, 'error'], rowMode: 'array' });
+        const expected = await reference.run(sql.replace('$1', '500').replace('$2', "'error'"));
+        if (!('result' in expected)) throw new Error(expected.error);
+        expect(got.fields.map((f) => f.dataTypeID)).toEqual([25, 20, 1700]);
+        expect(got.rows).toEqual(expected.result.rows.map((r) => [r[0], String(r[1]), String(r[2])]));
+        const injected = await client.query('SELECT count(*) AS n FROM events WHERE service = $1', ["api' OR '1'='1"]);
+        expect(injected.rows).toEqual([{ n: '0' }]);
+        // A portal read 100 rows at a time (Execute with a row limit, PortalSuspended between).
+        const all = await client.query({ text: 'SELECT ts, bytes FROM events ORDER BY ts', rowMode: 'array' });
+        expect(all.rows).toHaveLength(6_000);
+      } finally {
+        await client.end();
+      }
+    });
+
+    it('answers SET, SHOW, BEGIN/COMMIT, version() and current_database() as PostgreSQL does', async () => {
+      const client = new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) });
+      await client.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query("SET application_name = 'grafana'");
+        expect((await client.query('SHOW application_name')).rows).toEqual([{ application_name: 'grafana' }]);
+        await client.query('COMMIT');
+        const session = await client.query('SELECT version() AS v, current_database() AS d, current_schema() AS s');
+        expect(session.rows[0]).toMatchObject({ d: 'berth', s: 'public' });
+        expect(session.rows[0].v).toMatch(/^PostgreSQL 15\.0/);
+        await client.query("SET statement_timeout = '200ms'");
+        await expect(
+          client.query('SELECT count(*) FROM events a, events b, events c WHERE a.bytes + b.bytes > c.bytes'),
+        ).rejects.toMatchObject({ code: '57014', message: 'canceling statement due to statement timeout' });
+        expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      } finally {
+        await client.end();
+      }
+    });
+  });
+
+  it('serves psycopg 3 with server-side binding', async () => {
+    const script = `
+import json, sys, psycopg
+with psycopg.connect(sys.argv[1], password=sys.argv[2]) as conn:
+    with conn.cursor() as cur:
+        cur.execute("SELECT level, count(*), max(latency_ms) FROM events WHERE status = %s GROUP BY level ORDER BY level", (404,))
+        print(json.dumps({"types": [d.type_code for d in cur.description], "rows": [[r[0], r[1], r[2]] for r in cur.fetchall()]}))
+`;
+    const { code, stdout, stderr } = await runClient('python3', ['-c', script, url, TOKEN], {
+      env: { PYTHONPATH: await psycopgPath() },
+    });
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    const got = JSON.parse(stdout) as { types: number[]; rows: JsonValue[][] };
+    const expected = await reference.run(
+      'SELECT level, count(*), max(latency_ms) FROM events WHERE status = 404 GROUP BY level ORDER BY level',
+    );
+    if (!('result' in expected)) throw new Error(expected.error);
+    expect(got.types).toEqual([25, 20, 701]);
+    expect(got.rows).toEqual(expected.result.rows);
+  }, 300_000);
+
+  it('serves the PostgreSQL JDBC driver: DatabaseMetaData and a prepared statement', async () => {
+    const source = path.join(cluster.dir, 'JdbcCheck.java');
+    await writeFile(
+      source,
+      `import java.sql.*;
+public class JdbcCheck {
+  public static void main(String[] args) throws Exception {
+    try (Connection c = DriverManager.getConnection(args[0], "berth", args[1])) {
+      DatabaseMetaData meta = c.getMetaData();
+      try (ResultSet r = meta.getTables(null, null, "%", new String[] {"TABLE"})) {
+        while (r.next()) System.out.println("table " + r.getString("TABLE_SCHEM") + "." + r.getString("TABLE_NAME"));
+      }
+      try (ResultSet r = meta.getColumns(null, "public", "events", "%")) {
+        while (r.next()) System.out.println("column " + r.getString("COLUMN_NAME") + " " + r.getString("TYPE_NAME"));
+      }
+      try (PreparedStatement p = c.prepareStatement("SELECT count(*), sum(bytes) FROM events WHERE status = ? AND service = ?")) {
+        for (int i = 0; i < 6; i++) { // past the driver's prepareThreshold: a named statement, binary results
+          p.setInt(1, 200);
+          p.setString(2, "api");
+          try (ResultSet r = p.executeQuery()) {
+            r.next();
+            System.out.println("count " + r.getLong(1) + " " + r.getBigDecimal(2));
+          }
+        }
+      }
+    }
+  }
+}
+`,
+    );
+    const jdbcUrl = `jdbc:postgresql://127.0.0.1:${port}/berth`;
+    const { code, stdout, stderr } = await runClient('java', ['-cp', await pgjdbcJar(), source, jdbcUrl, TOKEN], {
+      timeoutMs: 180_000,
+    });
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
+    expect(lines.filter((l) => l.startsWith('table '))).toEqual(['table public.events']);
+    expect(lines.filter((l) => l.startsWith('column '))).toEqual([
+      'column ts timestamp',
+      'column service text',
+      'column level text',
+      'column status int8',
+      'column latency_ms float8',
+      'column bytes int8',
+      'column user_id text',
+      'column region text',
+    ]);
+    const expected = await reference.run(
+      "SELECT count(*), sum(bytes) FROM events WHERE status = 200 AND service = 'api'",
+    );
+    if (!('result' in expected)) throw new Error(expected.error);
+    const [count, sum] = expected.result.rows[0]!;
+    expect(lines.filter((l) => l.startsWith('count '))).toEqual(Array(6).fill(`count ${count} ${sum}`));
+  }, 300_000);
+
+  it('stays up through 10,000 malformed and truncated messages, and then answers a valid connection', async () => {
+    const send = (bytes: Buffer) =>
+      new Promise<void>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => resolve());
+        socket.on('close', () => resolve());
+        socket.on('data', () => {});
+        socket.end(bytes);
+        setTimeout(() => socket.destroy(), 2_000).unref();
+      });
+    const startup = Buffer.from('\0\0\0\0\0\x03\0\0user\0berth\0database\0berth\0\0');
+    startup.writeInt32BE(startup.length);
+    const shapes = [
+      () => randomBytes(1 + Math.floor(Math.random() * 64)), // garbage from the first byte
+      () => startup.subarray(0, 1 + Math.floor(Math.random() * (startup.length - 1))), // a truncated startup
+      () => Buffer.concat([Buffer.from([0x7f, 0xff, 0xff, 0xff]), randomBytes(16)]), // a 2 GiB length
+      () => Buffer.concat([startup, randomBytes(1 + Math.floor(Math.random() * 64))]), // garbage after startup
+      () => Buffer.concat([startup, Buffer.from('Q\0\0\0\x10SELECT'), randomBytes(4)]), // a truncated query
+    ];
+    const rssBefore = process.memoryUsage().rss;
+    const MESSAGES = 10_000;
+    const PER_CONNECTION = 20;
+    for (let c = 0; c < MESSAGES / PER_CONNECTION; c += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, () =>
+          send(Buffer.concat(Array.from({ length: PER_CONNECTION }, () => shapes[Math.floor(Math.random() * shapes.length)]!()))),
+        ),
+      );
+    }
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
+    const client = new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) });
+    await client.connect();
+    try {
+      expect((await client.query('SELECT count(*) AS n FROM events')).rows).toEqual([{ n: '6000' }]);
+    } finally {
+      await client.end();
+    }
+  }, 300_000);
+});
