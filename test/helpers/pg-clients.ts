@@ -30,7 +30,12 @@ export interface ClientRun {
 export function runClient(
   command: string,
   args: string[],
-  options: { env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number; onStart?: (child: ChildProcess) => void } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    input?: string;
+    timeoutMs?: number;
+    onStart?: (child: ChildProcess) => void;
+  } = {},
 ): Promise<ClientRun> {
   return new Promise((resolve, reject) => {
     const child = spawnOwned(command, args, { env: { ...process.env, ...options.env }, stdio: 'pipe' });
@@ -64,9 +69,13 @@ export async function psycopgPath(): Promise<string> {
     await access(path.join(target, 'psycopg', '__init__.py'));
   } catch {
     await mkdir(target, { recursive: true });
-    await run('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', target, PSYCOPG], {
-      timeout: 300_000,
-    });
+    await run(
+      'python3',
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', target, PSYCOPG],
+      {
+        timeout: 300_000,
+      },
+    );
   }
   return target;
 }
@@ -79,7 +88,9 @@ export async function pgjdbcJar(): Promise<string> {
   try {
     await access(jar);
   } catch {
-    await run('mvn', ['-q', '-B', 'dependency:get', `-Dartifact=${PGJDBC}`, '-Dtransitive=false'], { timeout: 300_000 });
+    await run('mvn', ['-q', '-B', 'dependency:get', `-Dartifact=${PGJDBC}`, '-Dtransitive=false'], {
+      timeout: 300_000,
+    });
   }
   return jar;
 }

@@ -43,8 +43,7 @@ export const authenticationOk = () => message('R', int32(0));
 export const authenticationCleartext = () => message('R', int32(3));
 export const authenticationSasl = (mechanisms: string[]) =>
   message('R', Buffer.concat([int32(10), ...mechanisms.map(cstring), Buffer.from([0])]));
-export const authenticationSaslContinue = (data: string) =>
-  message('R', Buffer.concat([int32(11), Buffer.from(data)]));
+export const authenticationSaslContinue = (data: string) => message('R', Buffer.concat([int32(11), Buffer.from(data)]));
 export const authenticationSaslFinal = (data: string) => message('R', Buffer.concat([int32(12), Buffer.from(data)]));
 export const parameterStatus = (name: string, value: string) =>
   message('S', Buffer.concat([cstring(name), cstring(value)]));

@@ -8,7 +8,14 @@
 import { OID } from './pg-types.js';
 
 /** The oids of the catalog's fixed objects. */
-export const CATALOG_OIDS = { pgCatalog: 11, public: 2200, informationSchema: 13000, owner: 10, database: 16384, heap: 2 };
+export const CATALOG_OIDS = {
+  pgCatalog: 11,
+  public: 2200,
+  informationSchema: 13000,
+  owner: 10,
+  database: 16384,
+  heap: 2,
+};
 /** The first oid of Berth's tables; each column's table type follows its table. */
 export const FIRST_TABLE_OID = 20000;
 

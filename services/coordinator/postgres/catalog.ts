@@ -132,7 +132,9 @@ export class PgCatalog {
     for (const [i, column] of table.columns.entries()) {
       const type = pgColumnType(column.type);
       const [display] = (
-        await c.runAndReadAll(`SELECT format_type(${type.oid}, ${type.modifier}), typname FROM berth_types WHERE oid = ${type.oid}`)
+        await c.runAndReadAll(
+          `SELECT format_type(${type.oid}, ${type.modifier}), typname FROM berth_types WHERE oid = ${type.oid}`,
+        )
       ).getRows();
       const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(column.type);
       await c.run(

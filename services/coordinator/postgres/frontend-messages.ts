@@ -28,7 +28,14 @@ export type StartupPacket =
 export type FrontendMessage =
   | { type: 'query'; sql: string }
   | { type: 'parse'; name: string; sql: string; parameterTypes: number[] }
-  | { type: 'bind'; portal: string; statement: string; parameterFormats: number[]; parameters: (Buffer | null)[]; resultFormats: number[] }
+  | {
+      type: 'bind';
+      portal: string;
+      statement: string;
+      parameterFormats: number[];
+      parameters: (Buffer | null)[];
+      resultFormats: number[];
+    }
   | { type: 'describe'; target: 'S' | 'P'; name: string }
   | { type: 'execute'; portal: string; maxRows: number }
   | { type: 'close'; target: 'S' | 'P'; name: string }
@@ -81,7 +88,8 @@ class Body {
   /** A count of items each at least `size` bytes: a count the body cannot hold is a lie. */
   count(size: number): number {
     const n = this.int16();
-    if (n < 0 || n * size > this.bytes.length - this.at) throw new ProtocolViolation('a count is larger than its message');
+    if (n < 0 || n * size > this.bytes.length - this.at)
+      throw new ProtocolViolation('a count is larger than its message');
     return n;
   }
 }

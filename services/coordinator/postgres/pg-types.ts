@@ -283,7 +283,11 @@ const BINARY: Record<number, (v: JsonValue) => Buffer> = {
     const b = Buffer.allocUnsafe(4);
     const text = String(v);
     b.writeInt32BE(
-      text === 'infinity' ? 0x7fffffff : text === '-infinity' ? -0x80000000 : Number(timestampMicros(text) / MICROS_PER_DAY),
+      text === 'infinity'
+        ? 0x7fffffff
+        : text === '-infinity'
+          ? -0x80000000
+          : Number(timestampMicros(text) / MICROS_PER_DAY),
     );
     return b;
   },
@@ -344,22 +348,27 @@ function arrayType(element: PgColumnType, oid: number): PgColumnType {
     oid,
     size: -1,
     modifier: -1,
-    text: (v) => `{${items(v).map((e) => (e === null ? 'NULL' : arrayElement(element.text(e)))).join(',')}}`,
-    binary: elementBinary && ((v) => {
-      const values = items(v);
-      const head = Buffer.allocUnsafe(20);
-      head.writeInt32BE(1, 0);
-      head.writeInt32BE(values.some((e) => e === null) ? 1 : 0, 4);
-      head.writeInt32BE(element.oid, 8);
-      head.writeInt32BE(values.length, 12);
-      head.writeInt32BE(1, 16);
-      const parts = values.map((e) => {
-        if (e === null) return int(4)(-1);
-        const bytes = elementBinary(e);
-        return Buffer.concat([int(4)(bytes.length), bytes]);
-      });
-      return Buffer.concat([head, ...parts]);
-    }),
+    text: (v) =>
+      `{${items(v)
+        .map((e) => (e === null ? 'NULL' : arrayElement(element.text(e))))
+        .join(',')}}`,
+    binary:
+      elementBinary &&
+      ((v) => {
+        const values = items(v);
+        const head = Buffer.allocUnsafe(20);
+        head.writeInt32BE(1, 0);
+        head.writeInt32BE(values.some((e) => e === null) ? 1 : 0, 4);
+        head.writeInt32BE(element.oid, 8);
+        head.writeInt32BE(values.length, 12);
+        head.writeInt32BE(1, 16);
+        const parts = values.map((e) => {
+          if (e === null) return int(4)(-1);
+          const bytes = elementBinary(e);
+          return Buffer.concat([int(4)(bytes.length), bytes]);
+        });
+        return Buffer.concat([head, ...parts]);
+      }),
   };
 }
 

@@ -241,7 +241,14 @@ export class Session {
       }
     }
     if (database !== 'berth') {
-      this.send(out.errorResponse({ severity: 'FATAL', code: '3D000', message: `database "${database}" does not exist`, hint: 'connect to database "berth"' }));
+      this.send(
+        out.errorResponse({
+          severity: 'FATAL',
+          code: '3D000',
+          message: `database "${database}" does not exist`,
+          hint: 'connect to database "berth"',
+        }),
+      );
       this.socket.end();
       this.close();
       return;
@@ -380,7 +387,12 @@ export class Session {
             .filter((t) => t.kind === 'param')
             .map((t) => Number(t.text.slice(1))),
         );
-        this.statements.set(message.name, { sql, kind: classify(sql), parameterTypes: message.parameterTypes, parameters });
+        this.statements.set(message.name, {
+          sql,
+          kind: classify(sql),
+          parameterTypes: message.parameterTypes,
+          parameters,
+        });
         this.send(out.parseComplete());
         return;
       }
@@ -396,7 +408,8 @@ export class Session {
           throw fail('42P03', `portal "${message.portal}" already exists`);
         const values = message.parameters.map((bytes, i) => {
           if (bytes === null) return null;
-          const format = message.parameterFormats.length === 1 ? message.parameterFormats[0] : message.parameterFormats[i];
+          const format =
+            message.parameterFormats.length === 1 ? message.parameterFormats[0] : message.parameterFormats[i];
           const oid = statement.parameterTypes[i] ?? 0;
           return format === 1 ? parameterText(oid, bytes) : bytes.toString('utf8');
         });
@@ -419,7 +432,10 @@ export class Session {
             ),
           );
           const unbound = Array.from({ length: statement.parameters }, () => null);
-          const sql = statement.kind.kind === 'query' && statement.parameters > 0 ? await this.bindQuery(statement, unbound) : statement.sql;
+          const sql =
+            statement.kind.kind === 'query' && statement.parameters > 0
+              ? await this.bindQuery(statement, unbound)
+              : statement.sql;
           const fields = await this.describePortal({ statement, sql, values: unbound, resultFormats: [] });
           this.send(fields ? out.rowDescription(fields) : out.noData());
           return;
@@ -560,19 +576,20 @@ export class Session {
       this.send(out.commandComplete('SELECT 0'));
       return;
     }
-    const run = (portal.run ??= await this.start(portal));
-    this.current = { stop: run.stop };
+    const stop = portal.run?.stop ?? new AbortController();
+    const current: { stop: AbortController; why?: Diagnostic } = { stop };
+    this.current = current;
     const timeoutMs = this.settings.statementTimeoutMs;
     const timer =
       timeoutMs > 0
         ? setTimeout(() => {
-            if (this.current && !this.current.why) {
-              this.current.why = { severity: 'ERROR', code: '57014', message: 'canceling statement due to statement timeout' };
-              run.stop.abort(new Error(this.current.why.message));
-            }
+            if (current.why) return;
+            current.why = { severity: 'ERROR', code: '57014', message: 'canceling statement due to statement timeout' };
+            stop.abort(new Error(current.why.message));
           }, timeoutMs)
         : undefined;
     try {
+      const run = (portal.run ??= await this.start(portal, stop));
       let sent = 0;
       for (;;) {
         if (maxRows > 0 && sent === maxRows) {
@@ -593,9 +610,10 @@ export class Session {
       this.send(out.commandComplete(`SELECT ${run.sent}`));
       portal.done = true;
     } catch (error) {
-      portal.run?.stop.abort(error);
+      stop.abort(error);
       portal.run = undefined;
-      throw this.current?.why ? new StatementError(this.current.why) : error;
+      portal.done = true;
+      throw current.why ? new StatementError(current.why) : error;
     } finally {
       clearTimeout(timer);
       this.current = undefined;
@@ -603,9 +621,7 @@ export class Session {
   }
 
   /** Starts a portal's statement: a Berth query through the QueryService, or a catalog statement. */
-  private async start(portal: Portal): Promise<PortalRun> {
-    const stop = new AbortController();
-    this.current = { stop };
+  private async start(portal: Portal, stop: AbortController): Promise<PortalRun> {
     if (portal.statement.kind.kind === 'catalog') {
       const catalog = await this.context.catalog();
       const result = await catalog.run(portal.sql, portal.values, stop.signal).catch((error: unknown) => {

@@ -28,7 +28,7 @@ export function tokenize(sql: string): Token[] {
   };
   while (i < sql.length) {
     const c = sql[i]!;
-    if (/\s/.test(c)) push('space', i + (/^\s+/.exec(sql.slice(i))![0].length));
+    if (/\s/.test(c)) push('space', i + /^\s+/.exec(sql.slice(i))![0].length);
     else if (sql.startsWith('--', i)) push('space', sql.includes('\n', i) ? sql.indexOf('\n', i) + 1 : sql.length);
     else if (sql.startsWith('/*', i)) push('space', until('*/', i + 2, false));
     else if (c === "'") push('string', until("'", i + 1, true));
@@ -66,7 +66,8 @@ export function splitStatements(sql: string): string[] {
 }
 
 const meaningful = (sql: string) => tokenize(sql).filter((t) => t.kind !== 'space');
-const word = (t: Token | undefined) => (t?.kind === 'word' ? t.text.toLowerCase() : t?.kind === 'quoted' ? t.text.slice(1, -1) : undefined);
+const word = (t: Token | undefined) =>
+  t?.kind === 'word' ? t.text.toLowerCase() : t?.kind === 'quoted' ? t.text.slice(1, -1) : undefined;
 
 /** What a statement is, as the session decides what to do with it. */
 export type StatementKind =
@@ -84,7 +85,12 @@ const WRITES = new Set(
     ' ',
   ),
 );
-const NO_OPS: Record<string, string> = { savepoint: 'SAVEPOINT', release: 'RELEASE', listen: 'LISTEN', unlisten: 'UNLISTEN' };
+const NO_OPS: Record<string, string> = {
+  savepoint: 'SAVEPOINT',
+  release: 'RELEASE',
+  listen: 'LISTEN',
+  unlisten: 'UNLISTEN',
+};
 
 /** Names that ask the catalog or the session, not Berth's tables. */
 const CATALOG_WORDS = new Set([
@@ -127,15 +133,20 @@ export function classify(sql: string): StatementKind {
     case 'rollback':
     case 'abort':
       // ROLLBACK TO SAVEPOINT stays in the transaction.
-      return word(tokens[1]) === 'to'
-        ? { kind: 'no-op', tag: 'ROLLBACK' }
-        : { kind: 'rollback', tag: 'ROLLBACK' };
+      return word(tokens[1]) === 'to' ? { kind: 'no-op', tag: 'ROLLBACK' } : { kind: 'rollback', tag: 'ROLLBACK' };
     case 'set':
       return setStatement(tokens.slice(1));
     case 'reset':
       return { kind: 'set', name: word(tokens[1]) ?? 'all', value: undefined };
     case 'show':
-      return { kind: 'show', name: tokens.slice(1).map((t) => word(t) ?? t.text).join(' ').toLowerCase() };
+      return {
+        kind: 'show',
+        name: tokens
+          .slice(1)
+          .map((t) => word(t) ?? t.text)
+          .join(' ')
+          .toLowerCase(),
+      };
     case 'discard':
       return { kind: 'no-op', tag: `DISCARD ${(word(tokens[1]) ?? 'ALL').toUpperCase()}` };
     case 'deallocate':
@@ -143,7 +154,14 @@ export function classify(sql: string): StatementKind {
   }
   if (first !== undefined && NO_OPS[first]) return { kind: 'no-op', tag: NO_OPS[first] };
   if (first !== undefined && WRITES.has(first)) return { kind: 'write', command: first.toUpperCase() };
-  if (first === 'select' || first === 'with' || first === 'values' || first === 'table' || first === 'from' || tokens[0]!.text === '(')
+  if (
+    first === 'select' ||
+    first === 'with' ||
+    first === 'values' ||
+    first === 'table' ||
+    first === 'from' ||
+    tokens[0]!.text === '('
+  )
     return readsCatalog(tokens) ? { kind: 'catalog' } : { kind: 'query' };
   return { kind: 'unsupported', command: (first ?? tokens[0]!.text).toUpperCase() };
 }
@@ -161,8 +179,15 @@ function setStatement(tokens: Token[]): StatementKind {
   if (['session', 'local'].includes(word(rest[0]) ?? '') && word(rest[1]) !== 'characteristics') rest = rest.slice(1);
   const head = word(rest[0]);
   if (head === 'transaction' || head === 'session') return { kind: 'no-op', tag: 'SET' };
-  if (head === 'time' && word(rest[1]) === 'zone') return { kind: 'set', name: 'timezone', value: valueText(rest.slice(2)) };
-  const name = rest.slice(0, rest.findIndex((t) => t.text === '=' || word(t) === 'to')).map((t) => word(t) ?? t.text).join('');
+  if (head === 'time' && word(rest[1]) === 'zone')
+    return { kind: 'set', name: 'timezone', value: valueText(rest.slice(2)) };
+  const name = rest
+    .slice(
+      0,
+      rest.findIndex((t) => t.text === '=' || word(t) === 'to'),
+    )
+    .map((t) => word(t) ?? t.text)
+    .join('');
   const at = rest.findIndex((t) => t.text === '=' || word(t) === 'to');
   if (at < 1) return { kind: 'unsupported', command: 'SET' };
   const value = valueText(rest.slice(at + 1));
@@ -174,9 +199,38 @@ function valueText(tokens: Token[]): string | undefined {
   const parts = tokens.filter((t) => t.text !== ',');
   if (parts.length === 0) return undefined;
   return parts
-    .map((t) => (t.kind === 'string' ? t.text.slice(1, -1).replace(/''/g, "'") : t.kind === 'quoted' ? t.text.slice(1, -1) : t.text))
+    .map((t) =>
+      t.kind === 'string'
+        ? t.text.slice(1, -1).replace(/''/g, "'")
+        : t.kind === 'quoted'
+          ? t.text.slice(1, -1)
+          : t.text,
+    )
     .join(', ');
 }
+
+/** Words that may follow a FROM item and are no alias. */
+const RESERVED_AFTER_FROM = new Set([
+  'where',
+  'join',
+  'left',
+  'right',
+  'inner',
+  'full',
+  'cross',
+  'on',
+  'group',
+  'order',
+  'limit',
+  'union',
+  'natural',
+  'using',
+  'having',
+  'window',
+  'offset',
+  'except',
+  'intersect',
+]);
 
 const REG_TYPES = new Set(['regclass', 'regtype', 'regnamespace', 'regproc', 'regprocedure', 'regoper', 'regrole']);
 
@@ -189,6 +243,8 @@ const REG_TYPES = new Set(['regclass', 'regtype', 'regnamespace', 'regproc', 're
 export function catalogDialect(sql: string): string {
   const tokens = tokenize(sql);
   const out: string[] = [];
+  /** Positions of aliases that name their function's column too. */
+  const columnAliases = new Set<number>();
   const next = (i: number) => {
     let j = i + 1;
     while (tokens[j]?.kind === 'space') j++;
@@ -218,6 +274,21 @@ export function catalogDialect(sql: string): string {
       i = j;
       continue;
     }
+    // PostgreSQL names a set-returning function's column after its alias: `generate_series(…) s`
+    // reads as s(s) in DuckDB's words.
+    if (name === 'generate_series' && tokens[next(i)]?.text === '(') {
+      let depth = 0;
+      let j = next(i);
+      for (; j < tokens.length; j++) {
+        if (tokens[j]!.text === '(') depth++;
+        else if (tokens[j]!.text === ')' && --depth === 0) break;
+      }
+      let k = next(j);
+      if (word(tokens[k]) === 'as') k = next(k);
+      const alias = tokens[k];
+      if (alias?.kind === 'word' && !RESERVED_AFTER_FROM.has(alias.text.toLowerCase()) && tokens[next(k)]?.text !== '(')
+        columnAliases.add(k);
+    }
     if (t.text === '::') {
       let j = next(i);
       if (word(tokens[j]) === 'pg_catalog' && tokens[next(j)]?.text === '.') j = next(next(j));
@@ -230,6 +301,7 @@ export function catalogDialect(sql: string): string {
       }
     }
     out.push(t.text);
+    if (columnAliases.has(i)) out.push(`(${t.text})`);
   }
   return out.join('');
 }
