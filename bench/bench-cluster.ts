@@ -43,6 +43,7 @@ export async function startBenchCluster(
     s3Port: 0,
     metaPort: 0,
     coordinatorPort: 0,
+    postgresPort: 0,
     controllerPort: 0,
     bucket: 'berth-bench',
     heavy,

@@ -23,6 +23,7 @@ interface UpOptions {
   metaPort: string;
   metaDatabase?: string;
   coordinatorPort: string;
+  postgresPort: string;
   controllerPort: string;
   heavyMax: string;
   heavyIdleMs: string;
@@ -55,6 +56,9 @@ export function upCommand(): Command {
     .addOption(new Option('--meta-port <port>', 'meta service port (0: any free port)').default('7400'))
     .option('--meta-database <url>', "meta's store: a postgres://… URL (default: SQLite in the data dir)")
     .addOption(new Option('--coordinator-port <port>', 'coordinator port (0: any free port)').default('7401'))
+    .addOption(
+      new Option('--postgres-port <port>', "the coordinator's PostgreSQL port (0: any free port)").default('5433'),
+    )
     .addOption(new Option('--controller-port <port>', 'heavy-pool controller port (0: any free port)').default('7402'))
     .addOption(new Option('--heavy-max <n>', 'most replicas of the heavy pool (it steps by 2)').default('2'))
     .addOption(
@@ -97,6 +101,7 @@ export function upCommand(): Command {
         metaPort: parsePort(options.metaPort, '--meta-port'),
         metaDatabase: options.metaDatabase,
         coordinatorPort: parsePort(options.coordinatorPort, '--coordinator-port'),
+        postgresPort: parsePort(options.postgresPort, '--postgres-port'),
         controllerPort: parsePort(options.controllerPort, '--controller-port'),
         heavy: {
           maxReplicas: parseCount(options.heavyMax, '--heavy-max'),

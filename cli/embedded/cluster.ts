@@ -23,6 +23,8 @@ import { startTemporalDevServer } from './temporal-server.js';
 
 export interface Endpoints {
   coordinator: string;
+  /** The coordinator's PostgreSQL protocol: postgres://HOST:PORT/berth, the token as the password. */
+  postgres: string;
   controller: string;
   meta: string;
   s3: string;
@@ -53,6 +55,8 @@ export interface EmbeddedClusterOptions {
   /** Meta's PostgreSQL URL. @default SQLite under dataDir/meta */
   metaDatabase?: string;
   coordinatorPort: number;
+  /** The coordinator's PostgreSQL port; 0 means any free port (chosen once, kept across restarts). */
+  postgresPort: number;
   bucket: string;
   controllerPort: number;
   /** Each node's cache budget in bytes. @default 1 GiB */
@@ -209,6 +213,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
         ),
       ),
     );
+    // A port chosen now, not by the coordinator: a restarted coordinator keeps the URL endpoints.json gives.
+    const postgresPort = options.postgresPort || (await freePort(bind));
     const coordinator = await service(
       'coordinator',
       SERVICE_SCRIPTS.coordinator,
@@ -217,6 +223,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
         BERTH_COORDINATOR_DIR: path.join(dataDir, 'coordinator'),
         BERTH_COORDINATOR_HOST: bind,
         BERTH_COORDINATOR_PORT: String(options.coordinatorPort),
+        BERTH_PG_PORT: String(postgresPort),
         BERTH_DUCKDB_THREADS: duckdbThreads,
         BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
         ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
@@ -251,6 +258,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
 
     const endpoints: Endpoints = {
       coordinator: coordinator.url,
+      postgres: `postgres://${bind}:${postgresPort}/berth`,
       controller: controller.url,
       meta: meta.url,
       s3: s3.endpoint,
