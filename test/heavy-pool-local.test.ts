@@ -20,6 +20,7 @@ import { ensureReconcilerSchedule } from '../workers/reconciler-schedule.js';
 import { FAST, startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 import { payloadsOver } from './helpers/history.js';
+import { psql } from './helpers/pg-clients.js';
 
 const QUERY_NODE = fileURLToPath(new URL('../dist/services/query-node/main.js', import.meta.url));
 const HEAVY_SQL =
@@ -132,6 +133,7 @@ describe('the heavy pool from zero and back', () => {
           admissionPollMs: 100,
         },
         verdictThresholds,
+        postgres: { port: 0 },
       },
     });
     await cluster.ingestEvents('events', 4, 500);
@@ -246,6 +248,26 @@ describe('the heavy pool from zero and back', () => {
       });
       await expect.poll(() => platform.runningPods(group), { timeout: 10_000 }).toBe(0);
       expect((await cluster.meta.acquireLease(`compaction:${group}`, 'another-group', 1_000)).granted).toBe(true);
+    },
+  );
+
+  it(
+    'answers a heavy query over the PostgreSQL protocol: psql hears the pool launch from zero, then gets the rows',
+    { timeout: 180_000 },
+    async () => {
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
+      const light = await cluster.coordinator.queries.queryOnGroup(HEAVY_SQL, 'serving');
+      const url = cluster.coordinator.postgresUrl!.replace('postgres://', 'postgres://berth@');
+      const { code, stdout, stderr } = await psql(url, TOKEN, ['-A', '-t', '-F', ',', '-c', HEAVY_SQL], {
+        timeoutMs: 150_000,
+      });
+      expect(code, stderr).toBe(0);
+      // While it waits, the pool's launch as NOTICEs (psql prints them on stderr), layer by layer.
+      expect(stderr).toMatch(/^NOTICE: {2}the heavy pool is launching: /m);
+      expect(stdout.trim().split('\n')).toEqual(light.rows.map((row) => row.map(String).join(',')));
+      const status = await poolStatus({ client, group });
+      expect(status.layersPassed).toEqual(['pods', 'backends', 'canary']);
+      await expect.poll(async () => (await poolStatus({ client, group })).phase, { timeout: 30_000 }).toBe('parked');
     },
   );
 

@@ -206,7 +206,7 @@ export class QueryService {
         ? ((verdict.bottleneck === 'memory' ? this.options.memoryPool : undefined) ?? this.options.heavyPool)
         : undefined;
     if (pool) {
-      const admission = await pool.admission.admit(signal);
+      const admission = await pool.admission.admit(signal, sink?.notice?.bind(sink));
       try {
         const result = await this.execute(prepared, pool.group, started, signal, new Set(admission.backends), sink);
         return {

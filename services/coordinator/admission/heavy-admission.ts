@@ -55,6 +55,9 @@ interface Waiter {
   timer: NodeJS.Timeout;
   signal?: AbortSignal;
   onAbort?: () => void;
+  /** Told what the query waits for, each time that changes. */
+  onWait?: (words: string) => void;
+  told?: string;
 }
 
 export class HeavyAdmission {
@@ -85,8 +88,12 @@ export class HeavyAdmission {
     return { running: this.running, waiting: this.waiting.length };
   }
 
-  /** Waits for a place on the pool; rejects with an HttpError (429, 503) that says why not. */
-  admit(signal?: AbortSignal): Promise<Admission> {
+  /**
+   * Waits for a place on the pool; rejects with an HttpError (429, 503) that says why not.
+   * `onWait` hears what the query waits for (the pool launching and the layer it is at, or a slot)
+   * each time that changes.
+   */
+  admit(signal?: AbortSignal, onWait?: (words: string) => void): Promise<Admission> {
     if (this.closed) return Promise.reject(new HttpError(503, 'shutting_down', 'the coordinator is shutting down'));
     // A full queue answers at once; the pool's allowance (in the next answer) is the authority.
     const known = this.answer;
@@ -101,6 +108,7 @@ export class HeavyAdmission {
         resolve,
         reject,
         signal,
+        onWait,
         timer: setTimeout(
           () => this.drop(waiter, this.timedOut(waiter)),
           this.options.queueTimeoutMs ?? HEAVY_ADMISSION_DEFAULTS.queueTimeoutMs,
@@ -203,6 +211,15 @@ export class HeavyAdmission {
     for (const w of reported.slice(answer.queued).reverse())
       this.drop(w, queueFull(this.options.maxQueueSize, answer), false);
     this.pump();
+    const words = answer.serveReady
+      ? `waiting for a slot of the heavy pool (${answer.running} running, ${answer.waiting} waiting)`
+      : `the heavy pool is launching: ${answer.notReady ?? phaseWords(answer.phase)}`;
+    for (const w of this.waiting) {
+      if (w.onWait && w.told !== words) {
+        w.told = words;
+        w.onWait(words);
+      }
+    }
     this.schedulePoll();
   }
 

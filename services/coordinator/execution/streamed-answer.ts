@@ -19,6 +19,8 @@ export interface AnswerSink {
   /** `signal` is the query's: a sink waiting on a slow client gives up when it aborts. */
   start(columns: string[], types: string[], signal: AbortSignal): Promise<void>;
   rows(batch: JsonValue[][]): Promise<void>;
+  /** Hears, where the client can be told before its answer, what the query waits for (a heavy pool launching). */
+  notice?(words: string): void;
 }
 
 export class StreamedAnswer implements AnswerSink {

@@ -10,6 +10,7 @@ import type { JsonValue } from '../api.js';
 export interface AnswerSink {
   start(columns: string[], types: string[], signal: AbortSignal): Promise<void>;
   rows(batch: JsonValue[][]): Promise<void>;
+  notice?(words: string): void;
 }
 
 export class RowStream implements AnswerSink {
@@ -22,8 +23,11 @@ export class RowStream implements AnswerSink {
   private failure: unknown;
   private signal?: AbortSignal;
 
-  /** Runs the query into this stream; its end (or failure) ends the stream. */
-  constructor(run: (sink: AnswerSink) => Promise<unknown>) {
+  /** Runs the query into this stream; its end (or failure) ends the stream. `notice` hears what it waits for. */
+  constructor(
+    run: (sink: AnswerSink) => Promise<unknown>,
+    readonly notice?: (words: string) => void,
+  ) {
     run(this).then(
       () => this.finish(undefined),
       (error: unknown) => this.finish(error ?? new Error('the query failed')),

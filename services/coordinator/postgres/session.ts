@@ -47,6 +47,8 @@ export interface SessionContext {
   idleTimeoutMs: number;
   /** How long a client may take to start up and authenticate. */
   startupTimeoutMs: number;
+  /** The query deadline: a catalog statement is cut by it too (Berth's queries by the QueryService's own). */
+  deadlineMs: number;
   log: { warn(object: object, message: string): void };
 }
 
@@ -54,6 +56,8 @@ export interface SessionContext {
 const MAX_STARTUP_BYTES = 10_000;
 /** Bytes a client may send ahead of what the session has read before the socket is paused. */
 const MAX_BUFFERED_BYTES = 1 << 20;
+/** Prepared statements, and portals, one session may keep open: each holds memory until closed. */
+const MAX_PREPARED = 1_000;
 
 interface Statement {
   sql: string;
@@ -378,6 +382,8 @@ export class Session {
       case 'parse': {
         if (message.name !== '' && this.statements.has(message.name))
           throw fail('42P05', `prepared statement "${message.name}" already exists`);
+        if (!this.statements.has(message.name) && this.statements.size >= MAX_PREPARED)
+          throw fail('53400', `a session keeps at most ${MAX_PREPARED} prepared statements: close some`);
         const parts = splitStatements(message.sql).filter((s) => classify(s).kind !== 'empty');
         if (parts.length > 1) throw fail('42601', 'cannot insert multiple commands into a prepared statement');
         const sql = parts[0] ?? '';
@@ -406,6 +412,8 @@ export class Session {
           );
         if (message.portal !== '' && this.portals.has(message.portal))
           throw fail('42P03', `portal "${message.portal}" already exists`);
+        if (!this.portals.has(message.portal) && this.portals.size >= MAX_PREPARED)
+          throw fail('53400', `a session keeps at most ${MAX_PREPARED} portals: close some`);
         const values = message.parameters.map((bytes, i) => {
           if (bytes === null) return null;
           const format =
@@ -579,15 +587,23 @@ export class Session {
     const stop = portal.run?.stop ?? new AbortController();
     const current: { stop: AbortController; why?: Diagnostic } = { stop };
     this.current = current;
-    const timeoutMs = this.settings.statementTimeoutMs;
-    const timer =
-      timeoutMs > 0
+    const cut = (ms: number, message: string) =>
+      ms > 0
         ? setTimeout(() => {
             if (current.why) return;
-            current.why = { severity: 'ERROR', code: '57014', message: 'canceling statement due to statement timeout' };
-            stop.abort(new Error(current.why.message));
-          }, timeoutMs)
+            current.why = { severity: 'ERROR', code: '57014', message };
+            stop.abort(new Error(message));
+          }, ms)
         : undefined;
+    const timers = [
+      cut(this.settings.statementTimeoutMs, 'canceling statement due to statement timeout'),
+      portal.statement.kind.kind === 'catalog'
+        ? cut(
+            this.context.deadlineMs,
+            `the query ran past its deadline of ${this.context.deadlineMs} ms (BERTH_QUERY_DEADLINE_MS)`,
+          )
+        : undefined,
+    ];
     try {
       const run = (portal.run ??= await this.start(portal, stop));
       let sent = 0;
@@ -615,7 +631,7 @@ export class Session {
       portal.done = true;
       throw current.why ? new StatementError(current.why) : error;
     } finally {
-      clearTimeout(timer);
+      for (const timer of timers) clearTimeout(timer);
       this.current = undefined;
     }
   }
@@ -635,7 +651,11 @@ export class Session {
         sent: 0,
       };
     }
-    const stream = new RowStream((sink) => this.context.queries.query(portal.sql, stop.signal, sink));
+    // A heavy query waiting for its pool tells the client how the launch goes (NOTICE), as psql shows.
+    const stream = new RowStream(
+      (sink) => this.context.queries.query(portal.sql, stop.signal, sink),
+      (words) => this.send(out.noticeResponse({ severity: 'NOTICE', code: '00000', message: words })),
+    );
     const { types } = await stream.columns();
     return { rows: stream, types: types.map(pgColumnType), stop, sent: 0 };
   }
