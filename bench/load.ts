@@ -7,7 +7,9 @@
  * number of queries per level, closed loop: each client sends its next query when its last one is
  * answered. A 429 is counted as refused, and its client waits the Retry-After it was given before
  * its next query, as a well-behaved client would. Every Berth answer of the mix is first checked
- * against DuckDB's.
+ * against DuckDB's. Each level is then sent again through the coordinator's PostgreSQL protocol
+ * (node-postgres, one connection per client; a 53300 counted as refused like a 429), and its
+ * throughput and p99 are given as ratios to the HTTP API's in the same run.
  * Before the levels, both sides answer --warmup queries (2,000 by default) at concurrency 32,
  * untimed: V8 compiles the services' hot paths after some thousands of calls, so a first level
  * measured cold pays for that, as no long-running serving tier does (DuckDB's C++ has nothing to
@@ -19,10 +21,12 @@
  * and write their profiles into DIR when the cluster stops. BERTH_BENCH_SMOKE=1 runs it small
  * (bench/smoke.ts), and fails on any Berth error.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import pg from 'pg';
+import { tokenFile } from '../cli/embedded/cluster.js';
 import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { cpuMs, DASHBOARD_MIX, eventRows, runLevel, servicePids, type Level } from './dashboard-load.js';
@@ -71,7 +75,7 @@ if (RESULT_CACHE) process.env.BERTH_RESULT_CACHE_BYTES = RESULT_CACHE;
 const clusterDir = path.join(os.tmpdir(), 'berth-bench-load', 'cluster');
 const bench = await startBenchCluster(clusterDir, NODES, 1024 ** 3);
 delete process.env.NODE_OPTIONS;
-const results: { berth: Level; duckdb: Level; cpu: Map<string, number> }[] = [];
+const results: { berth: Level; duckdb: Level; postgres: Level; cpu: Map<string, number> }[] = [];
 try {
   await bench.load('events', files);
   const coordinator = bench.cluster.endpoints.coordinator;
@@ -96,10 +100,37 @@ try {
     return { rows: body.rows };
   };
 
+  // The PostgreSQL leg: the same mix through the coordinator's PostgreSQL protocol, one connection
+  // per closed-loop client (node-postgres: Parse/Bind/Describe/Execute/Sync per query).
+  const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
+  const pgClients: pg.Client[] = [];
+  for (let i = 0; i < Math.max(...LEVELS); i++) {
+    const client = new pg.Client({
+      connectionString: bench.cluster.endpoints.postgres,
+      user: 'berth',
+      password: token,
+    });
+    await client.connect();
+    pgClients.push(client);
+  }
+  const viaPostgres = async (client: number, sql: string): Promise<{ refusedForMs?: number; rows?: unknown[] }> => {
+    try {
+      return { rows: (await pgClients[client]!.query({ text: sql, rowMode: 'array' })).rows };
+    } catch (error) {
+      // Admission's 429 is 53300 here, its Retry-After in the hint.
+      const { code, hint } = error as { code?: string; hint?: string };
+      if (code === '53300') return { refusedForMs: 1000 * Number(/(\d+) s/.exec(hint ?? '')?.[1] ?? 1) };
+      throw error;
+    }
+  };
+
   // Same answers (this also warms every node's cache and the page cache for DuckDB).
   for (const sql of DASHBOARD_MIX) {
     const [b, d] = [await berth(sql), await duckdb(0, sql)];
     if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
+    // The protocols' exactness is the tests' (test/postgres-wire.test.ts); here the same row count.
+    const p = await viaPostgres(0, sql);
+    if (p.rows?.length !== d.rows.length) throw new Error(`Berth over PostgreSQL gives another row count on ${sql}`);
   }
 
   if (WARMUP > 0) {
@@ -125,15 +156,18 @@ try {
     const before = await cpuMs(pids);
     const b = await runLevel(concurrency, count, (_, sql) => berth(sql));
     const after = await cpuMs(pids);
+    const p = await runLevel(concurrency, count, viaPostgres);
     const cpu = new Map([...after].map(([service, ms]) => [service, ms - (before.get(service) ?? 0)]));
     console.error(
       `concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`,
     );
-    results.push({ berth: b, duckdb: d, cpu });
+    results.push({ berth: b, duckdb: d, postgres: p, cpu });
+    failInSmoke(`Berth's queries over PostgreSQL at concurrency ${concurrency}`, p.errors.length, p.errors[0]);
     failInSmoke(`Berth's queries at concurrency ${concurrency}`, b.errors.length, b.errors[0]);
     failInSmoke(`DuckDB's queries at concurrency ${concurrency}`, d.errors.length, d.errors[0]);
   }
   for (const c of connections) c.closeSync();
+  await Promise.all(pgClients.map((c) => c.end()));
   baseline.closeSync();
 } finally {
   await bench.stop();
@@ -151,6 +185,18 @@ console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const { berth: b, duckdb: d } of results) {
   console.log(
     `| ${b.concurrency} | ${b.queries} | ${qps(d).toFixed(1)} | ${ms(percentile(d.latencies, 50))} / ${ms(percentile(d.latencies, 99))} | ${qps(b).toFixed(1)} | ${ms(percentile(b.latencies, 50))} / ${ms(percentile(b.latencies, 99))} | ${b.refused} | ${b.errors.length} | **${(qps(b) / qps(d)).toFixed(2)}×** | **${(percentile(b.latencies, 99) / percentile(d.latencies, 99)).toFixed(2)}×** |`,
+  );
+}
+console.log(
+  '\nThe same mix over the PostgreSQL protocol (node-postgres, one connection per client), against the HTTP API in the same run:\n',
+);
+console.log(
+  '| concurrency | PostgreSQL q/s | PostgreSQL p50 / p99 ms | 53300s | errors | throughput vs HTTP | p99 vs HTTP |',
+);
+console.log('|---:|---:|---:|---:|---:|---:|---:|');
+for (const { berth: b, postgres: p } of results) {
+  console.log(
+    `| ${p.concurrency} | ${qps(p).toFixed(1)} | ${ms(percentile(p.latencies, 50))} / ${ms(percentile(p.latencies, 99))} | ${p.refused} | ${p.errors.length} | **${(qps(p) / qps(b)).toFixed(2)}×** | **${(percentile(p.latencies, 99) / percentile(b.latencies, 99)).toFixed(2)}×** |`,
   );
 }
 const services = ['coordinator', 'query nodes', 'meta', 'worker'];

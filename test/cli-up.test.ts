@@ -7,6 +7,7 @@ import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
 import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
+import { psql } from './helpers/pg-clients.js';
 import { eventNdjson, eventRowsSql } from './helpers/event-data.js';
 
 /** Every process below `pid`, from /proc. */
@@ -156,6 +157,16 @@ describe('berth up and the everyday commands', () => {
         const human = await berth('query', 'SELECT count(*) AS n FROM events', '--data-dir', dataDir);
         expect(human.stdout).toMatch(/^\s*n\n3000\n/);
         expect(human.stdout).toMatch(/route aggregate/);
+        // endpoints.json's PostgreSQL URL, with the data dir's token as the password, as psql is used.
+        expect(first.endpoints.postgres).toMatch(/^postgres:\/\/127\.0\.0\.1:\d+\/berth$/);
+        const clusterToken = (await readFile(path.join(dataDir, 'token'), 'utf8')).trim();
+        const viaPsql = await psql(first.endpoints.postgres, clusterToken, [
+          '-At',
+          '-c',
+          'SELECT count(*) FROM events',
+        ]);
+        expect(viaPsql.stderr).toBe('');
+        expect(viaPsql.stdout).toBe('3000\n');
         const streamed = await berth(
           'query',
           'SELECT level FROM events ORDER BY ts',

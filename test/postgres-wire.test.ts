@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DASHBOARD_MIX } from '../bench/dashboard-load.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { resultDifference } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
@@ -351,6 +352,41 @@ public class JdbcCheck {
     if (!('result' in expected)) throw new Error(expected.error);
     const [count, sum] = expected.result.rows[0]!;
     expect(lines.filter((l) => l.startsWith('count '))).toEqual(Array(6).fill(`count ${count} ${sum}`));
+  }, 300_000);
+
+  it('serves 100 connections at once running the dashboard mix, with no error but admission’s', async () => {
+    const clients = Array.from(
+      { length: 100 },
+      () => new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) }),
+    );
+    await Promise.all(clients.map((c) => c.connect()));
+    try {
+      const expected = new Map<string, number>();
+      for (const sql of DASHBOARD_MIX) {
+        const answer = await reference.run(sql);
+        if (!('result' in answer)) throw new Error(answer.error);
+        expected.set(sql, answer.result.rows.length);
+      }
+      const outcomes = await Promise.all(
+        clients.flatMap((client, i) =>
+          [0, 1, 2, 3].map(async (k) => {
+            const sql = DASHBOARD_MIX[(i + k) % DASHBOARD_MIX.length]!;
+            try {
+              const { rows } = await client.query({ text: sql, rowMode: 'array' });
+              return rows.length === expected.get(sql) ? 'answered' : `${rows.length} rows for ${sql}`;
+            } catch (error) {
+              const { code, message } = error as { code?: string; message: string };
+              return code === '53300' ? 'refused' : `${code}: ${message}`;
+            }
+          }),
+        ),
+      );
+      // Queries on one connection wait for each other (node-postgres queues them); none fails.
+      expect(outcomes.filter((o) => o !== 'answered' && o !== 'refused')).toEqual([]);
+      expect(outcomes.filter((o) => o === 'answered').length).toBeGreaterThan(0);
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
   }, 300_000);
 
   it('stays up through 10,000 malformed and truncated messages, and then answers a valid connection', async () => {

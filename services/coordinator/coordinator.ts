@@ -312,6 +312,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
       trees: engine,
       listTables: () => meta.listTables(),
       token: config.token,
+      queryDeadlineMs: deadlineMs,
       host,
       log: app.log,
     }).catch(async (error: unknown) => {

@@ -19,6 +19,8 @@ export const FREE_PORTS = [
   '0',
   '--coordinator-port',
   '0',
+  '--postgres-port',
+  '0',
   '--controller-port',
   '0',
 ];

@@ -44,6 +44,8 @@ export interface PostgresFrontOptions {
   startupTimeoutMs?: number;
   /** @default 8 MiB */
   maxMessageBytes?: number;
+  /** The coordinator's query deadline, which cuts catalog statements too. */
+  queryDeadlineMs: number;
   log: { warn(object: object, message: string): void };
 }
 
@@ -83,6 +85,7 @@ export async function startPostgresFront(options: PostgresFrontOptions): Promise
     maxMessageBytes: settings.maxMessageBytes,
     idleTimeoutMs: settings.idleTimeoutMs,
     startupTimeoutMs: settings.startupTimeoutMs,
+    deadlineMs: options.queryDeadlineMs,
     log: options.log,
   };
 
