@@ -19,6 +19,7 @@ const UNIT = [
   'plan-cache',
   'planner',
   'pool-rules',
+  'postgres-codec',
   'preflight',
   'query-node-client',
   'python-tool',

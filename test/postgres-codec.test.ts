@@ -1,0 +1,150 @@
+/**
+ * The PostgreSQL front's pure parts, without a server: SCRAM against node-postgres' own client
+ * implementation, the framing's refusals, the statement splitter and classifier, the catalog's
+ * dialect rewrite, and the type mapping's text and binary forms.
+ */
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+import { decodeMessage, MessageReader, ProtocolViolation } from '../services/coordinator/postgres/frontend-messages.js';
+import { OID, parameterText, pgColumnType } from '../services/coordinator/postgres/pg-types.js';
+import { ScramExchange, scramSecret } from '../services/coordinator/postgres/scram.js';
+import { catalogDialect, classify, splitStatements } from '../services/coordinator/postgres/sql-text.js';
+
+interface SaslSession {
+  response: string;
+}
+const sasl = createRequire(import.meta.url)('pg/lib/crypto/sasl.js') as {
+  startSession(mechanisms: string[]): SaslSession;
+  continueSession(session: SaslSession, password: string, serverData: string): Promise<void>;
+  finalizeSession(session: SaslSession, serverData: string): void;
+};
+
+describe('SCRAM-SHA-256', () => {
+  const secret = scramSecret('the-cluster-token-of-at-least-32-bytes');
+
+  it("lets node-postgres' client in with the token, and checks the server back", async () => {
+    const client = sasl.startSession(['SCRAM-SHA-256']);
+    const server = new ScramExchange(secret);
+    const serverFirst = server.first(client.response);
+    await sasl.continueSession(client, 'the-cluster-token-of-at-least-32-bytes', serverFirst);
+    const serverFinal = server.final(client.response);
+    expect(serverFinal).toMatch(/^v=/);
+    expect(() => sasl.finalizeSession(client, serverFinal!)).not.toThrow();
+  });
+
+  it('refuses another password', async () => {
+    const client = sasl.startSession(['SCRAM-SHA-256']);
+    const server = new ScramExchange(secret);
+    await sasl.continueSession(client, 'a-wrong-password', server.first(client.response));
+    expect(server.final(client.response)).toBeUndefined();
+  });
+});
+
+describe('framing', () => {
+  it('cuts packets out of chunks that split them anywhere', () => {
+    const reader = new MessageReader(1024);
+    reader.startup = false;
+    const query = Buffer.from('Q\0\0\0\x0dSELECT 1\0');
+    reader.push(query.subarray(0, 3));
+    expect(reader.next()).toBeUndefined();
+    reader.push(Buffer.concat([query.subarray(3), query.subarray(0, 6)]));
+    const packet = reader.next()!;
+    expect(decodeMessage(packet.type, packet.body)).toEqual({ type: 'query', sql: 'SELECT 1' });
+    expect(reader.next()).toBeUndefined(); // the next one's first 6 bytes only
+    expect(reader.buffered).toBe(6);
+  });
+
+  it('refuses a length past the limit before buffering it, and one shorter than itself', () => {
+    const reader = new MessageReader(1024);
+    reader.startup = false;
+    reader.push(Buffer.from([0x51, 0x7f, 0xff, 0xff, 0xff]));
+    expect(() => reader.next()).toThrow(ProtocolViolation);
+    const short = new MessageReader(1024);
+    short.push(Buffer.from([0, 0, 0, 2]));
+    expect(() => short.next()).toThrow(ProtocolViolation);
+  });
+
+  it('refuses a Bind whose counts claim more than its body holds', () => {
+    const body = Buffer.concat([Buffer.from('\0\0'), Buffer.from([0x7f, 0xff])]);
+    expect(() => decodeMessage('B', body)).toThrow(ProtocolViolation);
+    expect(() => decodeMessage('P', Buffer.from('name'))).toThrow(ProtocolViolation);
+    expect(() => decodeMessage('z', Buffer.alloc(0))).toThrow(ProtocolViolation);
+  });
+});
+
+describe('statements', () => {
+  it('splits a simple query at semicolons outside quotes, comments and dollar quotes', () => {
+    expect(
+      splitStatements(`SELECT ';' AS a; -- x;y\nSELECT "a;b" FROM t /* ; */; SELECT $$;$$, E'\\';'`).map((s) =>
+        s.trim(),
+      ),
+    ).toEqual([`SELECT ';' AS a`, `-- x;y\nSELECT "a;b" FROM t /* ; */`, `SELECT $$;$$, E'\\';'`]);
+  });
+
+  it('tells queries, catalog reads, settings, transactions and writes apart', () => {
+    expect(classify('  select 1')).toEqual({ kind: 'query' });
+    expect(classify('SELECT * FROM pg_catalog.pg_class')).toEqual({ kind: 'catalog' });
+    expect(classify('select version()')).toEqual({ kind: 'catalog' });
+    expect(classify('SELECT user_id FROM events')).toEqual({ kind: 'query' });
+    expect(classify("SET statement_timeout TO '5s'")).toEqual({ kind: 'set', name: 'statement_timeout', value: '5s' });
+    expect(classify('SET SESSION TIME ZONE UTC')).toEqual({ kind: 'set', name: 'timezone', value: 'UTC' });
+    expect(classify('set extra_float_digits = 3')).toEqual({ kind: 'set', name: 'extra_float_digits', value: '3' });
+    expect(classify('RESET ALL')).toEqual({ kind: 'set', name: 'all', value: undefined });
+    expect(classify('SHOW TimeZone')).toEqual({ kind: 'show', name: 'timezone' });
+    expect(classify('BEGIN READ ONLY')).toEqual({ kind: 'begin', tag: 'BEGIN' });
+    expect(classify('insert into events values (1)')).toEqual({ kind: 'write', command: 'INSERT' });
+    expect(classify('EXPLAIN SELECT 1')).toEqual({ kind: 'unsupported', command: 'EXPLAIN' });
+    expect(classify(' -- nothing\n')).toEqual({ kind: 'empty' });
+  });
+
+  it("rewrites the catalog's PostgreSQL spellings into DuckDB's", () => {
+    expect(
+      catalogDialect(
+        "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname OPERATOR(pg_catalog.~) '^(events)$' COLLATE pg_catalog.default",
+      ),
+    ).toBe("SELECT c.oid FROM pg_class c WHERE c.relname  ~  '^(events)$' ");
+    expect(
+      catalogDialect("SELECT 1 WHERE d.classoid = 'pg_class'::regclass AND c.oid::pg_catalog.regclass IS NULL"),
+    ).toBe("SELECT 1 WHERE d.classoid = regclass_oid('pg_class') AND c.oid IS NULL");
+    expect(catalogDialect('SELECT s FROM pg_catalog.generate_series(0, 3) s')).toBe(
+      'SELECT s FROM generate_series(0, 3) s(s)',
+    );
+  });
+});
+
+describe('types', () => {
+  it('gives numeric its precision and scale, and integers past int8 as numeric', () => {
+    expect(pgColumnType('DECIMAL(18,3)')).toMatchObject({ oid: OID.numeric, modifier: ((18 << 16) | 3) + 4 });
+    expect(pgColumnType('HUGEINT').oid).toBe(OID.numeric);
+    expect(pgColumnType('UINTEGER').oid).toBe(OID.int8);
+    expect(pgColumnType('VARCHAR[]').oid).toBe(1009);
+    expect(pgColumnType('STRUCT("a" INTEGER)').oid).toBe(OID.json);
+    expect(pgColumnType('TIMESTAMP_NS').oid).toBe(OID.text);
+  });
+
+  it('writes values in PostgreSQL text form, every digit kept', () => {
+    expect(pgColumnType('DECIMAL(18,3)').text(1.5)).toBe('1.500');
+    expect(pgColumnType('DECIMAL(38,10)').text('12345678901234567890.1234567890')).toBe(
+      '12345678901234567890.1234567890',
+    );
+    expect(pgColumnType('FLOAT').text(Math.fround(0.1))).toBe('0.1');
+    expect(pgColumnType('DOUBLE').text(-0)).toBe('-0');
+    expect(pgColumnType('DOUBLE').text('NaN')).toBe('NaN');
+    expect(pgColumnType('BOOLEAN').text(true)).toBe('t');
+    expect(pgColumnType('BLOB').text('\\x00\\xFFab')).toBe('\\x00ff6162');
+    expect(pgColumnType('INTERVAL').text({ months: 14, days: 3, micros: '14706789000' } as never)).toBe(
+      '1 year 2 mons 3 days 04:05:06.789',
+    );
+    expect(pgColumnType('VARCHAR[]').text(['a b', null, 'c"d', 'NULL', ''])).toBe('{"a b",NULL,"c\\"d","NULL",""}');
+  });
+
+  it('writes binary forms a client reads back to the same values', () => {
+    for (const value of ['0', '-1.5', '12345678901234567890.1234567890', '0.0001', '-10000.00'])
+      expect(parameterText(OID.numeric, pgColumnType('DECIMAL(38,10)').binary!(value))).toBe(value);
+    expect(parameterText(OID.timestamp, pgColumnType('TIMESTAMP').binary!('2026-11-01 12:34:56.789'))).toBe(
+      '2026-11-01 12:34:56.789000',
+    );
+    expect(parameterText(OID.int8, pgColumnType('BIGINT').binary!('9223372036854775807'))).toBe('9223372036854775807');
+    expect(parameterText(OID.date, pgColumnType('DATE').binary!('1999-12-31'))).toBe('1999-12-31');
+  });
+});
