@@ -105,8 +105,12 @@ try {
   const token = (await readFile(tokenFile(clusterDir), 'utf8')).trim();
   const pgClients: pg.Client[] = [];
   for (let i = 0; i < Math.max(...LEVELS); i++) {
+    // node-postgres lets a connection string's missing password override the one given beside it.
+    const { hostname, port } = new URL(bench.cluster.endpoints.postgres);
     const client = new pg.Client({
-      connectionString: bench.cluster.endpoints.postgres,
+      host: hostname,
+      port: Number(port),
+      database: 'berth',
       user: 'berth',
       password: token,
     });
