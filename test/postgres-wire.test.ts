@@ -15,6 +15,7 @@ import { DASHBOARD_MIX } from '../bench/dashboard-load.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { resultDifference } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { startCoordinator } from '../services/coordinator/coordinator.js';
 import { pgjdbcJar, psql, psycopgPath, runClient } from './helpers/pg-clients.js';
 import { referenceFor, type Reference } from './helpers/reference.js';
 import type { JsonValue } from '../services/common/final-stage/result-json.js';
@@ -388,6 +389,43 @@ public class JdbcCheck {
       await Promise.all(clients.map((c) => c.end()));
     }
   }, 300_000);
+
+  it('bounds connections per client and closes idle ones, each with its SQLSTATE', async () => {
+    const bounded = await startCoordinator({
+      workDir: path.join(cluster.dir, 'coordinator-bounded'),
+      metaUrl: cluster.metaUrl,
+      token: TOKEN,
+      s3: cluster.s3,
+      bucket: cluster.bucket,
+      logger: false,
+      postgres: { port: 0, maxConnections: 10, maxConnectionsPerClient: 2, idleTimeoutMs: 1_000 },
+    });
+    const { port: boundedPort } = new URL(bounded.postgresUrl!);
+    const connect = async () => {
+      const client = new pg.Client({
+        host: '127.0.0.1',
+        port: Number(boundedPort),
+        database: 'berth',
+        user: 'berth',
+        password: TOKEN,
+      });
+      const errors: { code?: string }[] = [];
+      client.on('error', (error) => errors.push(error as { code?: string }));
+      await client.connect();
+      return { client, errors };
+    };
+    try {
+      const [first, second] = [await connect(), await connect()];
+      await expect(connect()).rejects.toMatchObject({ code: '53300' });
+      // Idle past the timeout: the server says why and closes; a busy one is not idle.
+      await second.client.query('SELECT 1');
+      // (then node-postgres' own "Connection terminated unexpectedly", with no code)
+      await expect.poll(() => first.errors[0]?.code, { timeout: 10_000 }).toBe('57P05');
+      await connect(); // the closed connection's place is free again
+    } finally {
+      await bounded.close();
+    }
+  }, 60_000);
 
   it('stays up through 10,000 malformed and truncated messages, and then answers a valid connection', async () => {
     const send = (bytes: Buffer) =>

@@ -101,6 +101,8 @@ export async function startPostgresFront(options: PostgresFrontOptions): Promise
     if (refusal) {
       socket.on('error', () => {});
       socket.end(out.errorResponse({ severity: 'FATAL', code: '53300', message: refusal }));
+      // A client that reads the refusal and keeps its end open must not hold the listener's close.
+      setTimeout(() => socket.destroy(), 1_000).unref();
       return;
     }
     open.add(socket);

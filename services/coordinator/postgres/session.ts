@@ -307,7 +307,9 @@ export class Session {
       if (message.type !== 'password') throw new ProtocolViolation(`expected a password message, got ${message.type}`);
       return await this.authenticate(message.data);
     }
-    clearTimeout(this.idleTimer);
+    // Every message starts the idle clock again (a running statement holds it off): a client that
+    // sends Parse and never Sync is idle all the same.
+    this.armIdle(this.context.idleTimeoutMs);
     switch (message.type) {
       case 'query':
         this.skipping = false;
