@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import forge from 'node-forge';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_MIX } from '../bench/dashboard-load.js';
@@ -424,6 +425,39 @@ public class JdbcCheck {
       await connect(); // the closed connection's place is free again
     } finally {
       await bounded.close();
+    }
+  }, 60_000);
+
+  it('answers an SSLRequest with TLS when it has a certificate, and with N when it has none', async () => {
+    const keys = forge.pki.rsa.generateKeyPair(2048);
+    const cert = forge.pki.createCertificate();
+    cert.publicKey = keys.publicKey;
+    cert.serialNumber = '01';
+    cert.validity.notBefore = new Date(Date.now() - 60_000);
+    cert.validity.notAfter = new Date(Date.now() + 86_400_000);
+    cert.setSubject([{ name: 'commonName', value: '127.0.0.1' }]);
+    cert.setIssuer([{ name: 'commonName', value: '127.0.0.1' }]);
+    cert.sign(keys.privateKey, forge.md.sha256.create());
+    const tls = { cert: forge.pki.certificateToPem(cert), key: forge.pki.privateKeyToPem(keys.privateKey) };
+    const secured = await startCoordinator({
+      workDir: path.join(cluster.dir, 'coordinator-tls'),
+      metaUrl: cluster.metaUrl,
+      token: TOKEN,
+      s3: cluster.s3,
+      bucket: cluster.bucket,
+      logger: false,
+      postgres: { port: 0, tls },
+    });
+    try {
+      const over = secured.postgresUrl!.replace('postgres://', 'postgres://berth@') + '?sslmode=require';
+      const { stdout, stderr } = await psql(over, TOKEN, ['-c', '\\conninfo', '-c', 'SELECT 41 + 1 AS answer']);
+      expect(stderr).toBe('');
+      expect(stdout).toMatch(/SSL connection \(protocol: TLSv1\.[23]/);
+      expect(stdout).toMatch(/answer\s*\n-+\s*\n\s*42/);
+      const refused = await psql(`${url}?sslmode=require`, TOKEN, ['-c', 'SELECT 1']);
+      expect(refused.stderr).toContain('server does not support SSL, but SSL was required');
+    } finally {
+      await secured.close();
     }
   }, 60_000);
 

@@ -35,6 +35,9 @@ export const CoordinatorConfig = Type.Object({
   BERTH_PG_MAX_CONNECTIONS: Type.Integer({ minimum: 1, default: POSTGRES_DEFAULTS.maxConnections }),
   /** PostgreSQL connections open at once from one client address. */
   BERTH_PG_MAX_CONNECTIONS_PER_CLIENT: Type.Integer({ minimum: 1, default: POSTGRES_DEFAULTS.maxConnectionsPerClient }),
+  /** A PEM certificate (chain) and its key, files: with both, PostgreSQL clients may ask for TLS. */
+  BERTH_PG_TLS_CERT: Type.Optional(Type.String({ minLength: 1 })),
+  BERTH_PG_TLS_KEY: Type.Optional(Type.String({ minLength: 1 })),
   /** A PostgreSQL connection with nothing running for this long is closed. */
   BERTH_PG_IDLE_TIMEOUT_MS: Millis({ default: POSTGRES_DEFAULTS.idleTimeoutMs }),
   /** Node URLs, comma-separated, to spread work over round-robin before the first member list. */

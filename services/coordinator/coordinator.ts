@@ -123,6 +123,8 @@ export interface CoordinatorOptions {
     maxConnections?: number;
     maxConnectionsPerClient?: number;
     idleTimeoutMs?: number;
+    /** A certificate and its key (PEM) for TLS; without them an SSLRequest is refused. */
+    tls?: { cert: string; key: string };
   };
   /** @default true */
   logger?: boolean;

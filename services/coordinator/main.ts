@@ -1,7 +1,8 @@
 /** Runs the coordinator. Configuration comes from the environment (see config.ts and docs/configuration.md). */
 import '../common/telemetry.js'; // first: it instruments node:http before anything loads it
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { atBoot, heavyPoolsOf, loadConfig, servingScalerConfigOf } from '../common/config.js';
+import { atBoot, ConfigError, heavyPoolsOf, loadConfig, servingScalerConfigOf } from '../common/config.js';
 import { startService } from '../common/startup.js';
 import { s3ConfigFromEnv } from '../common/s3-client.js';
 import { announce, closeOnSignals } from '../common/serve.js';
@@ -9,6 +10,18 @@ import { CoordinatorConfig } from './config.js';
 import { startCoordinator } from './coordinator.js';
 
 const config = loadConfig(CoordinatorConfig);
+
+/** The PostgreSQL front's certificate and key, read at boot; both or neither. */
+function postgresTls(certFile?: string, keyFile?: string): { cert: string; key: string } | undefined {
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile)
+    throw new ConfigError('BERTH_PG_TLS_CERT and BERTH_PG_TLS_KEY go together: set both or neither');
+  try {
+    return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
+  } catch (error) {
+    throw new ConfigError(`BERTH_PG_TLS_CERT or BERTH_PG_TLS_KEY cannot be read: ${(error as Error).message}`);
+  }
+}
 const { token } = startService(config);
 
 const heavyPools = atBoot(() => heavyPoolsOf(config));
@@ -59,6 +72,7 @@ const coordinator = await startCoordinator({
     maxConnections: config.BERTH_PG_MAX_CONNECTIONS,
     maxConnectionsPerClient: config.BERTH_PG_MAX_CONNECTIONS_PER_CLIENT,
     idleTimeoutMs: config.BERTH_PG_IDLE_TIMEOUT_MS,
+    tls: atBoot(() => postgresTls(config.BERTH_PG_TLS_CERT, config.BERTH_PG_TLS_KEY)),
   },
 });
 announce({ service: 'coordinator', url: coordinator.url, postgres: coordinator.postgresUrl! });

@@ -5,6 +5,7 @@
  */
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
+import { createSecureContext } from 'node:tls';
 import type { TableInfo } from '../../meta/client.js';
 import * as out from './backend-messages.js';
 import { ParameterBinder, type ParseTrees } from './bind-parameters.js';
@@ -46,6 +47,8 @@ export interface PostgresFrontOptions {
   maxMessageBytes?: number;
   /** The coordinator's query deadline, which cuts catalog statements too. */
   queryDeadlineMs: number;
+  /** A certificate and its key (PEM): an SSLRequest is then answered with TLS; without, refused ('N'). */
+  tls?: { cert: string; key: string };
   log: { warn(object: object, message: string): void };
 }
 
@@ -87,6 +90,7 @@ export async function startPostgresFront(options: PostgresFrontOptions): Promise
     startupTimeoutMs: settings.startupTimeoutMs,
     deadlineMs: options.queryDeadlineMs,
     log: options.log,
+    tls: options.tls && createSecureContext(options.tls),
   };
 
   const server = net.createServer((socket) => {

@@ -6,6 +6,7 @@
  * SET, SHOW and transaction statements are answered here; writes are refused.
  */
 import type { Socket } from 'node:net';
+import { TLSSocket, type SecureContext } from 'node:tls';
 import type { JsonValue } from '../api.js';
 import * as out from './backend-messages.js';
 import type { Diagnostic, FieldDescription } from './backend-messages.js';
@@ -50,6 +51,8 @@ export interface SessionContext {
   /** The query deadline: a catalog statement is cut by it too (Berth's queries by the QueryService's own). */
   deadlineMs: number;
   log: { warn(object: object, message: string): void };
+  /** Where set, an SSLRequest is answered with TLS under this certificate. */
+  tls?: SecureContext;
 }
 
 /** The startup packet is small in every client; past this, it is not a startup packet. */
@@ -113,19 +116,43 @@ export class Session {
   private idleTimer?: NodeJS.Timeout;
 
   constructor(
-    private readonly socket: Socket,
+    private socket: Socket,
     private readonly context: SessionContext,
   ) {
     this.reader = new MessageReader(MAX_STARTUP_BYTES);
     socket.setNoDelay(true);
+    socket.on('error', () => this.close());
+    socket.on('close', () => this.close());
+    this.listen(socket);
+    this.armIdle(context.startupTimeoutMs);
+  }
+
+  /** Reads the client's bytes from `socket` (the TCP socket, then the TLS one over it). */
+  private listen(socket: Socket): void {
     socket.on('data', (chunk: Buffer) => {
       this.reader.push(chunk);
       if (this.reader.buffered > MAX_BUFFERED_BYTES) socket.pause();
       void this.pump();
     });
-    socket.on('error', () => this.close());
-    socket.on('close', () => this.close());
-    this.armIdle(context.startupTimeoutMs);
+  }
+
+  /** Answers an SSLRequest: TLS from the next byte on when configured, else 'N' and the clear. */
+  private startTls(): void {
+    const { tls } = this.context;
+    if (!tls || this.socket instanceof TLSSocket) {
+      this.send(Buffer.from('N'));
+      return;
+    }
+    // Bytes sent after the SSLRequest, before the handshake, would be read as if they came over
+    // TLS: a client never sends them, an attacker in the middle would (CVE-2021-23214).
+    if (this.reader.buffered > 0) throw new ProtocolViolation('bytes after an SSLRequest, before TLS began');
+    this.send(Buffer.from('S'));
+    const raw = this.socket;
+    raw.removeAllListeners('data');
+    const secure = new TLSSocket(raw, { isServer: true, secureContext: tls });
+    secure.on('error', () => this.close());
+    this.socket = secure;
+    this.listen(secure);
   }
 
   /** Stops what the session runs (CancelRequest): the query stops on every node, as on an HTTP disconnect. */
@@ -222,8 +249,9 @@ export class Session {
 
   private async startup(body: Buffer): Promise<void> {
     const packet = decodeStartup(body);
-    if (packet.kind === 'ssl' || packet.kind === 'gssenc') {
-      this.send(Buffer.from('N')); // no TLS here: the client goes on in the clear or gives up
+    if (packet.kind === 'ssl') return this.startTls();
+    if (packet.kind === 'gssenc') {
+      this.send(Buffer.from('N')); // no GSSAPI: the client goes on in the clear or gives up
       return;
     }
     if (packet.kind === 'cancel') {
