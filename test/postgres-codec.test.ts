@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeMessage, MessageReader, ProtocolViolation } from '../services/coordinator/postgres/frontend-messages.js';
 import { OID, parameterText, pgColumnType } from '../services/coordinator/postgres/pg-types.js';
 import { ScramExchange, scramSecret } from '../services/coordinator/postgres/scram.js';
-import { catalogDialect, classify, splitStatements } from '../services/coordinator/postgres/sql-text.js';
+import { catalogDialect, classify, splitStatements, withoutSchema } from '../services/coordinator/postgres/sql-text.js';
 
 interface SaslSession {
   response: string;
@@ -95,6 +95,15 @@ describe('statements', () => {
     expect(classify('insert into events values (1)')).toEqual({ kind: 'write', command: 'INSERT' });
     expect(classify('EXPLAIN SELECT 1')).toEqual({ kind: 'unsupported', command: 'EXPLAIN' });
     expect(classify(' -- nothing\n')).toEqual({ kind: 'empty' });
+  });
+
+  it('drops the one schema’s qualifier BI tools write, and nothing that only looks like it', () => {
+    expect(
+      withoutSchema('SELECT "public"."events"."service" FROM "public"."events" JOIN berth.public.t USING (a)'),
+    ).toBe('SELECT "events"."service" FROM "events" JOIN t USING (a)');
+    expect(withoutSchema("SELECT s.public.x, 'public.events' FROM public_events")).toBe(
+      "SELECT s.public.x, 'public.events' FROM public_events",
+    );
   });
 
   it("rewrites the catalog's PostgreSQL spellings into DuckDB's", () => {

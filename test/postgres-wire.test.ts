@@ -246,6 +246,14 @@ describe('the PostgreSQL front door', () => {
         if (!('result' in expected)) throw new Error(expected.error);
         expect(got.fields.map((f) => f.dataTypeID)).toEqual([25, 20, 1700]);
         expect(got.rows).toEqual(expected.result.rows.map((r) => [r[0], String(r[1]), String(r[2])]));
+        // As Metabase and Grafana write it: every name qualified by the one schema.
+        const qualified = await client.query({
+          text: 'SELECT "public"."events"."level", count(*) AS n FROM "public"."events" GROUP BY 1 ORDER BY 1',
+          rowMode: 'array',
+        });
+        const plain = await reference.run('SELECT level, count(*) AS n FROM events GROUP BY 1 ORDER BY 1');
+        if (!('result' in plain)) throw new Error(plain.error);
+        expect(qualified.rows).toEqual(plain.result.rows.map(([level, n]) => [level, String(n)]));
         const injected = await client.query('SELECT count(*) AS n FROM events WHERE service = $1', ["api' OR '1'='1"]);
         expect(injected.rows).toEqual([{ n: '0' }]);
         // A portal read 100 rows at a time (Execute with a row limit, PortalSuspended between).

@@ -23,7 +23,7 @@ import { parameterText, pgColumnType, OID, type PgColumnType } from './pg-types.
 import { RowStream, type AnswerSink } from './row-stream.js';
 import { saslInitialResponse, SCRAM_SHA_256, ScramExchange, type ScramSecret } from './scram.js';
 import { SessionSettings, UnknownSetting } from './session-settings.js';
-import { classify, splitStatements, tokenize, type StatementKind } from './sql-text.js';
+import { classify, splitStatements, tokenize, withoutSchema, type StatementKind } from './sql-text.js';
 import { diagnosticOf, duckdbSqlState } from './sqlstate.js';
 
 /** What a session needs of the coordinator. */
@@ -390,10 +390,11 @@ export class Session {
     for (const text of statements) {
       const kind = classify(text);
       if (kind.kind === 'empty') continue;
+      const sql = kind.kind === 'query' ? withoutSchema(text) : text;
       try {
         const portal: Portal = {
-          statement: { sql: text, kind, parameterTypes: [], parameters: 0 },
-          sql: text,
+          statement: { sql, kind, parameterTypes: [], parameters: 0 },
+          sql,
           values: [],
           resultFormats: [],
         };
@@ -416,7 +417,8 @@ export class Session {
           throw fail('53400', `a session keeps at most ${MAX_PREPARED} prepared statements: close some`);
         const parts = splitStatements(message.sql).filter((s) => classify(s).kind !== 'empty');
         if (parts.length > 1) throw fail('42601', 'cannot insert multiple commands into a prepared statement');
-        const sql = parts[0] ?? '';
+        const text = parts[0] ?? '';
+        const sql = classify(text).kind === 'query' ? withoutSchema(text) : text;
         const parameters = Math.max(
           message.parameterTypes.length,
           ...tokenize(sql)

@@ -305,3 +305,44 @@ export function catalogDialect(sql: string): string {
   }
   return out.join('');
 }
+
+/**
+ * A query with its `public.` (and `berth.public.`) qualifiers dropped: Berth's tables are the
+ * database's one schema, and BI tools write every name qualified (`"public"."events"."service"`),
+ * which the planner refuses as it refuses any qualified name. A qualifier after a dot (a struct's
+ * field called public) stays.
+ */
+export function withoutSchema(sql: string): string {
+  const tokens = tokenize(sql);
+  const out: string[] = [];
+  const name = (t: Token | undefined) =>
+    t?.kind === 'word' ? t.text.toLowerCase() : t?.kind === 'quoted' ? t.text.slice(1, -1) : undefined;
+  let previous: Token | undefined;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    const afterDot = previous?.text === '.';
+    if (
+      !afterDot &&
+      name(t) === 'berth' &&
+      tokens[i + 1]?.text === '.' &&
+      name(tokens[i + 2]) === 'public' &&
+      tokens[i + 3]?.text === '.'
+    ) {
+      i += 3;
+      continue;
+    }
+    if (
+      !afterDot &&
+      name(t) === 'public' &&
+      tokens[i + 1]?.text === '.' &&
+      tokens[i + 2] &&
+      tokens[i + 2]!.kind !== 'space'
+    ) {
+      i += 1;
+      continue;
+    }
+    out.push(t.text);
+    if (t.kind !== 'space') previous = t;
+  }
+  return out.join('');
+}
