@@ -488,6 +488,9 @@ public class JdbcCheck {
       () => Buffer.concat([startup, randomBytes(1 + Math.floor(Math.random() * 64))]), // garbage after startup
       () => Buffer.concat([startup, Buffer.from('Q\0\0\0\x10SELECT'), randomBytes(4)]), // a truncated query
     ];
+    // A connection open before the flood, which must go on as if nothing happened.
+    const bystander = new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) });
+    await bystander.connect();
     const rssBefore = process.memoryUsage().rss;
     const MESSAGES = 10_000;
     const PER_CONNECTION = 20;
@@ -503,6 +506,8 @@ public class JdbcCheck {
       );
     }
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
+    expect((await bystander.query('SELECT count(*) AS n FROM events')).rows).toEqual([{ n: '6000' }]);
+    await bystander.end();
     const client = new pg.Client({ connectionString: url.replace('berth@', `berth:${TOKEN}@`) });
     await client.connect();
     try {
