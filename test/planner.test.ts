@@ -113,6 +113,16 @@ describe('planner decompositions', () => {
   });
 
   it.each([
+    ['SELECT service, sum(bytes) AS bytes FROM events GROUP BY service', ['service', 'bytes']],
+    ['SELECT e.status AS service, max(e.ts) AS ts FROM events AS e GROUP BY 1', ['ts', 'status']],
+    ['SELECT events FROM events LIMIT 1', EVENT_COLUMNS.map((c) => c.name)],
+    ['SELECT e FROM events AS e LIMIT 1', EVENT_COLUMNS.map((c) => c.name)],
+  ])('has the owners read only the columns %s names', async (sql, columns) => {
+    // An alias that is also a column's name reads no more columns; a relation's name read as a value (the whole row) reads all.
+    expect((await planner.plan(sql)).inputs[0]!.columns).toEqual(columns);
+  });
+
+  it.each([
     ['SELEKT 1', /syntax error/],
     ['SELECT nope FROM events', /nope/],
     ['SELECT * FROM missing', /unknown table "missing"/],

@@ -241,6 +241,8 @@ export const isStar = ofClass<StarNode>('STAR');
 /** An AND, by its type alone. */
 export const isConjunctionAnd = ofType<ConjunctionNode & { type: 'CONJUNCTION_AND' }>('CONJUNCTION_AND');
 export const isBaseTable = ofType<BaseTableNode>('BASE_TABLE');
+/** Anything FROM reads (a table, join, subquery, table function, VALUES): it has a sample clause and no class. */
+export const isTableRef = (n: unknown): n is TableRef => isNode(n) && !('class' in n) && 'sample' in n;
 export const isJoin = ofType<JoinNode>('JOIN');
 export const isTableFunction = ofType<TableFunctionNode>('TABLE_FUNCTION');
 export const isSelectNode = ofType<SelectNode>('SELECT_NODE');

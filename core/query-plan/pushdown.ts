@@ -15,6 +15,7 @@ import {
   isPositional,
   isStar,
   isSubquery,
+  isTableRef,
   selectNode,
   some,
   walk,
@@ -38,7 +39,8 @@ export function namedColumns(node: AstNode, read: TableRead, columns: readonly s
   const relationNames = new Set<string>();
   walk(node, (n) => {
     if (isBaseTable(n)) relationNames.add(String(n.alias || n.table_name).toLowerCase());
-    if (typeof n.alias === 'string' && n.alias) relationNames.add(n.alias.toLowerCase());
+    // Only a relation's alias: an expression's (`sum(bytes) AS bytes`) names no row.
+    if (isTableRef(n) && n.alias) relationNames.add(n.alias.toLowerCase());
   });
   let all = (read.ref.column_name_alias ?? []).length > 0;
   walk(node, (n) => {

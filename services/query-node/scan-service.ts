@@ -102,7 +102,6 @@ export class ScanService {
                 cache.locate(id, table.objects?.[id]);
                 const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
                 held.push(segment);
-                metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
                 // Before anything reads it, and before the memory tier is offered it: only its footer may be here yet.
                 const shape = await schemas.check(id, { file: segment.path }, scannedColumns(table));
                 return { id, owned, segment, shape };
@@ -126,11 +125,14 @@ export class ScanService {
         const columns = await scanner.columnsRead(request.sql, tables).catch(() => undefined); // cannot tell: fetch everything
         await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
-      // An owned segment whole on disk goes to the memory tier on its second scan.
       for (const { segments } of acquired)
-        for (const { id, owned, segment } of segments)
-          if (segment && owned && segment.kept && segment.complete)
-            offered.set(segment, memory.offer(id, segment.path));
+        for (const { id, owned, segment } of segments) {
+          if (!segment) continue;
+          // Counted once its columns are here: a segment held in part may have needed more of them (a miss).
+          metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
+          // An owned segment whole on disk goes to the memory tier on its second scan.
+          if (owned && segment.kept && segment.complete) offered.set(segment, memory.offer(id, segment.path));
+        }
       scan = await scanner.open(request.sql, tables, signal);
     } catch (error) {
       release();
