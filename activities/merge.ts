@@ -4,23 +4,26 @@
  * ones heartbeat with their progress, keep the merge's lease alive while they run, and stop their
  * downloads, DuckDB query, upload or push as soon as they are cancelled.
  *
- * `mergePushAndCommit` is the merge in one step: inputs fetched in parallel, merged by DuckDB, the
- * merged bytes uploaded and pushed to their owner at the same time from the worker's memory (no
- * read back from storage), then swapped in. Its heartbeats carry what is done, so a retry resumes
- * after the upload (or returns at once after the swap) instead of merging again. The separate
- * merge, push and commit activities remain for runs started before it (see the workflow's patch).
+ * `mergePushAndCommit` is the merge in one step, its I/O overlapped: inputs fetched in parallel,
+ * each loaded into DuckDB as it lands while the others download; the merged file uploaded by
+ * multipart and pushed to its owner as DuckDB writes it, both read from that file
+ * (segment-publish.ts: the worker holds a bounded window of it, never the whole segment, and
+ * nothing is published before the file is final and checked); then swapped in. Its heartbeats
+ * carry what is done, so a retry resumes after the upload (or returns at once after the swap)
+ * instead of merging again. The separate merge, push and commit activities remain for runs
+ * started before it (see the workflow's patch).
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Profiles } from '../services/common/s3-client.js';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import pLimit from 'p-limit';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
@@ -28,11 +31,11 @@ import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
 import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
-import { columnsDisagree, describe, segmentShapes } from '../services/common/parquet-columns.js';
-import { segmentsSql } from '../services/common/scanner.js';
-import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
+import { columnsDisagree, describe } from '../services/common/parquet-columns.js';
+import type { ColumnSpec, Fence, MetaClient, Segment, SegmentRow, TableInfo } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
+import { followedFileOnceBegun, uploadSegmentFile } from './segment-publish.js';
 import { LEASE_LOST, LOST_MERGE_RACE, MERGE_REFUSED, SEGMENT_DISAGREES } from '../workflows/contracts/segment-merge.js';
 
 export interface MergeActivityDeps {
@@ -213,31 +216,37 @@ async function mergePushCommit(
   if (state.committed && state.push) return { merged: state.merged!, push: state.push };
 
   if (!state.merged) {
-    await withMergedFile(deps, input, step, async (file, merged) => {
-      const body = await readFile(file, { signal: step.signal });
-      // Both at once: the owner gets the bytes from here, not from storage after the upload.
-      const pushStopped = new AbortController();
+    await inWorkDir(deps, `merge-${id}`, async (dir) => {
+      // The upload and the push follow the merged file as DuckDB writes it: both stop with the merge.
+      const stopped = new AbortController();
+      const signal = AbortSignal.any([step.signal, stopped.signal]);
+      const file = await mergedFile(dir, id);
+      const merging = mergeInto(deps, input, { ...step, signal }, dir, file);
+      const uploading = uploadSegmentFile(
+        deps.s3,
+        deps.bucket,
+        { table: input.table, id },
+        { file, written: merging },
+        signal,
+      );
       const pushing = pushSegment(
         deps,
         input.table,
         id,
-        async () => body,
-        AbortSignal.any([step.signal, pushStopped.signal]),
+        () => followedFileOnceBegun(file, merging, signal),
+        signal,
+        deadlineAfter(merging, PUSH_TIMEOUT_MS),
       );
-      pushing.catch(() => {}); // rejects only when stopped; awaited below
-      step.progress({ step: 'upload and push', segment: id, bytes: merged.bytes, rows: merged.rows });
       try {
-        await deps.s3.send(
-          new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, id), Body: body }),
-          { abortSignal: step.signal },
-        );
+        const [merged] = await Promise.all([merging, uploading]);
+        state.merged = merged; // uploaded: a retry from here on skips the merge
+        step.checkpoint({ ...state, step: 'push' });
+        state.push = await pushing;
       } catch (error) {
-        pushStopped.abort(error);
+        stopped.abort(error);
+        await Promise.allSettled([merging, uploading, pushing]); // nothing reads the file once it is gone
         throw error;
       }
-      state.merged = merged; // uploaded: a retry from here on skips the merge
-      step.checkpoint({ ...state, step: 'push' });
-      state.push = await pushing;
     });
   } else if (!state.push) {
     step.progress({ ...state, step: 'read back and push' });
@@ -258,94 +267,168 @@ async function mergePushCommit(
 
 /** The merge and its upload, in two steps: the push reads the object back (runs started before `mergePushAndCommit`). */
 async function mergeAndUpload(deps: MergeActivityDeps, input: MergeInputs, step: LongStep): Promise<Segment> {
-  return await withMergedFile(deps, input, step, async (file, merged) => {
-    step.progress({ step: 'upload', segment: merged.id, bytes: merged.bytes, rows: merged.rows });
-    await deps.s3.send(
-      new PutObjectCommand({
-        Bucket: deps.bucket,
-        Key: segmentObjectKey(input.table, merged.id),
-        Body: await readFile(file, { signal: step.signal }),
-      }),
-      { abortSignal: step.signal },
-    );
+  const id = mergedSegmentId(input.table, input.partition, input.level + 1, input.inputs);
+  return await inWorkDir(deps, `merge-${id}`, async (dir) => {
+    const file = await mergedFile(dir, id);
+    const merging = mergeInto(deps, input, step, dir, file);
+    const [merged] = await Promise.all([
+      merging,
+      uploadSegmentFile(deps.s3, deps.bucket, { table: input.table, id }, { file, written: merging }, step.signal),
+    ]);
     return merged;
   });
 }
 
+/** How long an owner has to take the rest of a pushed segment once all of it is written. */
+const PUSH_TIMEOUT_MS = 30_000;
+
+/** A directory of this attempt's own under the work dir, removed once `work` is done. */
+async function inWorkDir<T>(deps: MergeActivityDeps, name: string, work: (dir: string) => Promise<T>): Promise<T> {
+  const dir = path.join(deps.workDir, `${name}-${Context.current().info.attempt}`);
+  await mkdir(dir, { recursive: true });
+  try {
+    return await work(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The merged segment's file, made empty before DuckDB writes it, so that its readers can follow it from the start. */
+async function mergedFile(dir: string, id: string): Promise<string> {
+  const file = path.join(dir, `${id}.parquet`);
+  await writeFile(file, '', { mode: 0o600 });
+  return file;
+}
+
+/** Aborts, saying why, `ms` after `settled` settles. */
+function deadlineAfter(settled: Promise<unknown>, ms: number): AbortSignal {
+  const deadline = new AbortController();
+  const start = () =>
+    setTimeout(
+      () => deadline.abort(new Error(`the owner took no more of it within ${ms} ms of its last byte`)),
+      ms,
+    ).unref();
+  settled.then(start, start);
+  return deadline.signal;
+}
+
 /**
- * Downloads the inputs (in parallel, each streamed to a file), merges them with DuckDB into one
- * Parquet sorted by time and every column, and hands it to `use` while it exists.
+ * Downloads the inputs into `dir` (8 at a time, each streamed to a file) and loads each into
+ * DuckDB as it lands, while the others download; then writes them to `out` as one Parquet sorted
+ * by time and every column, with the columns some input holds, and checks it. Resolves with the
+ * merged segment once `out` is final.
  */
-async function withMergedFile<T>(
+async function mergeInto(
   deps: MergeActivityDeps,
   input: MergeInputs,
   step: LongStep,
-  use: (file: string, merged: Segment) => Promise<T>,
-): Promise<T> {
+  dir: string,
+  out: string,
+): Promise<Segment> {
   const { signal } = step;
   const table = await deps.meta.findTable(input.table);
   if (!table) throw ApplicationFailure.nonRetryable(`table "${input.table}" does not exist`, 'UnknownTable');
   const id = mergedSegmentId(input.table, input.partition, input.level + 1, input.inputs);
-  const dir = path.join(deps.workDir, `merge-${id}-${Context.current().info.attempt}`);
-  await mkdir(dir, { recursive: true });
-  try {
-    const limit = pLimit(8);
-    let downloaded = 0;
-    let downloadedBytes = 0;
-    step.progress({ step: 'download', segments: 0, of: input.inputs.length });
-    const files = await Promise.all(
-      input.inputs.map((segment) =>
-        limit(async () => {
-          const object = await deps.s3.send(
-            new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }),
-            { abortSignal: signal },
-          );
-          const file = path.join(dir, `${segment}.parquet`);
-          await pipeline(object.Body as Readable, createWriteStream(file), { signal });
-          downloadedBytes += object.ContentLength ?? 0;
-          step.progress({ step: 'download', segments: ++downloaded, of: input.inputs.length, bytes: downloadedBytes });
-          return file;
-        }),
-      ),
-    );
-    step.progress({ step: 'merge', segments: files.length, bytes: downloadedBytes });
-    const out = path.join(dir, `${id}.parquet`);
-    const stats = await withConnection(
-      deps.duckdb,
-      async (c) => {
-        // The columns any input holds, in the table's order (an input written before one was added
-        // reads it as NULL): the same inputs always give the same bytes, whatever the table gained since.
-        const shapes = await segmentShapes(c, files, table.columns);
-        const columns = table.columns.filter((col) => [...shapes.values()].some((s) => !s.lacking.includes(col.name)));
-        // Every column in the order, the timestamp first.
-        const ts = table.timestampColumn;
-        const order = [...(ts === null ? [] : [ts]), ...columns.map((col) => col.name).filter((n) => n !== ts)]
-          .map(quoteIdent)
-          .join(', ');
-        await c.run(`CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: columns, files, shapes })}`);
-        await c.run(`COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet)`);
-        const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), columns);
-        if (disagreement)
-          throw ApplicationFailure.nonRetryable(
-            `the merged segment ${id} disagrees with table "${input.table}": ${disagreement}`,
-            SEGMENT_DISAGREES,
-          );
-        const range =
-          ts === null
-            ? `${TIMELESS.minTs}, ${TIMELESS.maxTs}`
-            : `${epochMsSql(`min(${quoteIdent(ts)})`, 'floor')}, ${epochMsSql(`max(${quoteIdent(ts)})`, 'ceil')}`;
-        const [rows, minTs, maxTs] = (
-          await c.runAndReadAll(`SELECT count(*), ${range} FROM read_parquet(${sqlString(out)})`)
-        ).getRows()[0]!;
-        return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
-      },
-      signal,
-    );
-    const { size } = await stat(out);
-    return await use(out, { id, table: input.table, level: input.level + 1, bytes: size, ...stats });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
+  const stats = await withConnection(
+    deps.duckdb,
+    async (c) => {
+      // Every column of the table, filled by each input with the columns it holds (an input
+      // written before one was added reads it as NULL).
+      await c.run(
+        `CREATE TEMP TABLE merging (${table.columns.map((col) => `${quoteIdent(col.name)} ${col.type}`).join(', ')})`,
+      );
+      const held = new Set<string>();
+      const limit = pLimit(8);
+      let downloaded = 0;
+      let downloadedBytes = 0;
+      let loading = Promise.resolve();
+      const loads: Promise<void>[] = [];
+      step.progress({ step: 'download', segments: 0, of: input.inputs.length });
+      await Promise.all(
+        input.inputs.map((segment) =>
+          limit(async () => {
+            const object = await deps.s3.send(
+              new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }),
+              { abortSignal: signal },
+            );
+            const file = path.join(dir, `${segment}.parquet`);
+            await pipeline(object.Body as Readable, createWriteStream(file), { signal });
+            downloadedBytes += object.ContentLength ?? 0;
+            step.progress({
+              step: 'download',
+              segments: ++downloaded,
+              of: input.inputs.length,
+              bytes: downloadedBytes,
+            });
+            // One load at a time on this connection, each as its input lands, while the downloads go on.
+            const load = loading.then(() => loadInput(c, table, segment, file, held));
+            load.catch(() => {}); // awaited below, with the others
+            loads.push(load);
+            loading = load.catch(() => {});
+          }),
+        ),
+      );
+      await Promise.all(loads);
+      const columns = table.columns.filter((col) => held.has(col.name));
+      // Every column in the order, the timestamp first: the same inputs always give the same bytes.
+      const ts = table.timestampColumn;
+      const order = [...(ts === null ? [] : [ts]), ...columns.map((col) => col.name).filter((n) => n !== ts)]
+        .map(quoteIdent)
+        .join(', ');
+      step.progress({ step: 'merge, upload and push', segment: id, segments: input.inputs.length });
+      // Written in place (no temporary file renamed over it): the upload and the push follow this file.
+      await c.run(
+        `COPY (SELECT ${columns.map((col) => quoteIdent(col.name)).join(', ')} FROM merging ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet, USE_TMP_FILE false)`,
+      );
+      const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), columns);
+      if (disagreement)
+        throw ApplicationFailure.nonRetryable(
+          `the merged segment ${id} disagrees with table "${input.table}": ${disagreement}`,
+          SEGMENT_DISAGREES,
+        );
+      const range =
+        ts === null
+          ? `${TIMELESS.minTs}, ${TIMELESS.maxTs}`
+          : `${epochMsSql(`min(${quoteIdent(ts)})`, 'floor')}, ${epochMsSql(`max(${quoteIdent(ts)})`, 'ceil')}`;
+      const [rows, minTs, maxTs] = (
+        await c.runAndReadAll(`SELECT count(*), ${range} FROM read_parquet(${sqlString(out)})`)
+      ).getRows()[0]!;
+      return { rows: Number(rows), minTs: Number(minTs), maxTs: Number(maxTs) };
+    },
+    signal,
+  );
+  const { size } = await stat(out);
+  step.progress({ step: 'upload and push', segment: id, bytes: size, rows: stats.rows });
+  return { id, table: input.table, level: input.level + 1, bytes: size, ...stats };
+}
+
+/**
+ * Appends one input's rows to the merge's table: the columns of the table it holds, each of which
+ * must have the table's type (an insert would cast silently: bytes are never read as another
+ * type's). Those it lacks stay NULL.
+ */
+async function loadInput(
+  c: DuckDBConnection,
+  table: TableInfo,
+  segment: string,
+  file: string,
+  held: Set<string>,
+): Promise<void> {
+  const relation = `read_parquet(${sqlString(file)})`;
+  const found = new Map((await describe(c, relation)).map((col) => [col.name.toLowerCase(), col.type]));
+  const holds: ColumnSpec[] = table.columns.filter((col) => found.has(col.name.toLowerCase()));
+  for (const col of holds) {
+    const type = found.get(col.name.toLowerCase());
+    if (type !== col.type)
+      throw ApplicationFailure.nonRetryable(
+        `input segment ${segment} disagrees with table "${table.name}": column "${col.name}" is ${type}, declared ${col.type}`,
+        SEGMENT_DISAGREES,
+      );
   }
+  if (holds.length === 0) return;
+  const names = holds.map((col) => quoteIdent(col.name)).join(', ');
+  await c.run(`INSERT INTO merging (${names}) SELECT ${names} FROM ${relation}`);
+  for (const col of holds) held.add(col.name);
 }
 
 /** Pushes a segment into its owner's cache. A decline or a failure is an outcome (a cold first read), not an error, unless `signal` stopped it. */
@@ -353,8 +436,10 @@ export async function pushSegment(
   deps: MergeActivityDeps,
   table: string,
   segmentId: string,
-  body: () => Promise<Buffer>,
+  body: () => Promise<Buffer | Readable>,
   signal: AbortSignal,
+  /** A time limit, or a signal that says when to give up (a push streamed as its file is written). */
+  timeout: number | AbortSignal = PUSH_TIMEOUT_MS,
 ): Promise<PushOutcome> {
   let owner: string | null = null;
   try {
@@ -362,10 +447,14 @@ export async function pushSegment(
     owner = new Placement(members.map((m) => ({ id: m.id, weight: m.weight }))).owner(segmentId)?.id ?? null;
     const member = members.find((m) => m.id === owner);
     if (!member) return { owner: null, accepted: false, reason: 'no live query node' };
-    const result = await new QueryNodeClient(member.url, deps.token).push(table, segmentId, await body(), {
-      timeoutMs: 30_000,
-      signal,
-    });
+    const result = await new QueryNodeClient(member.url, deps.token).push(
+      table,
+      segmentId,
+      await body(),
+      typeof timeout === 'number'
+        ? { timeoutMs: timeout, signal }
+        : { timeoutMs: Infinity, signal: AbortSignal.any([signal, timeout]) },
+    );
     return { owner, accepted: result.accepted, ...(result.reason ? { reason: result.reason } : {}) };
   } catch (error) {
     if (signal.aborted) throw signal.reason; // stopped, not declined
@@ -373,17 +462,18 @@ export async function pushSegment(
   }
 }
 
+/** A segment's object, streamed from storage (a push read back from it holds no more than a stream's buffer). */
 async function readObject(
   deps: MergeActivityDeps,
   table: string,
   segmentId: string,
   signal: AbortSignal,
-): Promise<Buffer> {
+): Promise<Readable> {
   const object = await deps.s3.send(
     new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table, segmentId) }),
     { abortSignal: signal },
   );
-  return Buffer.from(await object.Body!.transformToByteArray());
+  return object.Body as Readable;
 }
 
 /**

@@ -13,11 +13,10 @@
  */
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { Context } from '@temporalio/activity';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
@@ -30,6 +29,7 @@ import type { Segment, SegmentRow, SegmentRowsRemoved, TableInfo } from '../serv
 import { DELETE_FLAG, type RowDeleteResult, type RowDeleteTask } from '../workflows/contracts/row-delete.js';
 import { runLongStep, type LongStep } from './heartbeat.js';
 import { pushSegment, type MergeActivityDeps } from './merge.js';
+import { followedFile, uploadSegmentFile } from './segment-publish.js';
 
 /** Passes over the table before a delete that keeps racing merges gives up (and is retried). */
 const MAX_PASSES = 10;
@@ -136,24 +136,20 @@ async function removeMatchingRows(
     if (counted.matched === 0) return undefined;
     let replacement: Segment | undefined;
     if (counted.minTs !== undefined) {
-      const body = await readFile(output, { signal });
       replacement = {
         id,
         table: table.name,
         minTs: counted.minTs,
         maxTs: counted.maxTs!,
         rows: counted.rows - counted.matched,
-        bytes: body.length,
+        bytes: (await stat(output)).size,
         level: segment.level,
       };
       step.progress({ step: 'upload and push', segment: segment.id, rewritten: id });
-      await deps.s3.send(
-        new PutObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(table.name, id), Body: body }),
-        {
-          abortSignal: signal,
-        },
-      );
-      await pushSegment(deps, table.name, id, async () => body, signal);
+      // Read from the file as it is, a window at a time: the worker never holds the whole segment.
+      const written = Promise.resolve();
+      await uploadSegmentFile(deps.s3, deps.bucket, { table: table.name, id }, { file: output, written }, signal);
+      await pushSegment(deps, table.name, id, async () => followedFile(output, written, signal), signal);
     }
     try {
       await deps.meta.removeRows(task.id, { segment: segment.id, removed: counted.matched, replacement });

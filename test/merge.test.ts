@@ -10,13 +10,7 @@ import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
-import {
-  createMergeActivities,
-  mergedSegmentId,
-  type MergeActivities,
-  type MergeActivityDeps,
-} from '../activities/merge.js';
-import { openSandboxedDuckDB } from '../services/common/duckdb.js';
+import { createMergeActivities, mergedSegmentId, type MergeActivities } from '../activities/merge.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
@@ -26,7 +20,8 @@ import { mergeScheduleId, mergeWorkflowId, type MergeResult } from '../workflows
 import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { expectSameResult } from './helpers/compare-results.js';
-import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
+import { mergeDeps } from './helpers/merge-deps.js';
+import { startCluster, type TestCluster } from './helpers/cluster.js';
 import { spawnWorkerProcess, startWorker, temporalClient, type RunningWorker } from './helpers/berth-worker.js';
 
 const PARTITION = '20261101';
@@ -299,23 +294,14 @@ describe('a worker killed between upload and commit', () => {
 
 describe('a retried one-step merge', () => {
   let cluster: TestCluster;
-  let deps: MergeActivityDeps;
+  let deps: Awaited<ReturnType<typeof mergeDeps>>;
 
   beforeAll(async () => {
     cluster = await startCluster({ vcpus: [2] });
-    const workDir = `${cluster.dir}/worker-${randomUUID()}`;
-    deps = {
-      s3: createS3Client(cluster.s3),
-      bucket: cluster.bucket,
-      meta: cluster.meta,
-      token: TOKEN,
-      duckdb: await openSandboxedDuckDB({ allowedDirectories: [workDir], tempDirectory: `${workDir}/spill` }),
-      workDir,
-    };
+    deps = await mergeDeps(cluster);
   });
   afterAll(async () => {
-    deps?.duckdb.closeSync();
-    deps?.s3.destroy();
+    deps?.close();
     await cluster?.close();
   });
 

@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { bearer } from '../common/auth.js';
 import { ARROW_STREAM_TYPE } from '../common/arrow-exchange.js';
@@ -130,28 +131,24 @@ export class QueryNodeClient {
   async push(
     table: string,
     segmentId: string,
-    body: Buffer,
+    body: Buffer | Readable,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<PushResult> {
     const timeoutMs = options.timeoutMs ?? 60_000;
-    const timeout = AbortSignal.timeout(timeoutMs);
+    // Infinity: the caller's signal alone bounds it (a push streamed as its file is written).
+    const timeout = Number.isFinite(timeoutMs) ? AbortSignal.timeout(timeoutMs) : new AbortController().signal;
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const url = `${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`;
+    const headers = { 'content-type': 'application/octet-stream', ...bearer(this.token) };
     try {
-      const response = await fetch(
-        `${this.url}/v1/segments/${encodeURIComponent(segmentId)}?table=${encodeURIComponent(table)}`,
-        {
-          method: 'POST',
-          headers: { 'content-type': 'application/octet-stream', ...bearer(this.token) },
-          body,
-          signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
-        },
-      );
-      const result = (await response.json()) as PushResult & Partial<ErrorBody>;
-      if (!response.ok)
-        throw new ServiceCallError(
-          response.status,
-          result,
-          `push to ${this.url} answered ${response.status}: ${result.message}`,
-        );
+      const { status, result } = Buffer.isBuffer(body)
+        ? await fetch(url, { method: 'POST', headers, body, signal }).then(async (response) => ({
+            status: response.status,
+            result: (await response.json()) as PushResult & Partial<ErrorBody>,
+          }))
+        : await postStream(url, headers, body, signal);
+      if (status < 200 || status >= 300)
+        throw new ServiceCallError(status, result, `push to ${this.url} answered ${status}: ${result.message}`);
       return result;
     } catch (error) {
       if (timeout.aborted && !options.signal?.aborted)
@@ -339,6 +336,32 @@ async function* ndjsonLines(response: http.IncomingMessage): AsyncGenerator<stri
   }
   rest += utf8.end();
   if (rest) yield rest;
+}
+
+/**
+ * POSTs a stream (chunked, as its source makes it: a merge pushes its file as DuckDB writes it)
+ * and reads the JSON answer, by node:http as this client's other streamed calls.
+ */
+function postStream(
+  url: string,
+  headers: Record<string, string>,
+  body: Readable,
+  signal: AbortSignal,
+): Promise<{ status: number; result: PushResult & Partial<ErrorBody> }> {
+  return new Promise((resolve, reject) => {
+    const call = http.request(url, { method: 'POST', agent, headers, signal });
+    call.once('response', (response) => {
+      text(response).then((answer) => {
+        try {
+          resolve({ status: response.statusCode ?? 0, result: JSON.parse(answer) as PushResult & Partial<ErrorBody> });
+        } catch (error) {
+          reject(error as Error);
+        }
+      }, reject);
+    });
+    // An early answer (a decline) settles the push; the rest of the body then only drains.
+    pipeline(body, call).catch(reject);
+  });
 }
 
 /** The whole body of an answer, as text. */
