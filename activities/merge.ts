@@ -339,20 +339,23 @@ async function mergeInto(
       );
       const held = new Set<string>();
       const limit = pLimit(8);
+      // The first failure stops the rest; nothing leaves here while a GET writes or DuckDB loads.
+      const failed = new AbortController();
+      const stopping = AbortSignal.any([signal, failed.signal]);
       let downloaded = 0;
       let downloadedBytes = 0;
       let loading = Promise.resolve();
-      const loads: Promise<void>[] = [];
       step.progress({ step: 'download', segments: 0, of: input.inputs.length });
-      await Promise.all(
+      const landed = await Promise.allSettled(
         input.inputs.map((segment) =>
           limit(async () => {
+            stopping.throwIfAborted();
             const object = await deps.s3.send(
               new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }),
-              { abortSignal: signal },
+              { abortSignal: stopping },
             );
             const file = path.join(dir, `${segment}.parquet`);
-            await pipeline(object.Body as Readable, createWriteStream(file), { signal });
+            await pipeline(object.Body as Readable, createWriteStream(file), { signal: stopping });
             downloadedBytes += object.ContentLength ?? 0;
             step.progress({
               step: 'download',
@@ -361,14 +364,21 @@ async function mergeInto(
               bytes: downloadedBytes,
             });
             // One load at a time on this connection, each as its input lands, while the downloads go on.
-            const load = loading.then(() => loadInput(c, table, segment, file, held));
-            load.catch(() => {}); // awaited below, with the others
-            loads.push(load);
-            loading = load.catch(() => {});
+            const load = loading.then(() => {
+              stopping.throwIfAborted();
+              return loadInput(c, table, segment, file, held);
+            });
+            loading = load.catch((error: unknown) => failed.abort(error));
+          }).catch((error: unknown) => {
+            failed.abort(error);
+            throw error;
           }),
         ),
       );
-      await Promise.all(loads);
+      await loading;
+      if (signal.aborted) throw signal.reason;
+      if (failed.signal.aborted) throw failed.signal.reason;
+      if (landed.some((l) => l.status === 'rejected')) throw new Error('an input of the merge was not loaded');
       const columns = table.columns.filter((col) => held.has(col.name));
       // Every column in the order, the timestamp first: the same inputs always give the same bytes.
       const ts = table.timestampColumn;

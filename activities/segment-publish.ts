@@ -23,10 +23,14 @@ const UPLOAD_PARTS_IN_FLIGHT = 2;
 /** What one read of the file takes, for the upload or the push. */
 const READ_BYTES = 1024 * 1024;
 /**
- * The most of a segment the worker holds while it publishes it: the parts in flight, the one the
- * upload is gathering and its copy when joined, and a few reads queued for each of the two readers.
+ * The most of a segment the worker holds while it publishes it. The upload joins reads into a
+ * part once it has more than a part's bytes, so each buffer it joins is a part and one read long,
+ * and it keeps that buffer while any of it is unsent: the parts in flight (each counted twice, for
+ * what the S3 client's request may hold of it while it sends), the one it gathers and the copy it
+ * joins them into; then the reads queued for each of the two readers. 62 MiB.
  */
-export const PUBLISH_MEMORY_BYTES = (UPLOAD_PARTS_IN_FLIGHT + 2) * UPLOAD_PART_BYTES + 4 * READ_BYTES;
+export const PUBLISH_MEMORY_BYTES =
+  (2 * UPLOAD_PARTS_IN_FLIGHT + 2) * (UPLOAD_PART_BYTES + READ_BYTES) + 8 * READ_BYTES;
 
 /**
  * The file's bytes as a writer appends them, from the start; done once `written` has resolved and
