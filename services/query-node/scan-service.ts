@@ -104,6 +104,9 @@ export class ScanService {
                 held.push(segment);
                 // Before anything reads it, and before the memory tier is offered it: only its footer may be here yet.
                 const shape = await schemas.check(id, { file: segment.path }, scannedColumns(table));
+                // The columns the coordinator named are fetched in any case (below): start on them as soon
+                // as the footer is here, rather than after every segment's footer and DuckDB's plan.
+                if (!segment.complete && table.columns) await segment.ensure(table.columns);
                 return { id, owned, segment, shape };
               }),
             ),
