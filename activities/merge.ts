@@ -5,8 +5,9 @@
  * downloads, DuckDB query, upload or push as soon as they are cancelled.
  *
  * `mergePushAndCommit` is the merge in one step, its I/O overlapped: inputs fetched in parallel,
- * each loaded into DuckDB as it lands while the others download; the merged file uploaded by
- * multipart and pushed to its owner as DuckDB writes it, both read from that file
+ * then merged by DuckDB (loading each into DuckDB as it landed was measured slower: see
+ * BENCHMARKS.md); the merged file uploaded by multipart and pushed to its owner as DuckDB writes
+ * it, both read from that file
  * (segment-publish.ts: the worker holds a bounded window of it, never the whole segment, and
  * nothing is published before the file is final and checked); then swapped in. Its heartbeats
  * carry what is done, so a retry resumes after the upload (or returns at once after the swap)
@@ -23,7 +24,7 @@ import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Profiles } from '../services/common/s3-client.js';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBInstance } from '@duckdb/node-api';
 import pLimit from 'p-limit';
 import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
 import { Placement } from '../core/ownership.js';
@@ -31,8 +32,9 @@ import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
 import { DEFAULT_SERVING_GROUP } from '../services/common/config.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { ServiceCallError } from '../services/common/http-client.js';
-import { columnsDisagree, describe } from '../services/common/parquet-columns.js';
-import type { ColumnSpec, Fence, MetaClient, Segment, SegmentRow, TableInfo } from '../services/meta/client.js';
+import { columnsDisagree, describe, segmentShapes } from '../services/common/parquet-columns.js';
+import { segmentsSql } from '../services/common/scanner.js';
+import type { Fence, MetaClient, Segment, SegmentRow } from '../services/meta/client.js';
 import { QueryNodeClient } from '../services/query-node/client.js';
 import { runLongStep, type KeptLease, type LongStep } from './heartbeat.js';
 import { followedFileOnceBegun, uploadSegmentFile } from './segment-publish.js';
@@ -313,10 +315,9 @@ function deadlineAfter(settled: Promise<unknown>, ms: number): AbortSignal {
 }
 
 /**
- * Downloads the inputs into `dir` (8 at a time, each streamed to a file) and loads each into
- * DuckDB as it lands, while the others download; then writes them to `out` as one Parquet sorted
- * by time and every column, with the columns some input holds, and checks it. Resolves with the
- * merged segment once `out` is final.
+ * Downloads the inputs into `dir` (8 at a time, each streamed to a file), then has DuckDB write
+ * them to `out` as one Parquet sorted by time and every column, with the columns some input holds,
+ * and checks it. Resolves with the merged segment once `out` is final.
  */
 async function mergeInto(
   deps: MergeActivityDeps,
@@ -332,19 +333,12 @@ async function mergeInto(
   const stats = await withConnection(
     deps.duckdb,
     async (c) => {
-      // Every column of the table, filled by each input with the columns it holds (an input
-      // written before one was added reads it as NULL).
-      await c.run(
-        `CREATE TEMP TABLE merging (${table.columns.map((col) => `${quoteIdent(col.name)} ${col.type}`).join(', ')})`,
-      );
-      const held = new Set<string>();
       const limit = pLimit(8);
-      // The first failure stops the rest; nothing leaves here while a GET writes or DuckDB loads.
+      // The first failure stops the rest; nothing leaves here while a GET still writes.
       const failed = new AbortController();
       const stopping = AbortSignal.any([signal, failed.signal]);
       let downloaded = 0;
       let downloadedBytes = 0;
-      let loading = Promise.resolve();
       step.progress({ step: 'download', segments: 0, of: input.inputs.length });
       const landed = await Promise.allSettled(
         input.inputs.map((segment) =>
@@ -363,32 +357,30 @@ async function mergeInto(
               of: input.inputs.length,
               bytes: downloadedBytes,
             });
-            // One load at a time on this connection, each as its input lands, while the downloads go on.
-            const load = loading.then(() => {
-              stopping.throwIfAborted();
-              return loadInput(c, table, segment, file, held);
-            });
-            loading = load.catch((error: unknown) => failed.abort(error));
+            return file;
           }).catch((error: unknown) => {
             failed.abort(error);
             throw error;
           }),
         ),
       );
-      await loading;
       if (signal.aborted) throw signal.reason;
       if (failed.signal.aborted) throw failed.signal.reason;
-      if (landed.some((l) => l.status === 'rejected')) throw new Error('an input of the merge was not loaded');
-      const columns = table.columns.filter((col) => held.has(col.name));
-      // Every column in the order, the timestamp first: the same inputs always give the same bytes.
+      const files = landed.map((l) => (l as PromiseFulfilledResult<string>).value);
+      // The columns any input holds, in the table's order (an input written before one was added
+      // reads it as NULL): the same inputs always give the same bytes, whatever the table gained since.
+      const shapes = await segmentShapes(c, files, table.columns);
+      const columns = table.columns.filter((col) => [...shapes.values()].some((s) => !s.lacking.includes(col.name)));
+      // Every column in the order, the timestamp first.
       const ts = table.timestampColumn;
       const order = [...(ts === null ? [] : [ts]), ...columns.map((col) => col.name).filter((n) => n !== ts)]
         .map(quoteIdent)
         .join(', ');
+      await c.run(`CREATE TEMP VIEW inputs AS ${segmentsSql({ name: input.table, schema: columns, files, shapes })}`);
       step.progress({ step: 'merge, upload and push', segment: id, segments: input.inputs.length });
       // Written in place (no temporary file renamed over it): the upload and the push follow this file.
       await c.run(
-        `COPY (SELECT ${columns.map((col) => quoteIdent(col.name)).join(', ')} FROM merging ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet, USE_TMP_FILE false)`,
+        `COPY (SELECT * FROM inputs ORDER BY ${order}) TO ${sqlString(out)} (FORMAT parquet, USE_TMP_FILE false)`,
       );
       const disagreement = columnsDisagree(await describe(c, `read_parquet(${sqlString(out)})`), columns);
       if (disagreement)
@@ -410,35 +402,6 @@ async function mergeInto(
   const { size } = await stat(out);
   step.progress({ step: 'upload and push', segment: id, bytes: size, rows: stats.rows });
   return { id, table: input.table, level: input.level + 1, bytes: size, ...stats };
-}
-
-/**
- * Appends one input's rows to the merge's table: the columns of the table it holds, each of which
- * must have the table's type (an insert would cast silently: bytes are never read as another
- * type's). Those it lacks stay NULL.
- */
-async function loadInput(
-  c: DuckDBConnection,
-  table: TableInfo,
-  segment: string,
-  file: string,
-  held: Set<string>,
-): Promise<void> {
-  const relation = `read_parquet(${sqlString(file)})`;
-  const found = new Map((await describe(c, relation)).map((col) => [col.name.toLowerCase(), col.type]));
-  const holds: ColumnSpec[] = table.columns.filter((col) => found.has(col.name.toLowerCase()));
-  for (const col of holds) {
-    const type = found.get(col.name.toLowerCase());
-    if (type !== col.type)
-      throw ApplicationFailure.nonRetryable(
-        `input segment ${segment} disagrees with table "${table.name}": column "${col.name}" is ${type}, declared ${col.type}`,
-        SEGMENT_DISAGREES,
-      );
-  }
-  if (holds.length === 0) return;
-  const names = holds.map((col) => quoteIdent(col.name)).join(', ');
-  await c.run(`INSERT INTO merging (${names}) SELECT ${names} FROM ${relation}`);
-  for (const col of holds) held.add(col.name);
 }
 
 /** Pushes a segment into its owner's cache. A decline or a failure is an outcome (a cold first read), not an error, unless `signal` stopped it. */
