@@ -18,7 +18,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Context } from '@temporalio/activity';
-import { partitionOf, quoteIdent, segmentId, segmentObjectKey } from '../core/identifiers.js';
+import { partitionOf, quoteIdent, segmentId } from '../core/identifiers.js';
 import { epochMsSql, TIMELESS } from '../core/time-bounds.js';
 import { sqlString, withConnection } from '../services/common/duckdb.js';
 import { SegmentObjects } from '../services/common/segment-objects.js';
