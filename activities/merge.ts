@@ -22,6 +22,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Profiles } from '../services/common/s3-client.js';
+import { SegmentObjects } from '../services/common/segment-objects.js';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DuckDBInstance } from '@duckdb/node-api';
@@ -50,7 +51,7 @@ export interface MergeActivityDeps {
   workDir: string;
   /** The group whose owners receive merged segments. @default 'serving' */
   group?: string;
-  /** Named S3 endpoints for the buckets of attached segments (a delete reads them where they lie). */
+  /** Named S3 endpoints for the buckets of attached segments (a delete, or a merge adopting them, reads them where they lie). */
   profiles?: S3Profiles;
 }
 
@@ -196,8 +197,8 @@ const keptLease = (meta: MetaClient, lease: MergeLease): KeptLease => ({
   renew: async () => (await meta.acquireLease(lease.name, lease.holder, lease.ttlMs)).granted,
 });
 
-/** Berth merges its own segments only: an attached object stays where its owner put it. */
-const mergeable = (segment: SegmentRow): boolean => segment.object === undefined;
+/** Berth merges its own segments, and attached objects only when attached to be adopted (`--adopt`). */
+const mergeable = (segment: SegmentRow): boolean => segment.object === undefined || segment.object.adopt === true;
 
 async function pickInputs(deps: MergeActivityDeps, pick: MergePick): Promise<SegmentRow[]> {
   return (await deps.meta.listSegments(pick.table))
@@ -340,13 +341,17 @@ async function mergeInto(
       let downloaded = 0;
       let downloadedBytes = 0;
       step.progress({ step: 'download', segments: 0, of: input.inputs.length });
+      // An adopted object is read where it lies (and only while unchanged); Berth's own from its bucket.
+      const objects = new SegmentObjects({ s3: deps.s3, bucket: deps.bucket }, deps.profiles);
       const landed = await Promise.allSettled(
         input.inputs.map((segment) =>
           limit(async () => {
             stopping.throwIfAborted();
-            const object = await deps.s3.send(
-              new GetObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(input.table, segment) }),
-              { abortSignal: stopping },
+            const { object: attached } = (await deps.meta.getSegment(segment)) ?? {};
+            const object = await objects.get(
+              { table: input.table, id: segment, ...(attached ? { object: attached } : {}) },
+              undefined,
+              stopping,
             );
             const file = path.join(dir, `${segment}.parquet`);
             await pipeline(object.Body as Readable, createWriteStream(file), { signal: stopping });

@@ -2,7 +2,8 @@
  * Attaching Parquet already in a bucket (issue 30, item 2): 200 objects DuckDB wrote into a second
  * bucket of the run's SeaweedFS become segments without a byte copied, answer exactly as one DuckDB
  * over the same files, are cached by their owners, and one overwritten afterwards is refused with
- * a message until it is attached again. Dropping the table never deletes an object Berth did not
+ * a message until it is attached again. Merges take attached objects only when they were attached
+ * to be adopted, and neither they nor dropping the table ever delete an object Berth did not
  * write. On a real cluster.
  */
 import { randomUUID } from 'node:crypto';
@@ -14,12 +15,15 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJanitorActivities } from '../activities/janitor.js';
+import { createMergeActivities } from '../activities/merge.js';
 import { readJsonResult, type JsonResult } from '../services/common/final-stage/result-json.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import type { AttachRequest, AttachResult } from '../services/coordinator/api.js';
+import type { SegmentRow } from '../services/meta/client.js';
 import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { eventRowsSql } from './helpers/event-data.js';
+import { mergeDeps } from './helpers/merge-deps.js';
 
 const OBJECTS = 200;
 const ROWS = 60;
@@ -169,6 +173,63 @@ describe('attaching Parquet already in a bucket', () => {
       expect(owner.cache.has(segment.id), segment.id).toBe(true);
       for (const other of cluster.nodes.filter((n) => n !== owner)) expect(other.cache.has(segment.id)).toBe(false);
     }
+  });
+
+  it('merges objects attached to be adopted into Berth’s own bucket, and no others', async () => {
+    const adopted: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      adopted.push(path.join(dir, `adopt-${i}.parquet`));
+      const c = await duckdb.connect();
+      await c.run(`COPY (${eventRowsSql(i * ROWS, (i + 1) * ROWS)}) TO '${adopted[i]}' (FORMAT parquet)`);
+      c.closeSync();
+      await s3.send(
+        new PutObjectCommand({ Bucket: bucket, Key: `adopt/part-${i}.parquet`, Body: await readFile(adopted[i]!) }),
+      );
+    }
+    const response = await fetch(`${cluster.coordinator.url}/v1/tables/adopted/attach`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ bucket, prefix: 'adopt/', adopt: true }),
+    });
+    expect(await response.json()).toMatchObject({ attached: 4 });
+
+    const deps = await mergeDeps(cluster);
+    try {
+      const merge = createMergeActivities(deps);
+      const pick = (table: string): Promise<SegmentRow[]> =>
+        new MockActivityEnvironment().run(merge.pickMergeInputs, {
+          table,
+          partition: '20261101',
+          level: 0,
+          maxInputs: 100,
+        });
+      expect(await pick('logs')).toEqual([]); // attached without --adopt: never merged
+      const inputs = (await pick('adopted')).map((s) => s.id);
+      expect(inputs).toHaveLength(4);
+      await new MockActivityEnvironment().run(merge.mergePushAndCommit, {
+        table: 'adopted',
+        partition: '20261101',
+        level: 0,
+        inputs,
+      });
+    } finally {
+      deps.close();
+    }
+    const [merged, ...others] = await cluster.meta.listSegments('adopted');
+    expect(others).toEqual([]);
+    expect(merged).toMatchObject({ level: 1, rows: 4 * ROWS });
+    expect(merged!.object).toBeUndefined();
+    expect(await keysIn(cluster.bucket, 'tables/adopted/')).toEqual([`tables/adopted/${merged!.id}.parquet`]);
+    expect(await keysIn(bucket, 'adopt/')).toHaveLength(4); // the objects themselves stay
+    const c = await duckdb.connect();
+    const expected = await readJsonResult(
+      await c.stream(
+        `SELECT count(*), sum(bytes), max(ts) FROM read_parquet([${adopted.map((f) => `'${f}'`).join(', ')}])`,
+      ),
+    );
+    c.closeSync();
+    const { body } = await cluster.query('SELECT count(*), sum(bytes), max(ts) FROM adopted');
+    expectSameResult(body, expected, true, 'the adopted table after its merge');
   });
 
   it('takes objects by glob or by key, and never deletes one when the table goes', async () => {

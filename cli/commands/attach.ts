@@ -31,6 +31,10 @@ export function attachCommand(): Command {
     )
     .option('--timestamp-column <name>', 'the timestamp column of a new table (default: ts)')
     .option('--no-timestamp', 'a new table without a timestamp column')
+    .option(
+      '--adopt',
+      'let merges rewrite the objects into Berth’s own bucket (the objects themselves are never deleted)',
+    )
     .option('--json', 'print each call’s outcome as JSON')
     .addOption(dataDirOption())
     .action(
@@ -41,6 +45,7 @@ export function attachCommand(): Command {
           profile?: string;
           timestampColumn?: string;
           timestamp: boolean;
+          adopt?: boolean;
           json?: boolean;
           dataDir: string;
         },
@@ -57,6 +62,7 @@ export function attachCommand(): Command {
             const request: AttachRequest = {
               ...target,
               ...(options.profile ? { profile: options.profile } : {}),
+              ...(options.adopt ? { adopt: true } : {}),
               ...(startAfter ? { startAfter } : {}),
             };
             const page = await ask(coordinator, (c) => c.attach(options.table, request, timestamp));

@@ -161,6 +161,8 @@ export const AttachRequest = Type.Object(
     profile: AttachedObject.properties.profile,
     startAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000 })),
+    /** Merges may rewrite these objects into Berth's own bucket (never deleting them). @default false */
+    adopt: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

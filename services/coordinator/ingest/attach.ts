@@ -89,6 +89,7 @@ export class Attacher {
         key: object.key,
         etag: object.etag,
         ...(request.profile !== undefined ? { profile: request.profile } : {}),
+        ...(request.adopt ? { adopt: true } : {}),
       };
       const earlier = attachedKeys.get(object.key);
       if (earlier?.object?.etag === object.etag) {
