@@ -29,7 +29,7 @@ interface Bench {
 }
 
 const postgres = () => ({ BERTH_BENCH_POSTGRES_URL: inject('postgresUrl') });
-// Longest first. The five with a cluster start their own (bench/bench-cluster.ts): the embedded
+// Longest first. The six with a cluster start their own (bench/bench-cluster.ts): the embedded
 // cluster brings its own Temporal and S3, so theirs cannot be the run's.
 const BENCHES: Bench[] = [
   { name: 'launch', deadlineMs: 240_000 },
@@ -37,6 +37,7 @@ const BENCHES: Bench[] = [
   { name: 'scan', deadlineMs: 240_000 },
   { name: 'load', deadlineMs: 240_000 },
   { name: 'isolation', deadlineMs: 240_000 },
+  { name: 'ingest', deadlineMs: 240_000 },
   { name: 'scaling', deadlineMs: 90_000, env: postgres },
   { name: 'meta', deadlineMs: 90_000, env: postgres },
   { name: 'ownership', deadlineMs: 60_000 },
