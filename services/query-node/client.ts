@@ -359,6 +359,9 @@ function postStream(
         }
       }, reject);
     });
+    // The pipeline settles once the body is sent, before any answer: an abort or a dropped
+    // connection while the node still holds the push must fail the call itself.
+    call.once('error', reject);
     // An early answer (a decline) settles the push; the rest of the body then only drains.
     pipeline(body, call).catch(reject);
   });
