@@ -116,7 +116,7 @@ console.log(
   }));
   const viewOf = async (list: Member[], memoEntries?: number) => {
     const view = new MemberView({
-      meta: { members: async () => list } as unknown as MetaClient,
+      meta: { membersChanged: async () => ({ members: list, etag: undefined }) } as unknown as MetaClient,
       group: 'serving',
       memoEntries,
     });
