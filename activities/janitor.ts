@@ -1,13 +1,21 @@
 /**
  * Activities of the janitor: delete the objects of retired segments once in-flight queries can no
- * longer need them, and objects that were uploaded but never committed. Nothing active is touched:
- * an object is deleted only when the manifest says its segment is retired, or does not know it.
+ * longer need them, objects that were uploaded but never committed, and multipart uploads never
+ * finished (a worker killed mid-merge leaves its parts behind, billed but never listed as objects).
+ * Nothing active is touched: an object is deleted only when the manifest says its segment is
+ * retired, or does not know it; an upload only once it is older than the grace time.
  *
  * A retired segment's row outlives its object: meta keeps it (retired, its object recorded as gone)
  * for its dedup window after the retirement, so that a batch sent again in that time commits
  * nothing, and deletes it when the janitor asks it to purge once the window has passed.
  */
-import { DeleteObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import {
+  AbortMultipartUploadCommand,
+  DeleteObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  type S3Client,
+} from '@aws-sdk/client-s3';
 import { segmentObjectKey } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { runLongStep } from './heartbeat.js';
@@ -58,7 +66,11 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
       });
     },
 
-    /** Deletes segment objects older than `graceMs` that the manifest does not know (uploads never committed). */
+    /**
+     * Deletes segment objects older than `graceMs` that the manifest does not know (uploads never
+     * committed), and aborts multipart uploads of segments begun more than `graceMs` ago (uploads
+     * never finished: their parts go). Returns the keys of both.
+     */
     async deleteOrphanObjects(input: { graceMs: number }): Promise<string[]> {
       return await runLongStep(async ({ signal, progress }) => {
         const deleted: string[] = [];
@@ -85,6 +97,31 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           progress({ listed, deleted: deleted.length });
           token = page.IsTruncated ? page.NextContinuationToken : undefined;
         } while (token);
+        let keyMarker: string | undefined;
+        let uploadIdMarker: string | undefined;
+        do {
+          const page = await deps.s3.send(
+            new ListMultipartUploadsCommand({
+              Bucket: deps.bucket,
+              Prefix: 'tables/',
+              KeyMarker: keyMarker,
+              UploadIdMarker: uploadIdMarker,
+            }),
+            { abortSignal: signal },
+          );
+          for (const upload of page.Uploads ?? []) {
+            if (!upload.Key || !SEGMENT_KEY.test(upload.Key)) continue;
+            if ((upload.Initiated?.getTime() ?? now()) >= now() - input.graceMs) continue;
+            await deps.s3.send(
+              new AbortMultipartUploadCommand({ Bucket: deps.bucket, Key: upload.Key, UploadId: upload.UploadId }),
+              { abortSignal: signal },
+            );
+            deleted.push(upload.Key);
+          }
+          progress({ listed, deleted: deleted.length });
+          keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
+          uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
+        } while (keyMarker);
         return deleted;
       });
     },

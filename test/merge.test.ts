@@ -5,7 +5,14 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import {
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  PutObjectCommand,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -392,6 +399,16 @@ describe('the janitor', () => {
         Body: 'PAR1',
       }),
     );
+    // A multipart upload a worker began and never finished (killed mid-merge): parts, no object.
+    const unfinished = segmentObjectKey('events', 'events-l1-never-finished');
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: cluster.bucket, Key: unfinished }));
+    await s3.send(
+      new UploadPartCommand({ Bucket: cluster.bucket, Key: unfinished, UploadId, PartNumber: 1, Body: 'PAR1' }),
+    );
+    const unfinishedUploads = async () =>
+      ((await s3.send(new ListMultipartUploadsCommand({ Bucket: cluster.bucket, Prefix: 'tables/' }))).Uploads ?? [])
+        .map((u) => u.Key)
+        .filter((key) => key === unfinished);
     const janitor = (graceMs: number) =>
       client.workflow.execute(janitorWorkflow, {
         taskQueue,
@@ -401,12 +418,15 @@ describe('the janitor', () => {
 
     expect(await janitor(3_600_000)).toEqual({ retiredDeleted: [], orphansDeleted: [] });
     for (const s of inputs) expect(await exists('events', s.id)).toBe(true);
+    expect(await unfinishedUploads()).toEqual([unfinished]); // within the grace time: left alone
 
     const swept = await janitor(0);
     expect(swept.retiredDeleted.sort()).toEqual(inputs.map((s) => s.id).sort());
     expect(swept.orphansDeleted).toContain(segmentObjectKey('events', 'events-l0-never-committed'));
     for (const s of inputs) expect(await exists('events', s.id)).toBe(false);
     expect(await exists('events', 'events-l0-never-committed')).toBe(false);
+    expect(swept.orphansDeleted).toContain(unfinished);
+    expect(await unfinishedUploads()).toEqual([]); // aborted: its parts are gone
     expect(await exists('events', merged!.id)).toBe(true); // nothing committed is ever deleted
     expect((await query(cluster, 'SELECT count(*) AS n FROM events')).rows).toEqual([[120]]);
     s3.destroy();
