@@ -14,7 +14,14 @@ import { PlanCache } from '../services/coordinator/planning/plan-cache.js';
 import { Planner } from '../services/coordinator/planning/planner.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import { TableCatalog } from '../services/coordinator/planning/table-catalog.js';
-import type { ManifestChanges, ManifestPage, SegmentRow, TableInfo, TableVersion } from '../services/meta/client.js';
+import type {
+  ManifestChanges,
+  ManifestPage,
+  SegmentRow,
+  TableInfo,
+  TableStats,
+  TableVersion,
+} from '../services/meta/client.js';
 import { schemaDigest } from '../services/meta/store.js';
 import { EVENT_COLUMNS } from './helpers/event-data.js';
 
@@ -24,7 +31,11 @@ class MemoryMeta {
   manifest = 1;
   /** The segment list at each manifest version: the change log. */
   readonly history = new Map<number, SegmentRow[]>([[1, []]]);
-  calls = { tableVersion: 0, findTable: 0, manifestChanges: 0, manifestPage: 0 };
+  calls = { tableVersion: 0, findTable: 0, manifestChanges: 0, manifestPage: 0, listSegments: 0, tableStats: 0 };
+  /** When set, manifest pages wait for it: a first read that takes its time. */
+  pages?: Promise<void>;
+  /** When set, range reads fail with it. */
+  rangeError?: Error;
 
   /** Commits a new segment list: the manifest version moves. */
   commit(segments: SegmentRow[]): void {
@@ -63,7 +74,31 @@ class MemoryMeta {
 
   async manifestPage(): Promise<ManifestPage> {
     this.calls.manifestPage++;
-    return { version: this.manifest, incarnation: this.table.incarnation, segments: this.history.get(this.manifest)! };
+    const version = this.manifest;
+    await this.pages;
+    return { version, incarnation: this.table.incarnation, segments: this.history.get(version)! };
+  }
+
+  async listSegments(_name: string, range: { from?: number; to?: number } = {}): Promise<SegmentRow[]> {
+    this.calls.listSegments++;
+    if (this.rangeError) throw this.rangeError;
+    const { from = -Infinity, to = Infinity } = range;
+    return this.history
+      .get(this.manifest)!
+      .filter((s) => s.maxTs >= from && s.minTs <= to)
+      .sort((a, b) => b.maxTs - a.maxTs);
+  }
+
+  async tableStats(): Promise<TableStats> {
+    this.calls.tableStats++;
+    const segments = this.history.get(this.manifest)!;
+    return {
+      segments: segments.length,
+      rows: segments.reduce((n, s) => n + s.rows, 0),
+      bytes: segments.reduce((n, s) => n + s.bytes, 0),
+      oldest: segments.length > 0 ? Math.min(...segments.map((s) => s.minTs)) : null,
+      newest: segments.length > 0 ? Math.max(...segments.map((s) => s.maxTs)) : null,
+    };
   }
 }
 
@@ -205,6 +240,45 @@ describe("the coordinator's catalog", () => {
     meta.commit([segment('c')]);
     expect(await read()).toEqual(['c']);
     expect(meta.calls).toMatchObject({ manifestPage: 2, manifestChanges: 2 });
+  });
+
+  it('answers a query over a month or less from a range read while the table’s first read runs', async () => {
+    const DAY = 86_400_000;
+    const meta = new MemoryMeta();
+    const catalog = new TableCatalog(meta);
+    meta.commit([segment('a'), segment('b', 3 * DAY), segment('c', 40 * DAY)]);
+    let open!: () => void;
+    meta.pages = new Promise((resolve) => (open = resolve));
+    const read = async (window: { from?: number; to?: number }) =>
+      (await catalog.segments('events', (await catalog.table('events'))!, window)).segments.map((s) => s.id);
+
+    // The first read hangs on its pages; a few days are read alone meanwhile, with the table's count.
+    const few = await catalog.segments('events', (await catalog.table('events'))!, { from: 2 * DAY, to: 5 * DAY });
+    expect({ ids: few.segments.map((s) => s.id), total: few.total }).toEqual({ ids: ['b'], total: 3 });
+    expect(meta.calls).toMatchObject({ manifestPage: 1, listSegments: 1 });
+    // Two months, or no bound at all, wait for the index.
+    let wide: string[] | undefined;
+    const waiting = read({ from: 0, to: 60 * DAY }).then((ids) => (wide = ids));
+    await read({ from: 2 * DAY, to: 5 * DAY });
+    expect(wide).toBeUndefined();
+    open();
+    expect(await waiting).toEqual(['c', 'b', 'a']);
+    // Once the index is there, every range is read from it.
+    expect(await read({ from: 2 * DAY, to: 5 * DAY })).toEqual(['b']);
+    expect(meta.calls).toMatchObject({ manifestPage: 1, listSegments: 2 });
+  });
+
+  it('waits for the first read when the range read fails', async () => {
+    const meta = new MemoryMeta();
+    const catalog = new TableCatalog(meta);
+    meta.commit([segment('a'), segment('b', 86_400_000)]);
+    meta.rangeError = new Error('no answer within 10000 ms');
+    const { segments, total } = await catalog.segments('events', (await catalog.table('events'))!, {
+      from: 0,
+      to: 86_400_000,
+    });
+    expect({ ids: segments.map((s) => s.id), total }).toEqual({ ids: ['b', 'a'], total: 2 });
+    expect(meta.calls).toMatchObject({ manifestPage: 1, listSegments: 1 });
   });
 
   it('lets queries that arrive together share version checks, each one begun after the query arrived', async () => {
