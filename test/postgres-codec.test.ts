@@ -97,6 +97,43 @@ describe('statements', () => {
     expect(classify(' -- nothing\n')).toEqual({ kind: 'empty' });
   });
 
+  it('reads what a COPY … TO STDOUT asks for, in either option syntax', () => {
+    const copy = (sql: string) => {
+      const kind = classify(sql);
+      return kind.kind === 'copy' ? kind.copy : kind;
+    };
+    expect(copy('COPY (SELECT a FROM t WHERE (b > 1)) TO STDOUT')).toEqual({
+      query: 'SELECT a FROM t WHERE (b > 1)',
+      format: 'text',
+      header: false,
+      delimiter: '\t',
+      null: '\\N',
+      quote: '"',
+      escape: '"',
+    });
+    expect(copy("copy public.events (service, status) to stdout with (format csv, header true, null 'NA')")).toEqual({
+      query: 'SELECT service, status FROM public.events',
+      format: 'csv',
+      header: true,
+      delimiter: ',',
+      null: 'NA',
+      quote: '"',
+      escape: '"',
+    });
+    expect(copy("COPY t TO STDOUT WITH CSV HEADER DELIMITER AS '|' QUOTE '''' ESCAPE '\\'")).toMatchObject({
+      format: 'csv',
+      header: true,
+      delimiter: '|',
+      quote: "'",
+      escape: '\\',
+    });
+    expect(copy("COPY t TO STDOUT (FORMAT csv, ESCAPE '//')")).toMatchObject({ kind: 'refused', code: '22023' });
+    expect(copy('COPY t FROM STDIN')).toEqual({ kind: 'write', command: 'COPY' });
+    expect(copy("COPY t TO STDOUT (DELIMITER ';;')")).toMatchObject({ kind: 'refused', code: '22023' });
+    expect(copy('COPY t TO STDOUT (FORCE_QUOTE *)')).toMatchObject({ kind: 'refused', code: '0A000' });
+    expect(copy('COPY (SELECT 1 TO STDOUT')).toMatchObject({ kind: 'refused', code: '42601' });
+  });
+
   it('drops the one schema’s qualifier BI tools write, and nothing that only looks like it', () => {
     expect(
       withoutSchema('SELECT "public"."events"."service" FROM "public"."events" JOIN berth.public.t USING (a)'),

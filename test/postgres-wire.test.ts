@@ -11,7 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import forge from 'node-forge';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DASHBOARD_MIX } from '../bench/dashboard-load.js';
 import { QUERY_CORPUS } from './fixtures/query-corpus.js';
 import { resultDifference } from './helpers/compare-results.js';
@@ -196,6 +196,43 @@ describe('the PostgreSQL front door', () => {
       expect(stderr).toContain('ERROR:  42601: ');
       // DuckDB's message, after the kind it names (the SQLSTATE says that now).
       expect(stderr).toContain(expected.error.split('\n')[0]!.replace(/^.*Parser Error: /, ''));
+    });
+
+    it('copies a query’s rows out with COPY … TO STDOUT byte for byte as PostgreSQL does', async () => {
+      // Values each format must escape: its delimiter, quotes, a line break, a tab, a backslash, the
+      // empty string, a string that reads as text's NULL, and NULL itself.
+      const values = `SELECT * FROM (VALUES (1, 'plain'), (2, 'a,b;c'), (3, 'say "hi"'), (4, 'line' || chr(10) || 'break'),
+        (5, 'tab' || chr(9) || 'back\\slash'), (6, ''), (7, '\\N'), (8, NULL)) AS t(id, s) ORDER BY id`;
+      const postgres = inject('postgresUrl');
+      for (const options of ['', 'WITH (FORMAT csv, HEADER)', "WITH CSV HEADER DELIMITER ';'", "(NULL 'nil')"]) {
+        const command = `COPY (${values}) TO STDOUT ${options}`;
+        const [berth, real] = await Promise.all([
+          psql(url, TOKEN, ['-c', command]),
+          psql(postgres, '', ['-c', command]),
+        ]);
+        expect(real.stderr).toBe('');
+        expect({ options, stdout: berth.stdout, stderr: berth.stderr }).toEqual({
+          options,
+          stdout: real.stdout,
+          stderr: '',
+        });
+      }
+      // psql's \copy, as users export a table: every row of it.
+      const all = await psql(url, TOKEN, ['-c', '\\copy events (service, status) to stdout with csv']);
+      expect(all.stderr).toBe('');
+      expect(all.stdout.trim().split('\n')).toHaveLength(6_000);
+    });
+
+    it('refuses COPY FROM, a file on the server and binary COPY, each with its SQLSTATE', async () => {
+      const refusals = {
+        'COPY events FROM STDIN': '25006: cannot execute COPY in a read-only transaction',
+        "COPY events TO '/tmp/events.csv'": '0A000: Berth copies to STDOUT only',
+        'COPY (SELECT 1) TO STDOUT (FORMAT binary)': '0A000: Berth has no binary COPY',
+      };
+      for (const [sql, expected] of Object.entries(refusals)) {
+        const { stderr } = await psql(url, TOKEN, ['-v', 'VERBOSITY=verbose', '-c', sql]);
+        expect(stderr).toContain(`ERROR:  ${expected}`);
+      }
     });
 
     it('refuses a wrong password and a write, each with its SQLSTATE', async () => {

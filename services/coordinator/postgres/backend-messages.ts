@@ -58,6 +58,11 @@ export const noData = () => message('n', Buffer.alloc(0));
 export const portalSuspended = () => message('s', Buffer.alloc(0));
 export const emptyQueryResponse = () => message('I', Buffer.alloc(0));
 export const commandComplete = (tag: string) => message('C', cstring(tag));
+/** The start of COPY's output, every column in text. */
+export const copyOutResponse = (columns: number) =>
+  message('H', Buffer.concat([Buffer.from([0]), int16(columns), ...Array.from({ length: columns }, () => int16(0))]));
+export const copyData = (line: string) => message('d', Buffer.from(line, 'utf8'));
+export const copyDone = () => message('c', Buffer.alloc(0));
 export const parameterDescription = (oids: number[]) =>
   message('t', Buffer.concat([int16(oids.length), ...oids.map((oid) => int32(oid | 0))]));
 

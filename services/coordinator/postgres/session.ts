@@ -23,6 +23,7 @@ import { parameterText, pgColumnType, OID, type PgColumnType } from './pg-types.
 import { RowStream, type AnswerSink } from './row-stream.js';
 import { saslInitialResponse, SCRAM_SHA_256, ScramExchange, type ScramSecret } from './scram.js';
 import { SessionSettings, UnknownSetting } from './session-settings.js';
+import { copyHeader, copyLine, type CopyOut } from './copy-out.js';
 import { classify, splitStatements, tokenize, withoutSchema, type StatementKind } from './sql-text.js';
 import { diagnosticOf, duckdbSqlState } from './sqlstate.js';
 
@@ -84,6 +85,7 @@ interface Portal {
 
 interface PortalRun {
   rows: { next(): Promise<JsonValue[] | undefined> };
+  columns: string[];
   types: PgColumnType[];
   stop: AbortController;
   sent: number;
@@ -600,18 +602,34 @@ export class Session {
         );
       case 'unsupported':
         throw fail('0A000', `Berth does not run ${kind.command} statements`);
+      case 'refused':
+        throw fail(kind.code, kind.message);
+      case 'copy':
+        return await this.stream(this.copiedQuery(kind.copy), 0, kind.copy);
       case 'query':
       case 'catalog':
         return await this.stream(portal, maxRows);
     }
   }
 
+  /** The query a COPY copies, as a portal of its own. */
+  private copiedQuery(copy: CopyOut): Portal {
+    const kind = classify(copy.query);
+    if (kind.kind !== 'query' && kind.kind !== 'catalog')
+      throw fail('42601', 'COPY copies the rows of a query: SELECT, WITH, VALUES, TABLE or a table’s name');
+    const sql = kind.kind === 'query' ? withoutSchema(copy.query) : copy.query;
+    return { statement: { sql, kind, parameterTypes: [], parameters: 0 }, sql, values: [], resultFormats: [] };
+  }
+
   private unknownSetting(name: string): never {
     throw fail('42704', `unrecognized configuration parameter "${name}"`);
   }
 
-  /** Streams a query's rows to the client, at most `maxRows` now (0: all); PortalSuspended when cut. */
-  private async stream(portal: Portal, maxRows: number): Promise<void> {
+  /**
+   * Streams a query's rows to the client, at most `maxRows` now (0: all); PortalSuspended when cut.
+   * With `copy`, as COPY's output: CopyOutResponse, a CopyData per line, CopyDone.
+   */
+  private async stream(portal: Portal, maxRows: number, copy?: CopyOut): Promise<void> {
     if (portal.done) {
       this.send(out.commandComplete('SELECT 0'));
       return;
@@ -638,6 +656,10 @@ export class Session {
     ];
     try {
       const run = (portal.run ??= await this.start(portal, stop));
+      if (copy) {
+        this.send(out.copyOutResponse(run.types.length));
+        if (copy.header) this.send(out.copyData(copyHeader(copy, run.columns)));
+      }
       let sent = 0;
       for (;;) {
         if (maxRows > 0 && sent === maxRows) {
@@ -646,6 +668,15 @@ export class Session {
         }
         const row = await run.rows.next();
         if (row === undefined) break;
+        if (copy) {
+          const line = copyLine(
+            copy,
+            row.map((value, i) => (value === null ? null : run.types[i]!.text(value))),
+          );
+          if (!this.send(out.copyData(line))) await this.drained();
+          run.sent++;
+          continue;
+        }
         const values = row.map((value, i) => {
           if (value === null) return null;
           const type = run.types[i]!;
@@ -655,7 +686,8 @@ export class Session {
         sent++;
         run.sent++;
       }
-      this.send(out.commandComplete(`SELECT ${run.sent}`));
+      if (copy) this.send(out.copyDone());
+      this.send(out.commandComplete(`${copy ? 'COPY' : 'SELECT'} ${run.sent}`));
       portal.done = true;
     } catch (error) {
       stop.abort(error);
@@ -678,6 +710,7 @@ export class Session {
       const rows = result.rows[Symbol.iterator]();
       return {
         rows: { next: async () => rows.next().value },
+        columns: result.columns,
         types: result.types.map(pgColumnType),
         stop,
         sent: 0,
@@ -688,8 +721,8 @@ export class Session {
       (sink) => this.context.queries.query(portal.sql, stop.signal, sink),
       (words) => this.send(out.noticeResponse({ severity: 'NOTICE', code: '00000', message: words })),
     );
-    const { types } = await stream.columns();
-    return { rows: stream, types: types.map(pgColumnType), stop, sent: 0 };
+    const { columns, types } = await stream.columns();
+    return { rows: stream, columns, types: types.map(pgColumnType), stop, sent: 0 };
   }
 }
 

@@ -4,6 +4,8 @@
  * DuckDB does not parse rewritten. Never a parser: anything that reaches an engine is parsed there.
  */
 
+import { parseCopy, type CopyOut } from './copy-out.js';
+
 export interface Token {
   kind: 'word' | 'quoted' | 'string' | 'number' | 'param' | 'op' | 'space';
   text: string;
@@ -78,10 +80,12 @@ export type StatementKind =
   | { kind: 'query' }
   | { kind: 'catalog' }
   | { kind: 'write'; command: string }
+  | { kind: 'copy'; copy: CopyOut }
+  | { kind: 'refused'; code: string; message: string }
   | { kind: 'unsupported'; command: string };
 
 const WRITES = new Set(
-  'insert update delete merge create drop alter truncate grant revoke copy vacuum analyze cluster reindex comment lock call do refresh import security'.split(
+  'insert update delete merge create drop alter truncate grant revoke vacuum analyze cluster reindex comment lock call do refresh import security'.split(
     ' ',
   ),
 );
@@ -151,6 +155,11 @@ export function classify(sql: string): StatementKind {
       return { kind: 'no-op', tag: `DISCARD ${(word(tokens[1]) ?? 'ALL').toUpperCase()}` };
     case 'deallocate':
       return { kind: 'no-op', tag: 'DEALLOCATE' };
+    case 'copy': {
+      const copy = parseCopy(tokenize(sql));
+      if (copy === 'copy from') return { kind: 'write', command: 'COPY' };
+      return 'query' in copy ? { kind: 'copy', copy } : { kind: 'refused', ...copy };
+    }
   }
   if (first !== undefined && NO_OPS[first]) return { kind: 'no-op', tag: NO_OPS[first] };
   if (first !== undefined && WRITES.has(first)) return { kind: 'write', command: first.toUpperCase() };
