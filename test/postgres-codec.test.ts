@@ -128,6 +128,7 @@ describe('statements', () => {
       escape: '\\',
     });
     expect(copy("COPY t TO STDOUT (FORMAT csv, ESCAPE '//')")).toMatchObject({ kind: 'refused', code: '22023' });
+    expect(copy('COPY t TO STDOUT;')).toMatchObject({ query: 'SELECT * FROM t', format: 'text' });
     expect(copy('COPY t FROM STDIN')).toEqual({ kind: 'write', command: 'COPY' });
     expect(copy("COPY t TO STDOUT (DELIMITER ';;')")).toMatchObject({ kind: 'refused', code: '22023' });
     expect(copy('COPY t TO STDOUT (FORCE_QUOTE *)')).toMatchObject({ kind: 'refused', code: '0A000' });

@@ -38,6 +38,7 @@ const stringValue = (t: Token | undefined) =>
 /** A COPY statement's meaning from its tokens (spaces and comments included), or why Berth refuses it. */
 export function parseCopy(all: Token[]): CopyOut | CopyRefusal | 'copy from' {
   const t = all.filter((x) => x.kind !== 'space');
+  if (t.at(-1)?.text === ';') t.pop(); // as a statement parsed alone may end
   let i = 1;
   let query: string;
   if (t[i]?.text === '(') {
