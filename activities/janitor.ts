@@ -3,7 +3,7 @@
  * longer need them, objects that were uploaded but never committed, and multipart uploads never
  * finished (a worker killed mid-merge leaves its parts behind, billed but never listed as objects).
  * Nothing active is touched: an object is deleted only when the manifest says its segment is
- * retired, or does not know it; an upload only once it is older than the grace time.
+ * retired, or does not know it; an upload only once it is a day old and older than the grace time.
  *
  * A retired segment's row outlives its object: meta keeps it (retired, its object recorded as gone)
  * for its dedup window after the retirement, so that a batch sent again in that time commits
@@ -29,6 +29,11 @@ export interface JanitorActivityDeps {
 }
 
 const SEGMENT_KEY = /^tables\/([^/]+)\/([^/]+)\.parquet$/;
+/**
+ * The youngest a multipart upload is aborted at, whatever the grace time: a day, far past the 30
+ * minutes a merge step may upload for (as S3's own AbortIncompleteMultipartUpload rules are set).
+ */
+export const UNFINISHED_UPLOAD_MIN_AGE_MS = 86_400_000;
 /** Rows one purge call deletes at most: each call is one short write on meta's store. */
 const PURGE_BATCH = 1_000;
 
@@ -68,8 +73,8 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
 
     /**
      * Deletes segment objects older than `graceMs` that the manifest does not know (uploads never
-     * committed), and aborts multipart uploads of segments begun more than `graceMs` ago (uploads
-     * never finished: their parts go). Returns the keys of both.
+     * committed), and aborts multipart uploads of segments begun more than `graceMs` ago, and at
+     * least UNFINISHED_UPLOAD_MIN_AGE_MS (uploads never finished: their parts go). Returns the keys of both.
      */
     async deleteOrphanObjects(input: { graceMs: number }): Promise<string[]> {
       return await runLongStep(async ({ signal, progress }) => {
@@ -97,9 +102,11 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           progress({ listed, deleted: deleted.length });
           token = page.IsTruncated ? page.NextContinuationToken : undefined;
         } while (token);
+        // A live upload is never aborted: only one begun before a merge or a delete could still be on it.
+        const abandonedBefore = now() - Math.max(input.graceMs, UNFINISHED_UPLOAD_MIN_AGE_MS);
         let keyMarker: string | undefined;
         let uploadIdMarker: string | undefined;
-        do {
+        for (;;) {
           const page = await deps.s3.send(
             new ListMultipartUploadsCommand({
               Bucket: deps.bucket,
@@ -110,18 +117,26 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
             { abortSignal: signal },
           );
           for (const upload of page.Uploads ?? []) {
-            if (!upload.Key || !SEGMENT_KEY.test(upload.Key)) continue;
-            if ((upload.Initiated?.getTime() ?? now()) >= now() - input.graceMs) continue;
-            await deps.s3.send(
-              new AbortMultipartUploadCommand({ Bucket: deps.bucket, Key: upload.Key, UploadId: upload.UploadId }),
-              { abortSignal: signal },
-            );
+            if (!upload.Key || !upload.UploadId || !SEGMENT_KEY.test(upload.Key)) continue;
+            if ((upload.Initiated?.getTime() ?? now()) >= abandonedBefore) continue;
+            try {
+              await deps.s3.send(
+                new AbortMultipartUploadCommand({ Bucket: deps.bucket, Key: upload.Key, UploadId: upload.UploadId }),
+                { abortSignal: signal },
+              );
+            } catch (error) {
+              if ((error as Error).name !== 'NoSuchUpload') throw error; // finished or aborted meanwhile
+              continue;
+            }
             deleted.push(upload.Key);
           }
           progress({ listed, deleted: deleted.length });
-          keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
-          uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
-        } while (keyMarker);
+          // A store whose markers do not move on would list the same page forever.
+          if (!page.IsTruncated || (page.NextKeyMarker === keyMarker && page.NextUploadIdMarker === uploadIdMarker))
+            break;
+          keyMarker = page.NextKeyMarker;
+          uploadIdMarker = page.NextUploadIdMarker;
+        }
         return deleted;
       });
     },

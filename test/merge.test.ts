@@ -17,6 +17,7 @@ import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
+import { createJanitorActivities, UNFINISHED_UPLOAD_MIN_AGE_MS } from '../activities/janitor.js';
 import { createMergeActivities, mergedSegmentId, type MergeActivities } from '../activities/merge.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { createS3Client } from '../services/common/s3-client.js';
@@ -425,7 +426,17 @@ describe('the janitor', () => {
     expect(swept.orphansDeleted).toContain(segmentObjectKey('events', 'events-l0-never-committed'));
     for (const s of inputs) expect(await exists('events', s.id)).toBe(false);
     expect(await exists('events', 'events-l0-never-committed')).toBe(false);
-    expect(swept.orphansDeleted).toContain(unfinished);
+    // An upload a day old at least: a merge step uploads for 30 minutes at most, so this one is abandoned.
+    expect(swept.orphansDeleted).not.toContain(unfinished);
+    expect(await unfinishedUploads()).toEqual([unfinished]);
+    const aDayLater = createJanitorActivities({
+      s3,
+      bucket: cluster.bucket,
+      meta: cluster.meta,
+      now: () => Date.now() + UNFINISHED_UPLOAD_MIN_AGE_MS + 60_000,
+    });
+    const later: string[] = await new MockActivityEnvironment().run(aDayLater.deleteOrphanObjects, { graceMs: 0 });
+    expect(later).toEqual([unfinished]);
     expect(await unfinishedUploads()).toEqual([]); // aborted: its parts are gone
     expect(await exists('events', merged!.id)).toBe(true); // nothing committed is ever deleted
     expect((await query(cluster, 'SELECT count(*) AS n FROM events')).rows).toEqual([[120]]);
