@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeMessage, MessageReader, ProtocolViolation } from '../services/coordinator/postgres/frontend-messages.js';
 import { OID, parameterText, pgColumnType } from '../services/coordinator/postgres/pg-types.js';
 import { ScramExchange, scramSecret } from '../services/coordinator/postgres/scram.js';
+import { copyLine } from '../services/coordinator/postgres/copy-out.js';
 import { catalogDialect, classify, splitStatements, withoutSchema } from '../services/coordinator/postgres/sql-text.js';
 
 interface SaslSession {
@@ -129,10 +130,42 @@ describe('statements', () => {
     });
     expect(copy("COPY t TO STDOUT (FORMAT csv, ESCAPE '//')")).toMatchObject({ kind: 'refused', code: '22023' });
     expect(copy('COPY t TO STDOUT;')).toMatchObject({ query: 'SELECT * FROM t', format: 'text' });
+    expect(copy("COPY t TO STDOUT (FORMAT csv, DELIMITER E'\\t')")).toMatchObject({ delimiter: '\t' });
+    // What PostgreSQL refuses, Berth refuses, with PostgreSQL's SQLSTATE.
+    const refusals: [string, string][] = [
+      ["COPY t TO STDOUT (DELIMITER 'n')", '22023'],
+      ["COPY t TO STDOUT (DELIMITER '§')", '22023'],
+      ["COPY t TO STDOUT (NULL 'a|b', DELIMITER '|')", '22023'],
+      [`COPY t TO STDOUT (QUOTE '"')`, '0A000'],
+      ["COPY t TO STDOUT (FORMAT csv, QUOTE ',')", '22023'],
+      ['COPY t TO STDOUT (FORMAT csv) DROP TABLE x', '42601'],
+      ['COPY t TO STDOUT (FORMAT csv, FORMAT text)', '42601'],
+      ["COPY t TO STDOUT (DELIMITER 'ab", '42601'],
+      ['COPY t TO STDOUT CSV FORCE QUOTE *', '0A000'],
+    ];
+    for (const [sql, code] of refusals) expect({ sql, ...copy(sql) }).toMatchObject({ sql, kind: 'refused', code });
     expect(copy('COPY t FROM STDIN')).toEqual({ kind: 'write', command: 'COPY' });
     expect(copy("COPY t TO STDOUT (DELIMITER ';;')")).toMatchObject({ kind: 'refused', code: '22023' });
     expect(copy('COPY t TO STDOUT (FORCE_QUOTE *)')).toMatchObject({ kind: 'refused', code: '0A000' });
     expect(copy('COPY (SELECT 1 TO STDOUT')).toMatchObject({ kind: 'refused', code: '42601' });
+  });
+
+  it('writes COPY lines as PostgreSQL does: text escapes, CSV quotes, and \\. quoted only alone', () => {
+    const text = {
+      query: '',
+      format: 'text',
+      header: false,
+      delimiter: '\t',
+      null: '\\N',
+      quote: '"',
+      escape: '"',
+    } as const;
+    const csv = { ...text, format: 'csv', delimiter: ',', null: '' } as const;
+    expect(copyLine(text, ['a\tb', 'c\\d\ne', null])).toBe('a\\tb\tc\\\\d\\ne\t\\N\n');
+    expect(copyLine({ ...text, delimiter: '|' }, ['a|b'])).toBe('a\\|b\n');
+    expect(copyLine(csv, ['a,b', 'say "hi"', '', null])).toBe('"a,b","say ""hi""","",\n');
+    expect(copyLine(csv, ['\\.', 'x'])).toBe('\\.,x\n');
+    expect(copyLine(csv, ['\\.'])).toBe('"\\."\n');
   });
 
   it('drops the one schema’s qualifier BI tools write, and nothing that only looks like it', () => {

@@ -32,8 +32,23 @@ export interface CopyRefusal {
 
 const word = (t: Token | undefined) =>
   t?.kind === 'word' ? t.text.toLowerCase() : t?.kind === 'quoted' ? t.text.slice(1, -1) : undefined;
-const stringValue = (t: Token | undefined) =>
-  t?.kind === 'string' && t.text.startsWith("'") ? t.text.slice(1, -1).replace(/''/g, "'") : undefined;
+/** A closed string literal's value: '…' with '' for a quote, or E'…' with its backslash escapes. */
+function stringValue(t: Token | undefined): string | undefined {
+  if (t?.kind !== 'string' || t.text.length < 2 || !t.text.endsWith("'")) return undefined;
+  if (t.text.startsWith("'")) return t.text.slice(1, -1).replace(/''/g, "'");
+  if (!/^[Ee]'/.test(t.text) || t.text.length < 3) return undefined;
+  return t.text
+    .slice(2, -1)
+    .replace(/''/g, "'")
+    .replace(/\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)/g, (_, e: string) =>
+      e[0] === 'x'
+        ? String.fromCharCode(parseInt(e.slice(1), 16))
+        : /^[0-7]/.test(e)
+          ? String.fromCharCode(parseInt(e, 8))
+          : (BACKSLASH_ESCAPES[e] ?? e),
+    );
+}
+const BACKSLASH_ESCAPES: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v' };
 
 /** A COPY statement's meaning from its tokens (spaces and comments included), or why Berth refuses it. */
 export function parseCopy(all: Token[]): CopyOut | CopyRefusal | 'copy from' {
@@ -85,22 +100,40 @@ export function parseCopy(all: Token[]): CopyOut | CopyRefusal | 'copy from' {
   if (format === 'binary') return { code: '0A000', message: 'Berth has no binary COPY: use FORMAT text or csv' };
   if (format !== 'text' && format !== 'csv')
     return { code: '22023', message: `COPY format "${format}" not recognized` };
-  const delimiter = options.delimiter ?? (format === 'csv' ? ',' : '\t');
-  const quote = options.quote ?? '"';
-  if ([...delimiter].length !== 1)
-    return { code: '22023', message: 'COPY delimiter must be a single one-byte character' };
-  if ([...quote].length !== 1) return { code: '22023', message: 'COPY quote must be a single one-byte character' };
-  const escape = options.escape ?? quote;
-  if ([...escape].length !== 1) return { code: '22023', message: 'COPY escape must be a single one-byte character' };
-  return {
+  const copy: CopyOut = {
     query,
     format,
     header: options.header ?? false,
-    delimiter,
+    delimiter: options.delimiter ?? (format === 'csv' ? ',' : '\t'),
     null: options.null ?? (format === 'csv' ? '' : '\\N'),
-    quote,
-    escape,
+    quote: options.quote ?? '"',
+    escape: options.escape ?? options.quote ?? '"',
   };
+  return refusedOptions(copy, options) ?? copy;
+}
+
+/** The combinations PostgreSQL refuses (its ProcessCopyOptions), in its words. */
+function refusedOptions(copy: CopyOut, asked: Options): CopyRefusal | undefined {
+  const invalid = (message: string): CopyRefusal => ({ code: '22023', message });
+  const oneByte = (s: string) => Buffer.byteLength(s) === 1;
+  if (!oneByte(copy.delimiter)) return invalid('COPY delimiter must be a single one-byte character');
+  if (/[\r\n]/.test(copy.delimiter)) return invalid('COPY delimiter cannot be newline or carriage return');
+  if (/[\r\n]/.test(copy.null)) return invalid('COPY null representation cannot use newline or carriage return');
+  if (copy.format === 'text' && '\\.abcdefghijklmnopqrstuvwxyz0123456789'.includes(copy.delimiter))
+    return invalid(`COPY delimiter cannot be "${copy.delimiter}"`);
+  if (copy.format === 'text' && asked.quote !== undefined)
+    return { code: '0A000', message: 'COPY quote available only in CSV mode' };
+  if (copy.format === 'text' && asked.escape !== undefined)
+    return { code: '0A000', message: 'COPY escape available only in CSV mode' };
+  if (copy.format === 'csv') {
+    if (!oneByte(copy.quote)) return invalid('COPY quote must be a single one-byte character');
+    if (!oneByte(copy.escape)) return invalid('COPY escape must be a single one-byte character');
+    if (copy.delimiter === copy.quote) return invalid('COPY delimiter and quote must be different');
+    if (copy.null.includes(copy.quote)) return invalid('CSV quote character must not appear in the NULL specification');
+  }
+  if (copy.null.includes(copy.delimiter))
+    return invalid('COPY delimiter character must not appear in the NULL specification');
+  return undefined;
 }
 
 const isToOrFrom = (t: Token | undefined) => t?.kind === 'word' && ['to', 'from'].includes(t.text.toLowerCase());
@@ -120,10 +153,12 @@ function readOptions(t: Token[]): Options | CopyRefusal {
   let i = word(t[0]) === 'with' ? 1 : 0;
   const options: Options = {};
   const set = (name: string, value: Token | undefined): CopyRefusal | undefined => {
+    if (name in options) return syntax('conflicting or redundant options');
     const text = stringValue(value) ?? word(value) ?? value?.text;
     switch (name) {
       case 'format':
-        options.format = text?.toLowerCase();
+        if (text === undefined) return syntax('COPY option FORMAT needs a value');
+        options.format = text.toLowerCase();
         return;
       case 'header': {
         const flag = (text ?? 'true').toLowerCase();
@@ -140,7 +175,10 @@ function readOptions(t: Token[]): Options | CopyRefusal {
         options[name] = stringValue(value);
         return;
       default:
-        return { code: '0A000', message: `Berth does not take the COPY option ${name.toUpperCase()}` };
+        return {
+          code: '0A000',
+          message: `Berth does not take the COPY option ${name.toUpperCase()}: values are quoted where CSV needs it, NULL as the NULL option says`,
+        };
     }
   };
   if (t[i]?.text === '(') {
@@ -152,13 +190,15 @@ function readOptions(t: Token[]): Options | CopyRefusal {
       if (refused) return refused;
       if (t[i + 1]?.text === ',') i++;
     }
-    return i < t.length ? options : syntax('COPY options have no closing parenthesis');
+    if (i >= t.length) return syntax('COPY options have no closing parenthesis');
+    return i === t.length - 1 ? options : syntax(`nothing may follow COPY's options, not "${t[i + 1]!.text}"`);
   }
   for (; i < t.length; i++) {
     const name = word(t[i]);
     let refused: CopyRefusal | undefined;
     if (name === 'binary' || name === 'csv') refused = set('format', { kind: 'word', text: name });
     else if (name === 'header') refused = set('header', undefined);
+    else if (name === 'force') refused = set(`force_${word(t[i + 1]) ?? ''}`, undefined);
     else if (name === 'delimiter' || name === 'null' || name === 'quote' || name === 'escape') {
       if (word(t[i + 1]) === 'as') i++;
       refused = set(name, t[++i]);
@@ -170,7 +210,8 @@ function readOptions(t: Token[]): Options | CopyRefusal {
 
 /** One row of COPY's output, its line end included: `values` as their text encodings, null for NULL. */
 export function copyLine(copy: CopyOut, values: readonly (string | null)[]): string {
-  const fields = values.map((v) => (copy.format === 'csv' ? csvField(copy, v) : textField(copy, v)));
+  const alone = values.length === 1;
+  const fields = values.map((v) => (copy.format === 'csv' ? csvField(copy, v, alone) : textField(copy, v)));
   return `${fields.join(copy.delimiter)}\n`;
 }
 
@@ -195,11 +236,12 @@ function textField(copy: CopyOut, value: string | null): string {
   return out;
 }
 
-function csvField(copy: CopyOut, value: string | null): string {
+/** `alone`: the row's only field, where `\.` alone would read as the end of the data. */
+function csvField(copy: CopyOut, value: string | null, alone: boolean): string {
   if (value === null) return copy.null;
   const needsQuotes =
     value === copy.null ||
-    value === '\\.' ||
+    (alone && value === '\\.') ||
     value.includes(copy.delimiter) ||
     value.includes(copy.quote) ||
     value.includes('\n') ||
