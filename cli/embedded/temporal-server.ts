@@ -60,6 +60,27 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     return { address: env.address, namespace, uiUrl, exited: new Promise(() => {}), stop: () => env.teardown() };
   }
 
+  // The dev server picks the ports of its inner services (history, matching) itself: another
+  // process may take one between its pick and its bind. That start is made again, three times at most.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options, options.executable.path, ip, namespace, uiUrl);
+    } catch (error) {
+      if (attempt === 3 || !(error instanceof PortTaken)) throw error;
+    }
+  }
+}
+
+/** The dev server failed to start because a port it picked was taken meanwhile. */
+class PortTaken extends Error {}
+
+async function startOnce(
+  options: TemporalDevServerOptions,
+  executable: string,
+  ip: string,
+  namespace: string,
+  uiUrl: string | undefined,
+): Promise<TemporalDevServer> {
   const port = options.port ?? (await freePort(ip));
   const args = [
     'server',
@@ -77,7 +98,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     ...(options.extraArgs ?? []),
   ];
   // On a tether: the dev server ends with the process that started it, even one killed with -9.
-  const child = spawnTethered(options.executable.path, args, { stdout: 'ignore', stderr: 'pipe' });
+  const child = spawnTethered(executable, args, { stdout: 'ignore', stderr: 'pipe' });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
   const exited = new Promise<string>((resolve) =>
@@ -86,8 +107,10 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null)
-      throw new Error(`temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`);
+    if (child.exitCode !== null) {
+      const message = `temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`;
+      throw stderr.includes('address already in use') ? new PortTaken(message) : new Error(message);
+    }
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
       try {

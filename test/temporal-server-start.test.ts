@@ -1,0 +1,67 @@
+/**
+ * The embedded Temporal dev server's start: the dev server picks its inner services' ports itself,
+ * and another process may bind one first. Such a start is made again (three times at most); any
+ * other failure is not. The CLI is wrapped in a script that fails the way the dev server does.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
+import { startTemporalDevServer } from '../cli/embedded/temporal-server.js';
+
+const TAKEN =
+  'level=ERROR msg="Failed to start gRPC listener" error="listen tcp 127.0.0.1:45401: bind: address already in use"';
+
+describe('the embedded Temporal dev server', () => {
+  let dir: string | undefined;
+  afterEach(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+
+  /** A CLI that fails with `failure` its first `failing` starts, then runs the real one. */
+  const flakyCli = async (failure: string, failing: number) => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-temporal-start-'));
+    const real = await resolveTemporalCli();
+    if (real.type !== 'existing-path') throw new Error('these tests need the Temporal CLI on this machine');
+    const starts = path.join(dir, 'starts');
+    const script = path.join(dir, 'temporal');
+    await writeFile(
+      script,
+      `#!/bin/sh
+echo start >> '${starts}'
+if [ "$(wc -l < '${starts}')" -le ${failing} ]; then echo '${failure}' >&2; exit 2; fi
+exec '${real.path}' "$@"
+`,
+      { mode: 0o755 },
+    );
+    return { path: script, starts: async () => (await readFile(starts, 'utf8')).trim().split('\n').length };
+  };
+
+  it('starts again when a port it picked was taken meanwhile, and then answers', async () => {
+    const cli = await flakyCli(TAKEN, 1);
+    const server = await startTemporalDevServer({ executable: { type: 'existing-path', path: cli.path } });
+    try {
+      expect(await cli.starts()).toBe(2);
+      expect(server.address).toMatch(/^127\.0\.0\.1:\d+$/);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('gives up after three such starts, and at once on any other failure', async () => {
+    const taken = await flakyCli(TAKEN, 10);
+    await expect(startTemporalDevServer({ executable: { type: 'existing-path', path: taken.path } })).rejects.toThrow(
+      'address already in use',
+    );
+    expect(await taken.starts()).toBe(3);
+    await rm(dir!, { recursive: true, force: true });
+
+    const broken = await flakyCli('unknown flag: --ip', 10);
+    await expect(startTemporalDevServer({ executable: { type: 'existing-path', path: broken.path } })).rejects.toThrow(
+      'unknown flag',
+    );
+    expect(await broken.starts()).toBe(1);
+  });
+});
