@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeMessage, MessageReader, ProtocolViolation } from '../services/coordinator/postgres/frontend-messages.js';
 import { OID, parameterText, pgColumnType } from '../services/coordinator/postgres/pg-types.js';
 import { ScramExchange, scramSecret } from '../services/coordinator/postgres/scram.js';
-import { copyLine } from '../services/coordinator/postgres/copy-out.js';
+import { copyLine, type CopyOut } from '../services/coordinator/postgres/copy-out.js';
 import { catalogDialect, classify, splitStatements, withoutSchema } from '../services/coordinator/postgres/sql-text.js';
 
 interface SaslSession {
@@ -18,6 +18,17 @@ const sasl = createRequire(import.meta.url)('pg/lib/crypto/sasl.js') as {
   startSession(mechanisms: string[]): SaslSession;
   continueSession(session: SaslSession, password: string, serverData: string): Promise<void>;
   finalizeSession(session: SaslSession, serverData: string): void;
+};
+
+/** What a COPY statement asks for, or how it is classified when it is no COPY to run. */
+const copy = (sql: string) => {
+  const kind = classify(sql);
+  return kind.kind === 'copy' ? kind.copy : kind;
+};
+const copyOptions = (sql: string): CopyOut => {
+  const kind = classify(sql);
+  if (kind.kind !== 'copy') throw new Error(`not a COPY to run: ${sql}`);
+  return kind.copy;
 };
 
 describe('SCRAM-SHA-256', () => {
@@ -99,10 +110,6 @@ describe('statements', () => {
   });
 
   it('reads what a COPY … TO STDOUT asks for, in either option syntax', () => {
-    const copy = (sql: string) => {
-      const kind = classify(sql);
-      return kind.kind === 'copy' ? kind.copy : kind;
-    };
     expect(copy('COPY (SELECT a FROM t WHERE (b > 1)) TO STDOUT')).toEqual({
       query: 'SELECT a FROM t WHERE (b > 1)',
       format: 'text',
@@ -151,16 +158,9 @@ describe('statements', () => {
   });
 
   it('writes COPY lines as PostgreSQL does: text escapes, CSV quotes, and \\. quoted only alone', () => {
-    const text = {
-      query: '',
-      format: 'text',
-      header: false,
-      delimiter: '\t',
-      null: '\\N',
-      quote: '"',
-      escape: '"',
-    } as const;
-    const csv = { ...text, format: 'csv', delimiter: ',', null: '' } as const;
+    // Each format's defaults, as a COPY without options reads them.
+    const text = copyOptions('COPY t TO STDOUT');
+    const csv = copyOptions('COPY t TO STDOUT (FORMAT csv)');
     expect(copyLine(text, ['a\tb', 'c\\d\ne', null])).toBe('a\\tb\tc\\\\d\\ne\t\\N\n');
     expect(copyLine({ ...text, delimiter: '|' }, ['a|b'])).toBe('a\\|b\n');
     expect(copyLine(csv, ['a,b', 'say "hi"', '', null])).toBe('"a,b","say ""hi""","",\n');

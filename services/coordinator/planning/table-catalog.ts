@@ -47,8 +47,6 @@ export class TableCatalog {
       MetaClient,
       'tableVersion' | 'findTable' | 'manifestChanges' | 'manifestPage' | 'listSegments' | 'tableStats'
     >,
-    /** @default Date.now */
-    private readonly now: () => number = Date.now,
   ) {}
 
   /** The table as it is now (a check that began after this call), or undefined when it does not exist. */
@@ -83,7 +81,7 @@ export class TableCatalog {
     if (
       !entry.index &&
       window.from !== undefined &&
-      (window.to ?? this.now()) - window.from <= RANGE_READ_MAX_SPAN_MS
+      (window.to ?? Date.now()) - window.from <= RANGE_READ_MAX_SPAN_MS
     ) {
       void this.sync(name, entry).catch(() => undefined); // the index, for the queries after this one
       // Counting the table scans all of its rows in meta: once for every query while the read runs.
