@@ -15,6 +15,47 @@ export const DASHBOARD_MIX: string[] = [0, 1, 2, 3].flatMap((v) => [
   `SELECT status, count(*) AS n, sum(bytes) AS bytes FROM events WHERE service = '${SERVICES[v]}' AND status >= 400 GROUP BY status ORDER BY n DESC, status LIMIT 20`,
 ]);
 
+/** Minutes the events table spans from 2026-10-01 00:00 (bench/load's 200,000 rows, 50 ms apart). */
+const SPAN_MINUTES = 166;
+
+/**
+ * A dashboard's queries as its refreshes send them: the same four shapes as DASHBOARD_MIX, but
+ * every query with its own literals (a time window that moves and changes width, a service, a
+ * status threshold, a top-k's direction stays), drawn from `seed`; few texts repeat. Most read
+ * most segments: a window is 10 minutes to 2 hours of a table about 2.8 hours long.
+ */
+export function movingMix(count: number, seed: number): string[] {
+  let state = seed >>> 0 || 1;
+  // xorshift32: the same queries for the same seed, on every machine.
+  const draw = (n: number): number => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) % n;
+  };
+  const at = (minute: number): string =>
+    `TIMESTAMP '2026-10-01 ${String(Math.floor(minute / 60)).padStart(2, '0')}:${String(minute % 60).padStart(2, '0')}:00'`;
+  const window = (): string => {
+    const width = [10, 15, 30, 45, 60, 90, 120][draw(7)]!;
+    const from = draw(SPAN_MINUTES - width);
+    return `ts >= ${at(from)} AND ts < ${at(from + width)}`;
+  };
+  const services = ['api', 'web', 'auth', 'search', 'billing', 'mail', 'cdn'];
+  return Array.from({ length: count }, (_, i) => {
+    const service = services[draw(services.length)]!;
+    switch (i % 4) {
+      case 0:
+        return `SELECT service, count(*) AS n, avg(latency_ms) AS latency FROM events WHERE ${window()} GROUP BY service ORDER BY service`;
+      case 1:
+        return `SELECT ts, service, status, latency_ms FROM events WHERE service = '${service}' AND ${window()} ORDER BY latency_ms DESC, ts LIMIT 10`;
+      case 2:
+        return `SELECT count(DISTINCT user_id) AS users FROM events WHERE status >= ${400 + draw(200)} AND ${window()}`;
+      default:
+        return `SELECT status, count(*) AS n, sum(bytes) AS bytes FROM events WHERE service = '${service}' AND status >= ${300 + draw(300)} GROUP BY status ORDER BY n DESC, status LIMIT 20`;
+    }
+  });
+}
+
 /** The events table's rows `from` to `to` (50 ms apart from 2026-10-01, in time order), as DuckDB SQL. */
 export const eventRows = (from: number, to: number): string =>
   `SELECT TIMESTAMP '2026-10-01' + to_milliseconds(i * 50) AS ts,

@@ -14,7 +14,10 @@
  * untimed: V8 compiles the services' hot paths after some thousands of calls, so a first level
  * measured cold pays for that, as no long-running serving tier does (DuckDB's C++ has nothing to
  * warm). --warmup 0 measures cold.
- * Run: npm run bench:load [-- --queries N --levels 1,8,32,128 --warmup N --profile DIR --result-cache BYTES]
+ * With --mix moving, every query has literals of its own, as a dashboard's refreshes send them
+ * (dashboard-load.ts's movingMix: windows that move, other services and thresholds), drawn afresh
+ * for the warm-up and for each level; the answers of its first queries are checked the same way.
+ * Run: npm run bench:load [-- --mix fixed|moving --queries N --levels 1,8,32,128 --warmup N --profile DIR --result-cache BYTES]
  * With --result-cache, the coordinator keeps answers (result-cache.ts): the mix repeats its 16
  * texts over unchanged tables, so after the check below every timed query is answered from it.
  * With --profile, the coordinator and the query nodes are CPU-profiled (bench/load-profiler.ts)
@@ -29,7 +32,7 @@ import pg from 'pg';
 import { tokenFile } from '../cli/embedded/cluster.js';
 import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { startBenchCluster } from './bench-cluster.js';
-import { cpuMs, DASHBOARD_MIX, eventRows, runLevel, servicePids, type Level } from './dashboard-load.js';
+import { cpuMs, DASHBOARD_MIX, eventRows, movingMix, runLevel, servicePids, type Level } from './dashboard-load.js';
 import { segmentFiles } from './segment-files.js';
 import { failInSmoke, sized } from './smoke.js';
 import { percentile } from './stats.js';
@@ -43,6 +46,13 @@ if (!Number.isInteger(WARMUP) || WARMUP < 0)
   throw new Error(`--warmup takes a count of queries, not ${option('warmup')}`);
 const WARMUP_CONCURRENCY = sized(32, 4);
 const PROFILE = option('profile');
+const MIX = option('mix') ?? 'fixed';
+if (MIX !== 'fixed' && MIX !== 'moving') throw new Error(`--mix takes fixed or moving, not ${MIX}`);
+/** The queries a run of `count` sends: the fixed mix in turn, or `count` of their own (a seed per run). */
+const queries = (count: number, seed: number): string[] =>
+  MIX === 'moving'
+    ? movingMix(count, seed)
+    : Array.from({ length: count }, (_, i) => DASHBOARD_MIX[i % DASHBOARD_MIX.length]!);
 /** The coordinator's result cache budget in bytes (BERTH_RESULT_CACHE_BYTES): off unless given. */
 const RESULT_CACHE = option('result-cache');
 const FILES = sized(8, 2);
@@ -129,7 +139,7 @@ try {
   };
 
   // Same answers (this also warms every node's cache and the page cache for DuckDB).
-  for (const sql of DASHBOARD_MIX) {
+  for (const sql of queries(DASHBOARD_MIX.length, 1)) {
     const [b, d] = [await berth(sql), await duckdb(0, sql)];
     if (JSON.stringify(b.rows) !== JSON.stringify(d.rows)) throw new Error(`Berth and DuckDB disagree on ${sql}`);
     // The protocols' exactness is the tests' (test/postgres-wire.test.ts); here the same row count.
@@ -139,11 +149,16 @@ try {
 
   if (WARMUP > 0) {
     const warm = [
-      await runLevel(WARMUP_CONCURRENCY, WARMUP, (_, sql) => berth(sql)),
-      await runLevel(WARMUP_CONCURRENCY, WARMUP, async (client, sql) => {
-        await duckdb(client, sql);
-        return {};
-      }),
+      await runLevel(WARMUP_CONCURRENCY, WARMUP, (_, sql) => berth(sql), queries(WARMUP, 2)),
+      await runLevel(
+        WARMUP_CONCURRENCY,
+        WARMUP,
+        async (client, sql) => {
+          await duckdb(client, sql);
+          return {};
+        },
+        queries(WARMUP, 2),
+      ),
     ];
     const failed = warm.find((level) => level.errors.length > 0);
     if (failed) throw new Error(`the warm-up failed: ${failed.errors[0]}`);
@@ -153,14 +168,20 @@ try {
   for (const concurrency of LEVELS) {
     // Fewer queries one at a time: the level measures latency, not a queue.
     const count = concurrency === 1 ? Math.ceil(QUERIES / 4) : QUERIES;
-    const d = await runLevel(concurrency, count, async (client, sql) => {
-      await duckdb(client, sql);
-      return {};
-    });
+    // Each side its own literals of the same kinds: none is answered from a text the other sent.
+    const d = await runLevel(
+      concurrency,
+      count,
+      async (client, sql) => {
+        await duckdb(client, sql);
+        return {};
+      },
+      queries(count, 10 + concurrency),
+    );
     const before = await cpuMs(pids);
-    const b = await runLevel(concurrency, count, (_, sql) => berth(sql));
+    const b = await runLevel(concurrency, count, (_, sql) => berth(sql), queries(count, 20 + concurrency));
     const after = await cpuMs(pids);
-    const p = await runLevel(concurrency, count, viaPostgres);
+    const p = await runLevel(concurrency, count, viaPostgres, queries(count, 30 + concurrency));
     const cpu = new Map([...after].map(([service, ms]) => [service, ms - (before.get(service) ?? 0)]));
     console.error(
       `concurrency ${concurrency}: berth ${((1000 * b.latencies.length) / b.wallMs).toFixed(1)} q/s, duckdb ${((1000 * d.latencies.length) / d.wallMs).toFixed(1)} q/s`,
@@ -180,7 +201,7 @@ try {
 const qps = (l: Level) => (1000 * l.latencies.length) / l.wallMs;
 const ms = (x: number) => x.toFixed(1);
 console.log(
-  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, ${NODES.length} query nodes, ${os.availableParallelism()} cores, mix of ${DASHBOARD_MIX.length} queries, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
+  `# bench/load — ${FILES * ROWS_PER_FILE} rows in ${FILES} segments, ${NODES.length} query nodes, ${os.availableParallelism()} cores, ${MIX === 'moving' ? 'moving mix (literals of their own)' : `fixed mix of ${DASHBOARD_MIX.length} queries`}, ${WARMUP} untimed first, result cache ${RESULT_CACHE ? `${RESULT_CACHE} bytes` : 'off'}\n`,
 );
 console.log(
   '| concurrency | queries | DuckDB q/s | DuckDB p50 / p99 ms | Berth q/s | Berth p50 / p99 ms (answered) | Berth 429s | Berth errors | throughput vs DuckDB | p99 vs DuckDB |',
