@@ -219,6 +219,28 @@ describe('the serving path', () => {
     expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
   });
 
+  it('plans a shape once: other literals reuse the plan, prune by their own time range and answer exactly', async () => {
+    // A dashboard's panel refreshed: the window moves and narrows, the service and threshold change.
+    const panel = (from: string, to: string, service: string, status: number) =>
+      `SELECT service, count(*) AS n, max(status) AS worst FROM events WHERE ts >= TIMESTAMP '${from}' AND ts < '${to}' AND service <> '${service}' AND status >= ${status} GROUP BY service ORDER BY service`;
+    const wide = panel('2026-11-01 06:00:00', '2026-11-06', 'api', 200);
+    const narrow = panel('2026-11-03 12:00:00', '2026-11-04', 'web', 450);
+    const answers = [];
+    for (const sql of [wide, narrow]) {
+      const expected = await reference.run(sql);
+      if (!('result' in expected)) throw new Error(expected.error);
+      const { status, body } = await cluster.query(sql);
+      expect(status, body.message).toBe(200);
+      expectSameResult(body, expected.result, true, sql);
+      answers.push(body);
+    }
+    expect(answers.map((a) => a.stats.plan)).toEqual(['planned', 'cached']);
+    expect(answers[1]!.rows).not.toEqual(answers[0]!.rows);
+    const scanned = answers.map((a) => a.stats.segments.scanned);
+    expect(scanned[1]).toBeLessThan(scanned[0]!);
+    expect(scanned[1]).toBeGreaterThan(0);
+  });
+
   it('reports running and waiting queries per workload group', async () => {
     const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
     expect(await response.json()).toEqual({

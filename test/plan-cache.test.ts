@@ -137,7 +137,7 @@ describe('the plan cache', () => {
     plans = new PlanCache({ planner: new Planner(engine, async () => undefined), engine, catalog });
   });
 
-  it('plans a query once, however it is laid out, and plans another literal anew', async () => {
+  it('plans a query once, however it is laid out, and a literal a WHERE compares is its parameter', async () => {
     const sql = "SELECT service, count(*) AS n FROM events WHERE service = 'a  b' GROUP BY service";
     const first = await plans.plan(sql);
     expect(first.cached).toBe(false);
@@ -148,11 +148,42 @@ describe('the plan cache', () => {
       ),
     );
     expect(again).toMatchObject({ cached: true, plan: first.plan });
-    // The string's own spaces are part of the query: another string is another plan.
-    expect((await plans.plan(sql.replace("'a  b'", "'a b'"))).cached).toBe(false);
+    // Another string where the WHERE compares it: the same plan with another value, and another statement.
+    const other = await plans.plan(sql.replace("'a  b'", "'a b'"));
+    expect(other).toMatchObject({
+      cached: true,
+      plan: { ...first.plan, parameters: [{ name: 'p1', type: 'VARCHAR', value: 'a b' }] },
+    });
+    expect(first.plan.parameters).toEqual([{ name: 'p1', type: 'VARCHAR', value: 'a  b' }]);
+    expect(other.statement).not.toBe(first.statement);
     expect((await plans.plan(sql.replace('count(*)', 'count(1)'))).cached).toBe(false);
     // Comments are not the statement.
     expect((await plans.plan(`/* a dashboard's panel */ ${sql} -- refreshed`)).cached).toBe(true);
+  });
+
+  it('lifts only the literals a WHERE compares: a LIMIT, an IN list’s length, a select list or a type is another plan', async () => {
+    const panel = (window: string, status: string, limit = 10) =>
+      `SELECT service, status, count(*) AS n FROM events WHERE ts >= ${window} AND status IN (${status}) GROUP BY ALL ORDER BY n DESC LIMIT ${limit}`;
+    const first = await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 502'));
+    expect(first.plan.parameters.map((p) => [p.type, p.value])).toEqual([
+      ['VARCHAR', '2026-11-02'],
+      ['INTEGER', '500'],
+      ['INTEGER', '502'],
+    ]);
+    expect(first.plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 2) });
+    // Other values of the same kinds: the plan again, its window from these values.
+    const moved = await plans.plan(panel("TIMESTAMP '2026-11-04 06:00:00'", '404, 503'));
+    expect(moved.cached).toBe(true);
+    expect(moved.plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 4, 6) });
+    expect(moved.plan.parameters.map((p) => p.value)).toEqual(['2026-11-04 06:00:00', '404', '503']);
+    // What changes a plan's shape or a value's type stays in the key.
+    expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 502', 20))).cached).toBe(false);
+    expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 502, 503'))).cached).toBe(false);
+    expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 5000000000'))).cached).toBe(false);
+    expect((await plans.plan(panel("DATE '2026-11-02'", '500, 502'))).cached).toBe(false);
+    const listed = (label: string) => `SELECT '${label}' AS label, count(*) AS n FROM events WHERE service = 'a'`;
+    await plans.plan(listed('x'));
+    expect((await plans.plan(listed('y'))).cached).toBe(false);
   });
 
   it('never gives one plan to two statements DuckDB reads differently', async () => {

@@ -54,9 +54,12 @@ describe('planner decompositions', () => {
     try {
       for (const input of plan.inputs) {
         for (const group of groups) {
-          const scan = await owners.open(input.sql, [
-            { name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group },
-          ]);
+          const scan = await owners.open(
+            input.sql,
+            [{ name: 'events', schema: EVENT_COLUMNS, columns: input.columns, files: group }],
+            undefined,
+            plan.parameters,
+          );
           let ended = false;
           try {
             await exchange.receive(input.name, arrowStream(scan.result));
@@ -66,7 +69,7 @@ describe('planner decompositions', () => {
           }
         }
       }
-      return { plan, result: await exchange.finish(plan.finalSql) };
+      return { plan, result: await exchange.finish(plan.finalSql, { parameters: plan.parameters }) };
     } finally {
       await exchange.close();
     }

@@ -14,13 +14,18 @@
  * named for the scan.
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
+import { streamWith, type SqlParameter } from './sql-parameters.js';
 
 /** Extra-info fields of a scan that never name a column. */
 const NOT_COLUMNS = new Set(['Function', 'Estimated Cardinality', 'Total Files Read', 'Scanning Files']);
 
 /** The strings naming what `sql`'s Parquet scans read, or undefined when that cannot be told (read everything). */
-export async function parquetScanMentions(connection: DuckDBConnection, sql: string): Promise<string[] | undefined> {
-  const reader = await connection.runAndReadAll(`EXPLAIN (FORMAT json) ${sql}`);
+export async function parquetScanMentions(
+  connection: DuckDBConnection,
+  sql: string,
+  parameters: readonly SqlParameter[] = [],
+): Promise<string[] | undefined> {
+  const rows = await (await streamWith(connection, `EXPLAIN (FORMAT json) ${sql}`, parameters)).getRowsJson();
   const mentions: string[] = [];
   let readsAll = false;
   const visit = (operator: { name?: string; extra_info?: Record<string, unknown>; children?: unknown[] }) => {
@@ -33,7 +38,7 @@ export async function parquetScanMentions(connection: DuckDBConnection, sql: str
     }
     for (const child of operator.children ?? []) visit(child as typeof operator);
   };
-  for (const row of reader.getRowsJson()) {
+  for (const row of rows) {
     for (const operator of JSON.parse(String(row[1])) as unknown[]) visit(operator as Parameters<typeof visit>[0]);
   }
   return readsAll ? undefined : mentions;

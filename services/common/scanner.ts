@@ -10,6 +10,7 @@ import { quoteIdent } from '../../core/identifiers.js';
 import { queryError, sqlString } from './duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { parquetScanMentions } from './scan-columns.js';
+import { bindParameters, runWith, streamWith, type SqlParameter } from './sql-parameters.js';
 
 export interface TableFiles {
   name: string;
@@ -138,12 +139,16 @@ export class Scanner {
    * The plan's scans (scan-columns.ts), and every column the coordinator named: a filter that the
    * files' statistics make always true is gone from the plan, yet DuckDB still reads its column.
    */
-  async columnsRead(sql: string, tables: TableFiles[]): Promise<string[] | undefined> {
+  async columnsRead(
+    sql: string,
+    tables: TableFiles[],
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<string[] | undefined> {
     const connection = await this.take();
     let reusable = true;
     try {
       await bindTables(connection, tables);
-      const mentions = await parquetScanMentions(connection, sql);
+      const mentions = await parquetScanMentions(connection, sql, parameters);
       return mentions && [...mentions, ...tables.flatMap((t) => t.columns ?? t.schema.map((c) => c.name))];
     } catch (error) {
       reusable = false; // what it left bound is unknown
@@ -157,7 +162,12 @@ export class Scanner {
    * Starts `sql` over the tables' files. DuckDB's errors about the query are 400s; `signal`
    * interrupts DuckDB mid-query (the client left, or its deadline passed).
    */
-  async open(sql: string, tables: TableFiles[], signal?: AbortSignal): Promise<OpenScan> {
+  async open(
+    sql: string,
+    tables: TableFiles[],
+    signal?: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<OpenScan> {
     signal?.throwIfAborted();
     const connection = await this.take();
     const interrupt = () => connection.interrupt();
@@ -175,9 +185,12 @@ export class Scanner {
     try {
       await bindTables(connection, bound);
       const inMemory = statement !== undefined && tables.every((t) => t.files.length === 0);
-      const result = inMemory
-        ? await (await this.prepare(connection, statement)).stream()
-        : await connection.stream(statement ?? sql);
+      let result: DuckDBResult;
+      if (inMemory) {
+        const prepared = await this.prepare(connection, statement);
+        bindParameters(prepared, parameters);
+        result = await prepared.stream();
+      } else result = await streamWith(connection, statement ?? sql, parameters);
       return { result, close };
     } catch (error) {
       close(false);
@@ -228,7 +241,12 @@ export class Scanner {
    * resultChunks), so it runs again as EXPLAIN ANALYZE, which meets the same error and keeps none
    * of the rows. The error, or undefined when it runs through this time; `signal` interrupts it.
    */
-  async reason(sql: string, tables: TableFiles[], signal?: AbortSignal): Promise<unknown> {
+  async reason(
+    sql: string,
+    tables: TableFiles[],
+    signal?: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<unknown> {
     const connection = await this.take();
     const interrupt = () => connection.interrupt();
     signal?.addEventListener('abort', interrupt, { once: true });
@@ -236,7 +254,7 @@ export class Scanner {
     try {
       signal?.throwIfAborted();
       await bindTables(connection, tables);
-      await connection.run(`EXPLAIN ANALYZE ${sql}`);
+      await runWith(connection, `EXPLAIN ANALYZE ${sql}`, parameters);
     } catch (error) {
       failure = error;
     } finally {

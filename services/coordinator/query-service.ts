@@ -79,7 +79,7 @@ export interface QueryServiceOptions {
 
 interface Prepared {
   plan: ExecutablePlan;
-  /** The statement as DuckDB parses it (CachedPlan.statement). */
+  /** The statement as DuckDB parses it, literals included (CachedPlan.statement). */
   statement: string;
   cached: boolean;
   /** Each table the plan reads, as of the version check that began after the query arrived. */
@@ -347,6 +347,7 @@ export class QueryService {
             .toOwners(
               {
                 sql: input.sql,
+                parameters: plan.parameters,
                 table: input.table,
                 segments: chosen[i]!,
                 columns: input.columns,
@@ -367,8 +368,12 @@ export class QueryService {
         }),
       );
       const { bytes, ...result } = sink
-        ? await this.streamTo(sink, exchange, plan.finalSql, signal)
-        : await exchange.finish(plan.finalSql, { signal, maxBytes: this.options.maxResultBytes });
+        ? await this.streamTo(sink, exchange, plan, signal)
+        : await exchange.finish(plan.finalSql, {
+            signal,
+            maxBytes: this.options.maxResultBytes,
+            parameters: plan.parameters,
+          });
       const answer: QueryResult = {
         ...result,
         stats: computedStats({
@@ -415,10 +420,10 @@ export class QueryService {
   private async streamTo(
     sink: AnswerSink,
     exchange: FinalStage,
-    finalSql: string,
+    plan: ExecutablePlan,
     signal: AbortSignal,
   ): Promise<SizedJsonResult> {
-    const { columns, types, rows, close } = await exchange.stream(finalSql, signal);
+    const { columns, types, rows, close } = await exchange.stream(plan.finalSql, signal, plan.parameters);
     try {
       // The first chunk before the status: an error DuckDB meets in it is still answered as a 4xx.
       const batches = rows[Symbol.asyncIterator]();

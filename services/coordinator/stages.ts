@@ -6,6 +6,7 @@
 import type { TableInfo } from '../meta/client.js';
 import type { ExchangeColumn, ExchangeInput } from '../common/final-stage/contract.js';
 import type { Split } from './api.js';
+import type { SqlParameter } from '../common/sql-parameters.js';
 
 /** How a read is split between its owners and the final stage, and so a query's route: api.ts. */
 export type { Split };
@@ -19,6 +20,15 @@ export interface BoundColumn {
 export interface TimeWindow {
   from?: number;
   to?: number;
+}
+
+/** A query that gives a read's time bounds as epoch milliseconds (planning/sql-binder.ts). */
+export interface WindowSql {
+  sql: string;
+  /** The same with the query's lifted literals as parameters. */
+  template: string;
+  /** How many of its columns are lower bounds (the first); the rest are upper bounds. */
+  lower: number;
 }
 
 /** What the scan stage sends each input of the final stage: common/final-stage/contract.ts. */
@@ -35,8 +45,10 @@ export interface ScanInput {
   /** The table's columns the scan reads. */
   columns: string[];
   exchange: ExchangeColumn[];
-  /** For pruning segments by the manifest's min/max. */
+  /** For pruning segments by the manifest's min/max: this query's. */
   window: TimeWindow;
+  /** Where the window depends on the query's parameters: the query that gives it from them. */
+  bounds?: { sql: string; lower: number };
 }
 
 export interface ExecutablePlan {
@@ -49,6 +61,8 @@ export interface ExecutablePlan {
   /** What the final stage runs over the inputs. */
   finalSql: string;
   columns: BoundColumn[];
+  /** The values of the query's lifted literals (core/query-plan/literals.ts), which its SQL names `$p1`, … */
+  parameters: SqlParameter[];
   /**
    * True when the plan depends only on the SQL and the tables' schemas: no function whose value
    * may change between queries (now(), random()...), since the time windows are evaluated at plan

@@ -8,6 +8,7 @@ import { Type, type Static } from 'typebox';
 import { ExchangeInput } from '../common/final-stage/contract.js';
 import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 import { AttachedObject } from '../meta/api.js';
+import { SqlParameters } from '../common/sql-parameters.js';
 
 /** Trailers after a scan's Arrow stream: its stats, and the error that cut it short, if any. */
 export const SCAN_STATS_TRAILER = 'x-berth-scan-stats';
@@ -45,6 +46,8 @@ export const ScanRequest = Type.Object(
     ),
     /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Values for the parameters `sql` names (`$p1`, …): the query's lifted literals. */
+    parameters: Type.Optional(SqlParameters),
   },
   { additionalProperties: false },
 );
@@ -167,7 +170,7 @@ export const FinalStagePart = Type.Object({ part: Type.String(), rows: Type.Inte
 export type FinalStagePart = Static<typeof FinalStagePart>;
 /** POST /v1/final-stages/:id/answer: the final SQL. */
 export const FinalStageAnswerRequest = Type.Object(
-  { sql: Type.String({ minLength: 1 }) },
+  { sql: Type.String({ minLength: 1 }), parameters: Type.Optional(SqlParameters) },
   { additionalProperties: false },
 );
 

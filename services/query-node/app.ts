@@ -236,6 +236,7 @@ function serveFinalStages(
         request.params.id,
         request.body.sql,
         hangUp.signal,
+        request.body.parameters,
       );
       reply.hijack();
       const raw = reply.raw;

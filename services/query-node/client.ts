@@ -14,6 +14,7 @@ import type { ExchangeInput } from '../common/final-stage/contract.js';
 import { callJson, ServiceCallError } from '../common/http-client.js';
 import type { JsonValue } from '../coordinator/api.js';
 import type { ErrorBody } from '../common/schemas.js';
+import type { SqlParameter } from '../common/sql-parameters.js';
 import {
   SCAN_ERROR_TRAILER,
   SCAN_STATS_TRAILER,
@@ -208,13 +209,18 @@ export class QueryNodeClient {
    * them. A failure before the first row is a ServiceCallError with the node's status; one after,
    * an error thrown by `rows`. close() stops the node's DuckDB.
    */
-  async finalStageAnswer(id: string, sql: string, signal: AbortSignal): Promise<FinalStageAnswer> {
+  async finalStageAnswer(
+    id: string,
+    sql: string,
+    signal: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<FinalStageAnswer> {
     const response = await this.stream(
       'POST',
       `/v1/final-stages/${id}/answer`,
       { 'content-type': 'application/json' },
       signal,
-      JSON.stringify({ sql }),
+      JSON.stringify(parameters.length > 0 ? { sql, parameters } : { sql }),
     );
     // Read a line at a time as the caller asks: the node computes no further ahead than that.
     const lines = ndjsonLines(response);

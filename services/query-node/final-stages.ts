@@ -12,6 +12,7 @@ import { notFound } from '../common/errors.js';
 import type { ExchangeInput } from '../common/final-stage/contract.js';
 import type { FinalStageEngine } from '../common/final-stage/engine.js';
 import type { Exchange, StreamedRows } from '../common/final-stage/exchange.js';
+import type { SqlParameter } from '../common/sql-parameters.js';
 
 interface Open {
   exchange: Exchange;
@@ -60,14 +61,19 @@ export class FinalStages {
   }
 
   /** Runs the final SQL over the inputs; its rows come as DuckDB makes them. close() the answer when done. */
-  async answer(id: string, sql: string, signal: AbortSignal): Promise<StreamedRows> {
+  async answer(
+    id: string,
+    sql: string,
+    signal: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<StreamedRows> {
     const exchange = this.touch(id);
     const { answering } = this.open.get(id)!;
     let done = () => {};
     const closed = new Promise<void>((resolve) => (done = resolve));
     answering.add(closed);
     try {
-      const rows = await exchange.stream(sql, signal);
+      const rows = await exchange.stream(sql, signal, parameters);
       return {
         ...rows,
         close: () => {

@@ -125,7 +125,7 @@ export class ScanService {
       }));
       // A segment that was not cached came as its footer: fetch the columns the query reads, and no others.
       if (held.some((s) => !s.complete)) {
-        const columns = await scanner.columnsRead(request.sql, tables).catch(() => undefined); // cannot tell: fetch everything
+        const columns = await scanner.columnsRead(request.sql, tables, request.parameters).catch(() => undefined); // cannot tell: fetch everything
         await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
       for (const { segments } of acquired)
@@ -136,7 +136,7 @@ export class ScanService {
           // An owned segment whole on disk goes to the memory tier on its second scan.
           if (owned && segment.kept && segment.complete) offered.set(segment, memory.offer(id, segment.path));
         }
-      scan = await scanner.open(request.sql, tables, signal);
+      scan = await scanner.open(request.sql, tables, signal, request.parameters);
     } catch (error) {
       release();
       metrics.scans.inc({ outcome: 'failed' });
@@ -183,7 +183,7 @@ export class ScanService {
         body.once('error', (error) => {
           if (!(error instanceof ResultCutShort) || finished || signal.aborted) return finish(error);
           // DuckDB does not say why it cut a streamed result short: run the scan again, its rows discarded, for the reason.
-          reasoning = scanner.reason(request.sql, tables, signal);
+          reasoning = scanner.reason(request.sql, tables, signal, request.parameters);
           reasoning.then(
             (reason) => finish(reason ?? error),
             () => finish(error),

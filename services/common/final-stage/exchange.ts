@@ -11,6 +11,7 @@ import { quoteIdent } from '../../../core/identifiers.js';
 import { appendBatch, arrowBatches } from '../arrow-exchange.js';
 import { isOutOfMemory, queryError, ResultCutShort } from '../duckdb.js';
 import { DomainError } from '../errors.js';
+import { runWith, streamWith, type SqlParameter } from '../sql-parameters.js';
 import type { ExchangeColumn, ExchangeInput } from './contract.js';
 import type { ConnectionPool } from './connection-pool.js';
 import type { HeldRows, HeldRowsStore } from './held-rows.js';
@@ -21,6 +22,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Largest result: past it, a 413. */
   maxBytes?: number;
+  /** Values for the parameters the final SQL names. */
+  parameters?: readonly SqlParameter[];
 }
 
 /** A final stage's rows, read as DuckDB makes them; close() when done with them, read or not. */
@@ -222,10 +225,10 @@ export class Exchange {
     try {
       const result = await this.run(c, options.signal, async () => {
         try {
-          return await readJsonResult(await c.stream(sql), options.maxBytes);
+          return await readJsonResult(await streamWith(c, sql, options.parameters), options.maxBytes);
         } catch (error) {
           if (!(error instanceof ResultCutShort)) throw error;
-          throw await this.reasonFor(c, sql, error, options.signal);
+          throw await this.reasonFor(c, sql, options.parameters, error, options.signal);
         }
       });
       done = true;
@@ -241,7 +244,11 @@ export class Exchange {
    * the first row (DuckDB's about the query: 400s) reject; later ones end `rows` with the error.
    * close() only between two reads: a read in flight may be waiting on this thread for held rows.
    */
-  async stream(finalSql: string, signal?: AbortSignal): Promise<StreamedRows> {
+  async stream(
+    finalSql: string,
+    signal?: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<StreamedRows> {
     const { c, sql, release } = await this.bindFinal(finalSql);
     let open = true;
     let ended = false;
@@ -250,8 +257,8 @@ export class Exchange {
       open = false;
     };
     try {
-      const result = await this.run(c, signal, () => c.stream(sql));
-      const rows = this.rowsOf(c, jsonChunks(result), signal, sql, () => (ended = true));
+      const result = await this.run(c, signal, () => streamWith(c, sql, parameters));
+      const rows = this.rowsOf(c, jsonChunks(result), signal, sql, parameters, () => (ended = true));
       return { columns: result.columnNames(), types: result.columnTypes().map(String), rows, close };
     } catch (error) {
       close();
@@ -265,6 +272,7 @@ export class Exchange {
     chunks: AsyncGenerator<JsonValue[][]>,
     signal: AbortSignal | undefined,
     sql: string,
+    parameters: readonly SqlParameter[],
     onEnd: () => void,
   ): AsyncGenerator<JsonValue[][]> {
     try {
@@ -275,7 +283,7 @@ export class Exchange {
       onEnd();
     } catch (error) {
       if (!(error instanceof ResultCutShort)) throw error;
-      throw await this.reasonFor(c, sql, error, signal);
+      throw await this.reasonFor(c, sql, parameters, error, signal);
     }
   }
 
@@ -287,12 +295,13 @@ export class Exchange {
   private async reasonFor(
     c: DuckDBConnection,
     sql: string,
+    parameters: readonly SqlParameter[] | undefined,
     cut: ResultCutShort,
     signal: AbortSignal | undefined,
   ): Promise<unknown> {
     signal?.throwIfAborted(); // interrupted: there is no reason to look for
     try {
-      await this.run(c, signal, () => c.run(`EXPLAIN ANALYZE ${sql}`));
+      await this.run(c, signal, () => runWith(c, `EXPLAIN ANALYZE ${sql}`, parameters));
       return cut;
     } catch (reason) {
       return reason;

@@ -8,6 +8,7 @@ import { DomainError, HTTP_STATUS, HttpError, type ErrorKind } from '../../commo
 import { ServiceCallError } from '../../common/http-client.js';
 import type { Exchange, RunOptions, StreamedRows } from '../../common/final-stage/exchange.js';
 import { collectJsonRows, type SizedJsonResult } from '../../common/final-stage/result-json.js';
+import type { SqlParameter } from '../../common/sql-parameters.js';
 import type { QueryNodeClient } from '../../query-node/client.js';
 import type { JsonValue } from '../api.js';
 import type { ExchangeInput } from '../stages.js';
@@ -57,7 +58,7 @@ export class RemoteFinalStage implements FinalStage {
 
   /** The whole answer, up to `maxBytes` of JSON rows (counted as the exchange counts them). */
   async finish(finalSql: string, options: RunOptions = {}): Promise<SizedJsonResult> {
-    const { columns, types, rows, close } = await this.stream(finalSql, options.signal);
+    const { columns, types, rows, close } = await this.stream(finalSql, options.signal, options.parameters);
     try {
       return { columns, types, ...(await collectJsonRows(rows, options.maxBytes)) };
     } finally {
@@ -65,10 +66,16 @@ export class RemoteFinalStage implements FinalStage {
     }
   }
 
-  async stream(finalSql: string, signal?: AbortSignal): Promise<StreamedRows> {
-    const answer = await this.backend.finalStageAnswer(this.id, finalSql, signal ?? this.signal).catch((error) => {
-      throw asOurs(error, this.backend, this.signal);
-    });
+  async stream(
+    finalSql: string,
+    signal?: AbortSignal,
+    parameters: readonly SqlParameter[] = [],
+  ): Promise<StreamedRows> {
+    const answer = await this.backend
+      .finalStageAnswer(this.id, finalSql, signal ?? this.signal, parameters)
+      .catch((error) => {
+        throw asOurs(error, this.backend, this.signal);
+      });
     const ours = (error: unknown) => asOurs(error, this.backend, this.signal);
     async function* rows(): AsyncGenerator<JsonValue[][]> {
       try {

@@ -15,6 +15,7 @@ import type { Placement } from '../../../core/ownership.js';
 import { DomainError, unavailable } from '../../common/errors.js';
 import { ServiceCallError } from '../../common/http-client.js';
 import type { MemberView } from '../../common/member-view.js';
+import type { SqlParameter } from '../../common/sql-parameters.js';
 import type { Member, SegmentRow, TableInfo } from '../../meta/client.js';
 import { SEGMENT_SCHEMA_MISMATCH } from '../../query-node/api.js';
 import { QueryNodeClient, type ScanRequest, type ScanStats } from '../../query-node/client.js';
@@ -55,6 +56,8 @@ export interface RowSink {
 /** What one scan stage reads: the table, its segments, the columns, and the SQL each owner runs. */
 export interface ScanWork {
   sql: string;
+  /** Values for the parameters `sql` names. */
+  parameters?: SqlParameter[];
   table: TableInfo;
   segments: SegmentRow[];
   /** Columns the scan reads; every column when absent. */
@@ -114,6 +117,7 @@ export class Scatter {
           },
         ],
         ...(work.uncapped ? {} : this.cap),
+        ...(work.parameters?.length ? { parameters: work.parameters } : {}),
       };
     };
     return await this.run(

@@ -11,6 +11,7 @@
  * the same constant.
  */
 import { isInteger, isSafeNumber, parse, stringify } from 'lossless-json';
+import { PARAMETER_FIELD } from '../../../core/query-plan/literals.js';
 import { isConstant, type AstNode } from '../../../core/query-plan/parse-tree.js';
 
 /** Marks a double that JSON cannot carry; only ever the value of a DOUBLE or FLOAT constant. */
@@ -40,8 +41,10 @@ export function readParseTree(json: string): unknown {
 
 /** Writes a parse tree as JSON for json_deserialize_sql, bigints as their digits. */
 export function writeParseTree(tree: unknown): string {
-  // Positions are optional, and the parser's "unknown" (2^64 - 1) is no use to anyone.
-  const replacer = (key: string, value: unknown) => (key === 'query_location' ? undefined : value);
+  // Positions are optional, and the parser's "unknown" (2^64 - 1) is no use to anyone; a lifted
+  // literal's mark is Berth's (core/query-plan/literals.ts), written as the literal it marks.
+  const replacer = (key: string, value: unknown) =>
+    key === 'query_location' || key === PARAMETER_FIELD ? undefined : value;
   return (
     stringify(tree, replacer, undefined, [
       { test: isNumberText, stringify: (value) => (value as NumberText).$number },

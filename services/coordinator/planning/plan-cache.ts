@@ -1,26 +1,33 @@
 /**
- * Plans once per statement and table schemas: a dashboard that sends the same query again gets
- * the plan it got before, without the dozen round trips through the coordinator's DuckDB that
- * planning takes (parse, bind, split, write back, time bounds). An entry is keyed by the
- * statement as DuckDB parses it (its parse tree without positions), so layout and comments do
- * not matter and two statements DuckDB reads differently never share a plan; the text a key was
- * made from is remembered too, so the same text again needs no parse. An entry holds the schema
- * digest of every table the plan read, and is used only while each of those tables still has
- * that digest (checked at every query, with the table's manifest version, by the TableCatalog),
- * so a schema change plans again. Plans that depend on more than the statement and the schemas
- * (a time bound with now()) are never kept.
+ * Plans once per statement shape and table schemas: a dashboard that sends a query again, or the
+ * same query with other literals (its window moved, another service), gets the plan it got before,
+ * without the dozen round trips through the coordinator's DuckDB that planning takes (parse, bind,
+ * split, write back). The literals a WHERE compares (core/query-plan/literals.ts) are lifted out:
+ * the key is the statement as DuckDB parses it (its parse tree without positions, so layout and
+ * comments do not matter) with those literals as typed parameters, and the plan's SQL names them
+ * `$p1`, `$p2`, … which the owners and the final stage bind per query; each read's time window
+ * is computed again from the query's values. A shape whose SQL would not bind the same with
+ * parameters plans by its whole statement instead. The text a key was made from is remembered
+ * too, so the same text again needs no parse. An entry holds the schema digest of every table the
+ * plan read, and is used only while each of those tables still has that digest (checked at every
+ * query, with the table's manifest version, by the TableCatalog), so a schema change plans again.
+ * Plans that depend on more than the statement and the schemas (a time bound with now()) are
+ * never kept.
  */
 import { LRUCache } from 'lru-cache';
+import { forgetLiterals, liftLiterals, parameterized, type Literal } from '../../../core/query-plan/literals.js';
+import type { QueryNode } from '../../../core/query-plan/parse-tree.js';
 import type { TableInfo, TableVersion } from '../../meta/client.js';
 import { writeParseTree } from './parse-tree-json.js';
 import type { ExecutablePlan } from '../stages.js';
-import type { Planner } from './planner.js';
+import { TemplateMismatch, type Planner } from './planner.js';
 import type { SqlBinder } from './sql-binder.js';
 import type { TableCatalog } from './table-catalog.js';
 
 export interface CachedPlan {
+  /** The plan with this query's parameters bound, and its time windows computed from them. */
   plan: ExecutablePlan;
-  /** The statement as DuckDB parses it: the same for the same query however it is written. */
+  /** The statement as DuckDB parses it, literals included: the same for the same query however it is written. */
   statement: string;
   /** Each table the plan reads, as of a version check that began after the query arrived. */
   versions: Map<string, TableVersion>;
@@ -28,16 +35,27 @@ export interface CachedPlan {
   cached: boolean;
 }
 
-interface Entry {
-  plan: ExecutablePlan;
-  /** Schema digest per table name. */
-  schemas: Map<string, string>;
+type Entry =
+  | {
+      /** Planned for the first query of its shape: its SQL names the literals as parameters. */
+      plan: ExecutablePlan;
+      /** Schema digest per table name. */
+      schemas: Map<string, string>;
+    }
+  /** A shape whose SQL would not bind the same with parameters: its queries plan by their whole statement. */
+  | { literal: true };
+
+/** A statement's key, and its lifted literals' values in this text. */
+interface Statement {
+  /** The shape: the parse tree, positions gone and lifted literals as typed parameters. */
+  shape: string;
+  literals: Literal[];
 }
 
 export interface PlanCacheOptions {
   planner: Planner;
-  /** Parses a statement for its key. */
-  engine: Pick<SqlBinder, 'parse'>;
+  /** Parses a statement for its key; evaluates a cached plan's time window for a query's values. */
+  engine: Pick<SqlBinder, 'parse' | 'window'>;
   catalog: TableCatalog;
   /** Plans kept; 0 turns the cache off. @default 1000 */
   maxEntries?: number;
@@ -48,47 +66,91 @@ export const DEFAULT_PLAN_CACHE_ENTRIES = 1000;
 
 export class PlanCache {
   private readonly entries: LRUCache<string, Entry> | undefined;
-  /** Each SQL text seen, exactly as sent, to its statement's key. */
-  private readonly statements: LRUCache<string, string> | undefined;
+  /** Each SQL text seen, exactly as sent, to its statement. */
+  private readonly statements: LRUCache<string, Statement> | undefined;
 
   constructor(private readonly options: PlanCacheOptions) {
     const max = options.maxEntries ?? DEFAULT_PLAN_CACHE_ENTRIES;
     this.entries = max > 0 ? new LRUCache({ max }) : undefined;
-    this.statements = max > 0 ? new LRUCache({ max }) : undefined;
+    this.statements = max > 0 ? new LRUCache({ max: 4 * max }) : undefined;
   }
 
   async plan(sql: string): Promise<CachedPlan> {
-    const statement = await this.statementOf(sql);
-    const entry = this.entries?.get(statement);
-    if (entry) {
+    let parsed: { node: QueryNode; statement: Statement } | undefined;
+    let statement = this.statements?.get(sql);
+    if (!statement) {
+      parsed = await this.parse(sql);
+      statement = parsed.statement;
+      this.statements?.set(sql, statement);
+    }
+    const identity = literalKey(statement);
+    const shaped = this.entries?.get(statement.shape);
+    const [key, literals] = shaped && 'literal' in shaped ? [identity, []] : [statement.shape, statement.literals];
+    const entry = this.entries?.get(key);
+    if (entry && 'plan' in entry) {
       const names = [...entry.schemas.keys()];
       const tables = await Promise.all(names.map((name) => this.options.catalog.table(name)));
       if (tables.every((t, i) => t && t.version.schema === entry.schemas.get(names[i]!))) {
         const versions = new Map(tables.map((t, i) => [names[i]!, t!.version]));
-        return { plan: entry.plan, statement, versions, cached: true };
+        return { plan: await this.bind(entry.plan, literals), statement: identity, versions, cached: true };
       }
     }
+    parsed ??= await this.parse(sql);
+    if (literals.length === 0) forgetLiterals(parsed.node);
+    try {
+      return await this.planFresh(sql, key, parsed.node, literals, identity);
+    } catch (error) {
+      if (!(error instanceof TemplateMismatch)) throw error;
+      this.entries?.set(key, { literal: true });
+      forgetLiterals(parsed.node);
+      return await this.planFresh(sql, identity, parsed.node, [], identity);
+    }
+  }
+
+  private async planFresh(
+    sql: string,
+    key: string,
+    node: QueryNode,
+    literals: Literal[],
+    statement: string,
+  ): Promise<CachedPlan> {
     const versions = new Map<string, TableVersion>();
     const schemas = new Map<string, string>();
-    const plan = await this.options.planner.plan(sql, async (name): Promise<TableInfo | undefined> => {
+    const lookup = async (name: string): Promise<TableInfo | undefined> => {
       const table = await this.options.catalog.table(name);
       if (table) {
         versions.set(name, table.version);
         schemas.set(name, table.version.schema);
       }
       return table?.info;
-    });
-    if (plan.reusable) this.entries?.set(statement, { plan, schemas });
-    else this.entries?.delete(statement);
+    };
+    const plan = await this.options.planner.plan(sql, lookup, { node, literals });
+    if (plan.reusable) this.entries?.set(key, { plan, schemas });
+    else this.entries?.delete(key);
     return { plan, statement, versions, cached: false };
   }
 
-  /** The key of `sql`'s statement: DuckDB's parse tree without positions, remembered by the text. */
-  private async statementOf(sql: string): Promise<string> {
-    const known = this.statements?.get(sql);
-    if (known !== undefined) return known;
-    const statement = writeParseTree(await this.options.engine.parse(sql));
-    this.statements?.set(sql, statement);
-    return statement;
+  /** A cached plan for a query of its shape: this query's values, and the windows they bound. */
+  private async bind(plan: ExecutablePlan, literals: Literal[]): Promise<ExecutablePlan> {
+    if (literals.length === 0) return plan;
+    const inputs = await Promise.all(
+      plan.inputs.map(async (input) =>
+        input.bounds
+          ? { ...input, window: await this.options.engine.window(input.bounds.sql, input.bounds.lower, literals) }
+          : input,
+      ),
+    );
+    return { ...plan, inputs, parameters: literals };
+  }
+
+  /** `sql`'s parse tree, its liftable literals marked, and its statement. */
+  private async parse(sql: string): Promise<{ node: QueryNode; statement: Statement }> {
+    const node = await this.options.engine.parse(sql);
+    const literals = liftLiterals(node);
+    return { node, statement: { shape: writeParseTree(parameterized(node, true)), literals } };
   }
 }
+
+/** The key of the whole statement, literals included. */
+const literalKey = ({ shape, literals }: Statement): string =>
+  literals.length === 0 ? shape : JSON.stringify([shape, literals.map((l) => [l.type, l.value])]);

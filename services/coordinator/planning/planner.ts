@@ -33,8 +33,16 @@ import { timeBounds, type TimeBounds } from '../../../core/query-plan/time-windo
 import { quoteIdent, TABLE_NAME } from '../../../core/identifiers.js';
 import { badRequest, DomainError } from '../../common/errors.js';
 import type { TableInfo } from '../../meta/client.js';
+import { liftLiterals, type Literal } from '../../../core/query-plan/literals.js';
 import type { BoundColumn, ExchangeColumn, ExecutablePlan, ScanInput, TimeWindow } from '../stages.js';
-import { withoutEdgeSpaces, type SqlBinder } from './sql-binder.js';
+import { withoutEdgeSpaces, type SqlBinder, type TemplateCheck } from './sql-binder.js';
+
+/** A plan whose SQL does not bind the same with its literals as parameters: planned again with them in. */
+export class TemplateMismatch extends Error {
+  constructor() {
+    super('the plan does not bind the same with its literals as parameters');
+  }
+}
 
 /** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
 const INPUT_PREFIX = '__in';
@@ -56,10 +64,19 @@ export class Planner {
     private readonly lookupTable: (name: string) => Promise<TableInfo | undefined>,
   ) {}
 
-  /** Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). */
-  async plan(text: string, lookupTable = this.lookupTable): Promise<ExecutablePlan> {
+  /**
+   * Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). What
+   * the plan runs takes the query's lifted literals (core/query-plan/literals.ts) as parameters:
+   * `parsed` is the statement's tree with them marked, when the caller has it.
+   */
+  async plan(
+    text: string,
+    lookupTable = this.lookupTable,
+    parsed?: { node: QueryNode; literals: Literal[] },
+  ): Promise<ExecutablePlan> {
     const sql = withoutEdgeSpaces(text);
-    const node = await this.binder.parse(sql);
+    const node = parsed?.node ?? (await this.binder.parse(sql));
+    const literals = parsed?.literals ?? liftLiterals(node);
     if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
       throw badRequest('invalid_sql', 'only SELECT queries are supported');
     const refs = referencedRelations(node);
@@ -94,7 +111,12 @@ export class Planner {
         if (error instanceof DomainError) throw error;
         return undefined;
       });
-      if (plan) return { ...plan, reusable: this.reusable(node) };
+      if (plan) {
+        const { templates, ...split } = plan;
+        // What runs takes parameters where the checks bound literals: it must bind to the same columns.
+        if (!(await this.binder.sameColumns(templates))) throw new TemplateMismatch();
+        return { ...split, parameters: literals, reusable: this.reusable(node) };
+      }
     }
     throw badRequest(
       'unsupported_sql',
@@ -128,8 +150,9 @@ export class Planner {
     columns: BoundColumn[],
     prefix: string,
     pushdown: Pushdown,
-  ): Promise<Omit<ExecutablePlan, 'reusable'> | undefined> {
+  ): Promise<(Omit<ExecutablePlan, 'reusable' | 'parameters'> & { templates: TemplateCheck[] }) | undefined> {
     const replacements = new Map<AstNode, AstNode>();
+    const templates: TemplateCheck[] = [];
     const inputs: ScanInput[] = [];
     const reasons: string[] = [];
     for (const [i, { read, table }] of reads.entries()) {
@@ -139,39 +162,50 @@ export class Planner {
         read.select && !read.ref.sample
           ? timeBounds(read.select.where_clause, read, { timestampColumn: table.timestampColumn, columns: names })
           : { lower: [], upper: [] };
-      const window = await timeWindow(this.binder, bounds);
+      const windowSql = await this.binder.boundsSql(bounds);
+      const window = windowSql ? await this.binder.window(windowSql.sql, windowSql.lower) : {};
+      const moving =
+        windowSql && windowSql.template !== windowSql.sql
+          ? { sql: windowSql.template, lower: windowSql.lower }
+          : undefined;
       const partial = pushdown === 'partials' ? await this.partial(node, read, table, name, columns) : undefined;
       if (partial && partial.split !== 'rows') {
+        templates.push({ sql: partial.sql, template: partial.template, tables: [table] });
         replacements.set(read.select!, partial.final);
         inputs.push({
           name,
           table,
           split: partial.split,
-          sql: exchangeSql(partial.sql, partial.columns),
+          sql: exchangeSql(partial.template, partial.columns),
           columns: namedColumns(read.select!, read, names),
           exchange: partial.exchange,
           window,
+          ...(moving ? { bounds: moving } : {}),
         });
         continue;
       }
       if (partial?.split === 'rows') reasons.push(partial.reason);
       const read_ = pushdown === 'nothing' ? names : namedColumns(node, read, names);
       const conjuncts = pushdown === 'nothing' ? [] : pushableConjuncts(read, names, this.binder.aggregateFunctions);
-      const rowsSql = await this.binder.deparse(rowsSelect(read, read_, conjuncts));
-      const sent = await this.binder.describe(rowsSql, [table]);
+      const rowsSql = await this.binder.deparseBoth(rowsSelect(read, read_, conjuncts));
+      const sent = await this.binder.describe(rowsSql.sql, [table]);
+      templates.push({ ...rowsSql, tables: [table] });
       replacements.set(read.ref, inputTable(read, name));
       inputs.push({
         name,
         table,
         split: 'rows',
-        sql: exchangeSql(rowsSql, sent),
+        sql: exchangeSql(rowsSql.template, sent),
         columns: read_,
         exchange: exchangeColumns(sent, (c) => c.name),
         window,
+        ...(moving ? { bounds: moving } : {}),
       });
     }
     const exchanged = inputs.map((input) => ({ name: input.name, columns: input.exchange }));
-    let finalSql = await this.binder.deparse(replaceNodes(node, replacements) as QueryNode);
+    let { sql: finalSql, template: finalTemplate } = await this.binder.deparseBoth(
+      replaceNodes(node, replacements) as AstNode,
+    );
     let finalColumns = await this.binder.describe(finalSql, exchanged);
     if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type))
       return undefined;
@@ -182,7 +216,8 @@ export class Planner {
       // a column list: a query may give two columns one name, which a column list would rename.
       const inner = columns.map((_, i) => `__c${i}`);
       const named = columns.map((c, i) => `__named.${inner[i]} AS ${quoteIdent(c.name)}`);
-      finalSql = `SELECT ${named.join(', ')} FROM (${finalSql}) AS __named(${inner.join(', ')})`;
+      const rename = (sql: string) => `SELECT ${named.join(', ')} FROM (${sql}) AS __named(${inner.join(', ')})`;
+      [finalSql, finalTemplate] = [rename(finalSql), rename(finalTemplate)];
       finalColumns = await this.binder.describe(finalSql, exchanged);
       if (finalColumns.some((c, i) => c.name !== columns[i]!.name || c.type !== columns[i]!.type)) return undefined;
     }
@@ -202,8 +237,9 @@ export class Planner {
       ...(reason ? { reason } : {}),
       tables: [...new Set(reads.map((r) => r.table))],
       inputs,
-      finalSql,
+      finalSql: finalTemplate,
       columns,
+      templates: [...templates, { sql: finalSql, template: finalTemplate, tables: exchanged }],
     };
   }
 
@@ -218,6 +254,8 @@ export class Planner {
     | {
         split: 'aggregate' | 'select';
         sql: string;
+        /** The same with the lifted literals as parameters. */
+        template: string;
         columns: BoundColumn[];
         exchange: ExchangeColumn[];
         final: SelectNode;
@@ -247,14 +285,14 @@ export class Planner {
       outputColumns: outputColumns.map((c) => c.name),
     });
     if (shape.split === 'rows') return { split: 'rows', reason: shape.reason };
-    const sql = await this.binder.deparse(shape.partial);
+    const { sql, template } = await this.binder.deparseBoth(shape.partial);
     const columns = await this.binder.describe(sql, [table]);
     // Only the final stage can make a UNION value: as text it would come back with another tag, or not at all.
     if (columns.some((c) => CARRIED_ONLY_AS_TEXT.test(c.type)))
       return { split: 'rows', reason: 'a UNION value, which the exchange cannot carry' };
     // A select's partial has the SELECT's own columns; an aggregate's has the partials' aliases.
     const exchange = exchangeColumns(columns, (c, i) => (shape.split === 'select' ? outputColumns[i]!.name : c.name));
-    return { split: shape.split, sql, columns, exchange, final: shape.final };
+    return { split: shape.split, sql, template, columns, exchange, final: shape.final };
   }
 
   /** The checked tree as SQL; a tree DuckDB cannot write back is a query Berth cannot run. */
@@ -278,12 +316,8 @@ export class Planner {
 
 /** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
 export async function timeWindow(binder: SqlBinder, bounds: TimeBounds): Promise<TimeWindow> {
-  const lower = await binder.epochMillis(bounds.lower).catch(() => []);
-  const upper = await binder.epochMillis(bounds.upper).catch(() => []);
-  return {
-    from: lower.length > 0 ? Math.max(...lower) : undefined,
-    to: upper.length > 0 ? Math.min(...upper) : undefined,
-  };
+  const query = await binder.boundsSql(bounds);
+  return query ? await binder.window(query.sql, query.lower) : {};
 }
 
 /** Types the exchange does not carry as they are (services/common/arrow-exchange.ts): they travel as text. */

@@ -4,14 +4,17 @@
  * It runs on the coordinator's DuckDB for queries (sql-engine.ts), which the final stages share,
  * and knows nothing of them.
  */
-import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBInstance, DuckDBPreparedStatement } from '@duckdb/node-api';
 import { epochMsSql } from '../../../core/time-bounds.js';
-import { selectNode, type Expression, type QueryNode } from '../../../core/query-plan/parse-tree.js';
+import { hasLiterals, parameterized } from '../../../core/query-plan/literals.js';
+import { selectNode, type AstNode, type QueryNode } from '../../../core/query-plan/parse-tree.js';
+import type { TimeBounds } from '../../../core/query-plan/time-window.js';
 import { sqlString, withConnection } from '../../common/duckdb.js';
 import { badRequest } from '../../common/errors.js';
 import { bindTables } from '../../common/scanner.js';
 import type { ColumnSpec } from '../../meta/client.js';
-import type { BoundColumn } from '../stages.js';
+import { streamWith, type SqlParameter } from '../../common/sql-parameters.js';
+import type { BoundColumn, TimeWindow, WindowSql } from '../stages.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
 
 /** Connections kept open for statements that leave nothing on their connection (the engine's pool). */
@@ -35,6 +38,13 @@ export interface FunctionNames {
   aggregateFunctions: ReadonlySet<string>;
   /** Functions whose every overload gives the same value in every query (DuckDB's CONSISTENT stability). */
   consistentFunctions: ReadonlySet<string>;
+}
+
+/** SQL the planner checked with the query's literals, and the same with them as parameters, over `tables`. */
+export interface TemplateCheck {
+  sql: string;
+  template: string;
+  tables: { name: string; columns: ColumnSpec[] }[];
 }
 
 export class SqlBinder implements FunctionNames {
@@ -96,21 +106,82 @@ export class SqlBinder implements FunctionNames {
     });
   }
 
-  /** Evaluates constant expressions (time bounds) to epoch milliseconds. */
-  async epochMillis(expressions: Expression[]): Promise<number[]> {
-    if (expressions.length === 0) return [];
-    const select = await this.deparse(
-      selectNode({
-        select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })),
-        from_table: { type: 'EMPTY', alias: '', sample: null },
-      }),
-    );
+  /**
+   * Whether each template binds to the same columns and types as its SQL (over empty tables of
+   * the given schemas): DuckDB must tell every parameter's type from what it is compared with.
+   */
+  async sameColumns(checks: readonly TemplateCheck[]): Promise<boolean> {
+    const types = (p: DuckDBPreparedStatement) =>
+      Array.from({ length: p.columnCount }, (_, i) => `${p.columnName(i)} ${p.columnType(i).toString()}`);
+    for (const { sql, template, tables } of checks) {
+      if (template === sql) continue;
+      const same = await withConnection(this.duckdb, async (c) => {
+        await bindTables(
+          c,
+          tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })),
+        );
+        const [a, b] = [types(await c.prepare(sql)), types(await c.prepare(template))];
+        return a.length === b.length && a.every((t, i) => t === b[i]);
+      }).catch(() => false);
+      if (!same) return false;
+    }
+    return true;
+  }
+
+  /**
+   * A query giving the bounds as epoch milliseconds, the lower ones first, as SQL and as the
+   * template a cached plan keeps (lifted literals as parameters); undefined without bounds.
+   */
+  async boundsSql(bounds: TimeBounds): Promise<WindowSql | undefined> {
+    const expressions = [...bounds.lower, ...bounds.upper];
+    if (expressions.length === 0) return undefined;
+    const select = selectNode({
+      select_list: expressions.map((e, i) => ({ ...e, alias: `b${i}` })),
+      from_table: { type: 'EMPTY', alias: '', sample: null },
+    });
+    const { sql, template } = await this.deparseBoth(select);
+    const epochs = expressions.map((_, i) => epochMsSql(`TRY_CAST(b${i} AS TIMESTAMP)`, 'floor')).join(', ');
+    return {
+      sql: `SELECT ${epochs} FROM (${sql})`,
+      template: `SELECT ${epochs} FROM (${template})`,
+      lower: bounds.lower.length,
+    };
+  }
+
+  /**
+   * The window a bounds query gives (run with `parameters` when it has them). A bound that is NULL,
+   * or that DuckDB cannot read as a timestamp, bounds nothing; a query that fails prunes nothing.
+   */
+  async window(sql: string, lower: number, parameters: readonly SqlParameter[] = []): Promise<TimeWindow> {
+    const row = await this.pooled
+      .use(async (c) => (await (await streamWith(c, sql, parameters)).getRows())[0] ?? [])
+      .catch(() => []);
+    const epochs = (values: unknown[]) => values.filter((v) => v !== null && v !== undefined).map(Number);
+    const from = epochs(row.slice(0, lower));
+    const to = epochs(row.slice(lower));
+    return {
+      from: from.length > 0 ? Math.max(...from) : undefined,
+      to: to.length > 0 ? Math.min(...to) : undefined,
+    };
+  }
+
+  /**
+   * SQL text for a tree with lifted literals, twice: with the literals (to bind and describe) and
+   * with them as parameters (what a cached plan runs); one round trip.
+   */
+  async deparseBoth(node: AstNode): Promise<{ sql: string; template: string }> {
+    if (!hasLiterals(node)) {
+      const sql = await this.deparse(node as QueryNode);
+      return { sql, template: sql };
+    }
+    const json = (tree: unknown) => sqlString(writeParseTree({ error: false, statements: [{ node: tree }] }));
     return await this.pooled.use(async (c) => {
-      const reader = await c.runAndReadAll(
-        `SELECT ${expressions.map((_, i) => epochMsSql(`CAST(b${i} AS TIMESTAMP)`, 'floor')).join(', ')} FROM (${select})`,
-      );
-      // A NULL bound bounds nothing: the comparison is never true, and no segment is pruned for it.
-      return (reader.getRows()[0] ?? []).filter((v) => v !== null).map((v) => Number(v));
+      const [sql, template] = (
+        await c.runAndReadAll(
+          `SELECT json_deserialize_sql(${json(node)}), json_deserialize_sql(${json(parameterized(node))})`,
+        )
+      ).getRows()[0]!;
+      return { sql: String(sql), template: String(template) };
     });
   }
 
