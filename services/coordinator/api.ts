@@ -117,6 +117,27 @@ export const QueryResult = Type.Object({
 });
 export type QueryResult = Static<typeof QueryResult>;
 
+/**
+ * GET /v1/query-log/recent (token): the last queries this coordinator answered or refused over
+ * HTTP, newest first, with their SQL (the console's Queries view).
+ */
+export const RecentQuery = Type.Object({
+  /** Counts up from 1 since the coordinator started. */
+  id: Type.Integer(),
+  /** When it was answered or refused (ms since the epoch). */
+  at: Type.Number(),
+  sql: Type.String(),
+  /** Rows in the answer. */
+  rows: Type.Optional(Type.Integer()),
+  /** The answer's stats; absent for a refused query. */
+  stats: Type.Optional(QueryStats),
+  /** Why a refused query was refused. */
+  error: Type.Optional(Type.String()),
+});
+export type RecentQuery = Static<typeof RecentQuery>;
+export const RecentQueries = Type.Object({ capacity: Type.Integer(), queries: Type.Array(RecentQuery) });
+export type RecentQueries = Static<typeof RecentQueries>;
+
 // ── ingest ──
 
 /**

@@ -27,6 +27,7 @@ import {
   NodeList,
   QueryRequest,
   QueryResult,
+  RecentQueries,
   RetentionSetting,
   TableDetails,
   TableDropped,
@@ -48,6 +49,7 @@ import { IngestMetrics } from './ingest/ingest-metrics.js';
 import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
 import { OTLP_PATH, otlpApi } from './ingest/otlp-api.js';
 import { QueryLog } from './query-log.js';
+import { RecentQueryLog } from './recent-queries.js';
 import type { QueryService } from './query-service.js';
 import { StreamedAnswer } from './execution/streamed-answer.js';
 import { tableDropWorkflowId } from '../../workflows/contracts/table-drop.js';
@@ -140,6 +142,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     registers: [registry],
   });
   const queryLog = new QueryLog(options.queryLogSize);
+  const recent = new RecentQueryLog();
 
   // Rows, bytes, failures and commit time per way in: files by format, attached objects, shippers.
   const ingestMetrics = new IngestMetrics(registry, [
@@ -208,6 +211,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
     try {
       result = await queries.query(request.body.sql, gone.signal, streamed);
     } catch (error) {
+      recent.failed(request.body.sql, error as Error);
       if (!streamed?.started) throw error; // nothing sent yet: answered as any error is
       request.log.warn({ err: error }, 'streamed query failed after its first line');
       streamed.fail(error);
@@ -228,6 +232,7 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       ...(computed && stats.verdict.class === 'heavy' ? { bottleneck: stats.verdict.bottleneck } : {}),
       finalStage: computed ? stats.stages.final : 'result cache',
     });
+    recent.answered(request.body.sql, streamed ? undefined : result.rows.length, stats);
     request.log.info({ stats: result.stats }, 'query answered');
     if (!streamed) return result;
     streamed.end(result.stats);
@@ -277,6 +282,13 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       const entries = queryLog.entries(request.query.since);
       return { capacity: queryLog.capacity, from: entries[0]?.at, ...concentration(entries) };
     },
+  );
+
+  // The last queries with their SQL: only with the token, since SQL may name what it looks for.
+  app.get(
+    '/v1/query-log/recent',
+    { onRequest: requireToken(options.token), schema: { response: answers(RecentQueries) } },
+    async () => ({ capacity: recent.capacity, queries: recent.list() }),
   );
 
   // A table's retention period: set (PUT) or removed (DELETE), for a table that exists.

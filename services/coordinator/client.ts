@@ -13,10 +13,11 @@ import {
   type DeleteRequested,
   type AttachRequest,
   type AttachResult,
+  type RecentQueries,
 } from './api.js';
 import type { TableInfo } from '../meta/api.js';
 
-export type { ConcentrationReport, IngestResult, NodeRow, QueryResult };
+export type { ConcentrationReport, IngestResult, NodeRow, QueryResult, RecentQueries };
 
 /** A query or an ingest runs as long as the coordinator lets it (its deadline governs). */
 const DATA_TIMEOUT_MS = 3_600_000;
@@ -24,12 +25,13 @@ const DATA_TIMEOUT_MS = 3_600_000;
 export class CoordinatorClient {
   constructor(
     readonly url: string,
-    /** Needed for ingest only. */
+    /** Needed for ingest, table changes and the recent queries. */
     private readonly token?: string,
   ) {}
 
-  query(sql: string): Promise<QueryResult> {
-    return callJson(`${this.url}/v1/query`, { body: { sql }, timeoutMs: DATA_TIMEOUT_MS });
+  /** `signal` abandons the query: the coordinator stops it on every node when the call goes away. */
+  query(sql: string, signal?: AbortSignal): Promise<QueryResult> {
+    return callJson(`${this.url}/v1/query`, { body: { sql }, timeoutMs: DATA_TIMEOUT_MS, signal });
   }
 
   /**
@@ -131,6 +133,11 @@ export class CoordinatorClient {
 
   async nodes(): Promise<NodeRow[]> {
     return (await callJson<{ nodes: NodeRow[] }>(`${this.url}/v1/nodes`, { timeoutMs: 30_000 })).nodes;
+  }
+
+  /** The last queries answered or refused, newest first, with their SQL (needs the token). */
+  recentQueries(): Promise<RecentQueries> {
+    return callJson(`${this.url}/v1/query-log/recent`, { token: this.token, timeoutMs: 30_000 });
   }
 
   /** Over the queries logged since `since` (ms since the epoch). */
