@@ -3,7 +3,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** Compares two strings in time that does not depend on where they differ. */
-const sameText = (given: string, expected: string): boolean => {
+export const sameText = (given: string, expected: string): boolean => {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);

@@ -66,6 +66,10 @@ export const CoordinatorConfig = Type.Object({
   BERTH_SHIPPER_MAX_BYTES: Bytes({ default: DEFAULT_SHIPPER_MAX_BYTES }),
   /** How long ingest's best-effort push to a segment's owner may hold its commit back. */
   BERTH_PUSH_TIMEOUT_MS: Millis({ default: DEFAULT_PUSH_TIMEOUT_MS }),
+  /** The heavy pools' controller, for the console's Heavy pools view (as `berth pool status` reads it). */
+  BERTH_CONTROLLER_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** The Temporal Web UI, for the console's links to the pools' workflows. */
+  BERTH_TEMPORAL_UI_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   /** How long one S3 call may take, its retries included (ingest's put: past it, a 503). */
   BERTH_S3_TIMEOUT_MS: Millis({ default: DEFAULT_S3_TIMEOUT_MS }),
 });

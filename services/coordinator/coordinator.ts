@@ -15,6 +15,7 @@ import { SegmentObjects } from '../common/segment-objects.js';
 import { tracingClientInterceptors } from '../common/temporal-tracing.js';
 import { MetaClient } from '../meta/client.js';
 import { buildCoordinatorApp } from './app.js';
+import { consoleRoutes } from './console/console-routes.js';
 import { HeavyAdmission } from './admission/heavy-admission.js';
 import { Attacher } from './ingest/attach.js';
 import { Ingestor } from './ingest/ingest.js';
@@ -126,6 +127,8 @@ export interface CoordinatorOptions {
     /** A certificate and its key (PEM) for TLS; without them an SSLRequest is refused. */
     tls?: { cert: string; key: string };
   };
+  /** The console's links: the heavy pools' controller (their status) and the Temporal Web UI (their workflows). */
+  console?: { controllerUrl?: string; temporalUi?: string };
   /** @default true */
   logger?: boolean;
 }
@@ -304,8 +307,16 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     ],
     logger: config.logger,
   });
+  let url = '';
+  void app.register(consoleRoutes, {
+    token: config.token,
+    selfUrl: () => url,
+    ...config.console,
+    namespace: config.heavyPool?.namespace ?? 'default',
+    heavyGroups: [config.heavyPool?.config.group, config.heavyPool?.memory?.group].filter((g) => g !== undefined),
+  });
   const host = config.host ?? DEFAULT_HOST;
-  const url = await app.listen({ host, port: config.port ?? 0 });
+  url = await app.listen({ host, port: config.port ?? 0 });
   let postgres: PostgresFront | undefined;
   if (config.postgres) {
     postgres = await startPostgresFront({

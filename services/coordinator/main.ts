@@ -65,6 +65,7 @@ const coordinator = await startCoordinator({
   maxShipperBytes: config.BERTH_SHIPPER_MAX_BYTES,
   pushTimeoutMs: config.BERTH_PUSH_TIMEOUT_MS,
   servingScaler: servingScaler && { config: servingScaler, ...temporal },
+  console: { controllerUrl: config.BERTH_CONTROLLER_URL, temporalUi: config.BERTH_TEMPORAL_UI_URL },
   host: config.BERTH_COORDINATOR_HOST,
   port: config.BERTH_COORDINATOR_PORT,
   postgres: {
