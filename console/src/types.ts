@@ -1,0 +1,101 @@
+/**
+ * The shapes the console reads, as the coordinator's and controller's contracts define them
+ * (services/coordinator/api.ts, workflows/contracts/heavy-pool.ts): only the fields shown here.
+ */
+export interface WarmShare {
+  segments: number;
+  bytes: number;
+  warmBytes: number;
+  fraction: number;
+}
+
+export interface NodeRow {
+  id: string;
+  group: string;
+  url: string;
+  alive: boolean;
+  lastHeartbeat: string;
+  weight: number;
+  share: number;
+  warmth?: { owned?: WarmShare; moved?: WarmShare & { since: string } };
+}
+
+export interface TableInfo {
+  name: string;
+  timestampColumn: string | null;
+  columns: { name: string; type: string }[];
+}
+
+export interface TableDetails extends TableInfo {
+  schema: string;
+  segments: number;
+  rows: number;
+  bytes: number;
+  oldest: number | null;
+  newest: number | null;
+  retentionMs: number | null;
+}
+
+export type Verdict = { class: 'light' } | { class: 'heavy'; bottleneck: 'scan' | 'memory'; reason: string };
+
+export interface QueryStats {
+  result: 'computed' | 'cached';
+  verdict: Verdict;
+  group: string;
+  route: string;
+  reason?: string;
+  plan: string;
+  stages: { scan: unknown[]; final: string };
+  segments: { total: number; scanned: number; pruned: number };
+  scanBytes: number;
+  bytesMoved: number;
+  nodes: Record<string, number>;
+  cacheHits: number;
+  cacheMisses: number;
+  elapsedMs: number;
+  pool?: { workflowId: string; waitedMs: number };
+}
+
+export type Cell = null | boolean | number | string | Cell[] | { [key: string]: Cell };
+
+export interface QueryResult {
+  columns: string[];
+  types: string[];
+  rows: Cell[][];
+  stats: QueryStats;
+}
+
+export interface RecentQuery {
+  id: number;
+  at: number;
+  sql: string;
+  rows?: number;
+  stats?: QueryStats;
+  error?: string;
+}
+
+/** The readiness layers a launch passes, in order (workflows/contracts/heavy-pool.ts, ReadinessLayer). */
+export const READINESS_LAYERS = ['pods', 'backends', 'canary'] as const;
+
+export interface PoolStatus {
+  group: string;
+  phase: string;
+  target: number;
+  podsRunning: number;
+  aliveBackends: number;
+  serveReady: boolean;
+  notReady?: string;
+  layersPassed: string[];
+  backends: string[];
+  running: number;
+  waiting: number;
+  lastFailure?: { at: number; message: string };
+}
+
+export interface PoolView {
+  group: string;
+  workflowId: string;
+  link?: string;
+  status?: PoolStatus;
+  error?: string;
+}
