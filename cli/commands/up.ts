@@ -139,7 +139,9 @@ export function upCommand(): Command {
           return;
         }
       }
-      say(`Ctrl-C stops everything; the Temporal Web UI is at ${cluster.endpoints.temporalUi}`);
+      say(
+        `Ctrl-C stops everything; the console is at ${cluster.endpoints.console} (log in with the token in ${tokenFile(dataDir)}), the Temporal Web UI at ${cluster.endpoints.temporalUi}`,
+      );
       const gaveUp = await Promise.race([
         new Promise<undefined>((resolve) => {
           for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => resolve(undefined));

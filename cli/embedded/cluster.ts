@@ -32,6 +32,8 @@ export interface Endpoints {
   temporal: string;
   temporalNamespace: string;
   temporalUi: string;
+  /** The console in the browser, served by the coordinator (log in with the token). */
+  console: string;
   /** The worker's Temporal SDK metrics, for Prometheus. */
   workerMetrics: string;
   /** The heavy groups: `scan` scales out by its increment, `memory` is one big backend per launch. */
@@ -215,6 +217,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     );
     // A port chosen now, not by the coordinator: a restarted coordinator keeps the URL endpoints.json gives.
     const postgresPort = options.postgresPort || (await freePort(bind));
+    // Chosen now too: the coordinator's console reads the pools' status from the controller, started later.
+    const controllerPort = options.controllerPort || (await freePort(bind));
     const coordinator = await service(
       'coordinator',
       SERVICE_SCRIPTS.coordinator,
@@ -226,6 +230,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
         BERTH_PG_PORT: String(postgresPort),
         BERTH_DUCKDB_THREADS: duckdbThreads,
         BERTH_SEED_NODES: nodes.map((n) => n.url).join(','),
+        BERTH_CONTROLLER_URL: `http://${bind}:${controllerPort}`,
+        BERTH_TEMPORAL_UI_URL: temporal.uiUrl!,
         ...(options.verdict?.scanBytes ? { BERTH_HEAVY_SCAN_BYTES: String(options.verdict.scanBytes) } : {}),
         ...(options.verdict?.memoryBytes ? { BERTH_HEAVY_MEMORY_BYTES: String(options.verdict.memoryBytes) } : {}),
       },
@@ -247,7 +253,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       SERVICE_SCRIPTS.controller,
       {
         BERTH_CONTROLLER_HOST: bind,
-        BERTH_CONTROLLER_PORT: String(options.controllerPort),
+        BERTH_CONTROLLER_PORT: String(controllerPort),
       },
       'BERTH_CONTROLLER_PORT',
     );
@@ -266,6 +272,7 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
       temporal: temporal.address,
       temporalNamespace: temporal.namespace,
       temporalUi: temporal.uiUrl!,
+      console: `${coordinator.url}/console/`,
       workerMetrics: `http://${workerMetrics}/metrics`,
       heavyGroups,
       nodes: nodes.map((n, i) => ({ id: String(n.announced.id), url: n.url, vcpus: options.vcpus[i]! })),
