@@ -11,7 +11,7 @@ export async function clusterView(): Promise<HTMLElement> {
   const ownedBytes = nodes.reduce((sum, n) => sum + (n.warmth?.owned?.bytes ?? 0), 0);
   return h(
     'section',
-    { 'aria-labelledby': 'cluster-title' },
+    { 'aria-labelledby': 'cluster-title', 'data-refresh-ms': '5000' },
     h('h2', { id: 'cluster-title' }, 'Cluster'),
     h('p', {}, `${nodes.length} query nodes, ${nodes.filter((n) => n.alive).length} alive.`),
     table(

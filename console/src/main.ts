@@ -15,8 +15,11 @@ const VIEWS: Record<string, (arg?: string) => HTMLElement | Promise<HTMLElement>
 };
 
 let drawing = 0;
+let refresh: ReturnType<typeof setTimeout> | undefined;
 
-async function route(): Promise<void> {
+/** Draws the view the hash names; `focus` moves the keyboard there (after a link, not on load). */
+async function route(focus = false): Promise<void> {
+  clearTimeout(refresh);
   const [name = 'cluster', arg] = location.hash.slice(1).split('/');
   const view = VIEWS[name] ?? VIEWS.cluster!;
   const main = document.getElementById('view')!;
@@ -28,6 +31,10 @@ async function route(): Promise<void> {
     const content = await view(arg);
     if (mine !== drawing) return; // another view was asked for meanwhile
     main.replaceChildren(content);
+    if (focus) main.focus();
+    // A view that changes by itself (the pools' layers, the nodes' warm-up) asks to be drawn again.
+    const every = Number(content.dataset.refreshMs);
+    if (every > 0) refresh = setTimeout(() => void route(), every);
   } catch (error) {
     if (mine === drawing) main.replaceChildren(h('p', { class: 'bad', role: 'alert' }, (error as Error).message));
   } finally {
@@ -35,5 +42,5 @@ async function route(): Promise<void> {
   }
 }
 
-addEventListener('hashchange', () => void route());
+addEventListener('hashchange', () => void route(true));
 void route();

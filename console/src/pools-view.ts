@@ -10,7 +10,7 @@ export async function poolsView(): Promise<HTMLElement> {
   const { pools } = await api<{ pools: PoolView[] }>('/pools');
   return h(
     'section',
-    { 'aria-labelledby': 'pools-title' },
+    { 'aria-labelledby': 'pools-title', 'data-refresh-ms': '2000' },
     h('h2', { id: 'pools-title' }, 'Heavy pools'),
     pools.length === 0 ? h('p', {}, 'No heavy pool is configured.') : null,
     pools.map((p) => {

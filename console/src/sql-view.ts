@@ -59,7 +59,7 @@ export function sqlView(): HTMLElement {
   const form = h(
     'form',
     { 'aria-labelledby': 'sql-title' },
-    h('label', { for: 'sql' }, 'SQL'),
+    h('label', { for: 'sql' }, 'Query'),
     editor,
     h('p', { id: 'sql-hint', class: 'hint' }, 'Ctrl+Enter runs it; Escape cancels a running query.'),
     h('div', { class: 'buttons' }, run, cancel, csv),

@@ -24,7 +24,8 @@ const SECURITY_HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on the login form's POST.
+  'referrer-policy': 'same-origin',
   'cache-control': 'no-store',
 };
 
