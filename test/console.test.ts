@@ -1,0 +1,237 @@
+/**
+ * The console in a real browser (Debian's Chromium, driven by playwright-core) against a real
+ * `berth up`: a wrong token sees nothing, a login sees the nodes with the shares the HTTP API
+ * gives, the editor runs a query (rows, a chart, CSV, cancel), and the Queries view lists it with
+ * the API's count and details. A screenshot of each view goes to a directory this run makes.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Endpoints } from '../cli/embedded/cluster.js';
+import { ControllerClient } from '../services/controller/client.js';
+import { CoordinatorClient } from '../services/coordinator/client.js';
+import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
+import { eventNdjson } from './helpers/event-data.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+/** Without the background-networking flags Chromium's own connections are refused here, and it stalls. */
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const HOURLY =
+  "SELECT date_trunc('hour', ts) AS hour, count(*) AS n, avg(latency_ms) AS latency FROM events GROUP BY 1 ORDER BY 1";
+/** Long enough to be cancelled mid-way: a final stage over 3,000³ rows. */
+const SLOW = 'SELECT count(*) AS n FROM events a, events b, events c WHERE a.latency_ms + b.latency_ms > c.latency_ms';
+
+describe('the console in a browser', () => {
+  let dir: string;
+  let shots: string;
+  let up: ReturnType<typeof startBerth>;
+  let endpoints: Endpoints;
+  let token: string;
+  let dataDir: string;
+  let api: CoordinatorClient;
+  let browser: BrowserContext;
+  let page: Page;
+
+  const shoot = (name: string) => page.screenshot({ path: path.join(shots, `${name}.png`) });
+  /** What the console's API answers this page, with its cookies (none, or the session). */
+  const status = (url: string) => page.evaluate(`fetch(${JSON.stringify(url)}).then((r) => r.status)`);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-console-'));
+    shots = process.env.BERTH_CONSOLE_SCREENSHOTS ?? (await mkdtemp(path.join(os.tmpdir(), 'berth-console-shots-')));
+    console.log(`console screenshots: ${shots}`);
+    dataDir = path.join(dir, 'data');
+    up = startBerth('up', '--data-dir', dataDir, '--vcpus', '4,4,2', '--cache-mb', '64', ...FREE_PORTS);
+    const [, launched] = await Promise.all([
+      up.waitFor(/Ctrl-C stops everything/),
+      chromium.launchPersistentContext(path.join(dir, 'chromium'), {
+        executablePath: CHROMIUM,
+        args: CHROMIUM_ARGS,
+        viewport: { width: 1280, height: 800 },
+        acceptDownloads: true,
+      }),
+    ]);
+    browser = launched;
+    page = await browser.newPage();
+    endpoints = JSON.parse(await readFile(path.join(dataDir, 'endpoints.json'), 'utf8')) as Endpoints;
+    token = (await readFile(path.join(dataDir, 'token'), 'utf8')).trim();
+    api = new CoordinatorClient(endpoints.coordinator, token);
+    const rows = path.join(dir, 'events.ndjson');
+    await writeFile(rows, await eventNdjson(0, 3_000));
+    const ingested = await berth('ingest', rows, '--table', 'events', '--batch-rows', '500', '--data-dir', dataDir);
+    expect(ingested.stdout, ingested.stderr).toContain('as 6 segment(s)');
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    up?.child.kill('SIGINT');
+    await up?.exited;
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('is at the URL endpoints.json records, printed beside the Temporal Web UI', () => {
+    expect(endpoints.console).toBe(`${endpoints.coordinator}/console/`);
+    expect(up.output()).toContain(`the console is at ${endpoints.console}`);
+    expect(up.output()).toContain(`the Temporal Web UI at ${endpoints.temporalUi}`);
+  });
+
+  it('shows nothing but the login page to a wrong token, and its API answers 401', async () => {
+    await page.goto(endpoints.console);
+    await expect(page.getByRole('heading', { name: 'Berth console' }).isVisible()).resolves.toBe(true);
+    await page.getByLabel('Cluster token').fill(`${token}x`);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toContain('not the cluster’s token');
+    expect(await page.locator('nav').count()).toBe(0);
+    const text = (await page.textContent('body')) ?? '';
+    for (const node of endpoints.nodes) expect(text).not.toContain(node.id);
+    expect(await browser.cookies()).toEqual([]);
+    for (const call of ['/console/api/nodes', '/console/api/queries', '/console/api/pools', '/console/app.js'])
+      expect(await status(call), call).toBe(401);
+    // The API's bearer token is not a session either: the console's API wants the cookie.
+    const bearer = await fetch(`${endpoints.coordinator}/console/api/nodes`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(bearer.status).toBe(401);
+  });
+
+  it('logs in with the token into an HttpOnly, SameSite=Strict session, and shows the API’s shares', async () => {
+    await page.goto(endpoints.console);
+    await page.getByLabel('Cluster token').fill(token);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByTestId('nodes').waitFor();
+    const [cookie, ...others] = await browser.cookies();
+    expect(others).toEqual([]);
+    expect(cookie).toMatchObject({ name: 'berth_console', httpOnly: true, sameSite: 'Strict', path: '/console' });
+    expect(cookie!.value).not.toContain(token);
+    expect(page.url()).not.toContain(token);
+    expect(await page.evaluate('document.cookie')).toBe('');
+    expect(await page.evaluate('JSON.stringify(localStorage) + JSON.stringify(sessionStorage)')).toBe('{}{}');
+
+    // The page and the HTTP API at the same moment: the same nodes, the same shares.
+    const [ids, shares, weights, nodes] = await Promise.all([
+      page.getByTestId('node-id').allTextContents(),
+      page.getByTestId('node-share').allTextContents(),
+      page.getByTestId('node-weight').allTextContents(),
+      api.nodes(),
+    ]);
+    expect(ids).toHaveLength(3);
+    expect(ids).toEqual(nodes.map((n) => n.id));
+    expect(shares).toEqual(nodes.map((n) => `${(n.share * 100).toFixed(1)}%`));
+    expect(weights).toEqual(nodes.map((n) => String(n.weight)));
+    expect([...shares].sort()).toEqual(['20.0%', '40.0%', '40.0%']);
+    await shoot('cluster');
+
+    // A change the page did not send (no console header, as another site's form would) is refused.
+    const forged = await page.evaluate(
+      `fetch('/console/api/query', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"sql":"SELECT 1"}' }).then((r) => r.status)`,
+    );
+    expect(forged).toBe(403);
+  });
+
+  it('shows each table with its segments, as the API counts them', async () => {
+    await page.getByRole('link', { name: 'Tables' }).click();
+    await page.getByTestId('table-card').waitFor();
+    expect(await page.getByTestId('table-segments').textContent()).toBe(String((await api.table('events')).segments));
+    await shoot('tables');
+  });
+
+  it('runs a query in the editor: rows, a chart, CSV, and cancel', async () => {
+    await page.getByRole('link', { name: 'SQL' }).click();
+    await page.getByLabel('Query').fill(HOURLY);
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByTestId('rows').waitFor();
+    await page.locator('[data-testid=chart] canvas').first().waitFor();
+    const answer = await api.query(HOURLY);
+    expect(await page.locator('[data-testid=rows] tbody tr').count()).toBe(answer.rows.length);
+    expect(await page.locator('[data-testid=rows] tbody tr').first().locator('td').first().textContent()).toBe(
+      String(answer.rows[0]![0]),
+    );
+    expect(await page.getByRole('status').textContent()).toMatch(
+      new RegExp(`^${answer.rows.length} rows in .* · light · route aggregate · 6 of 6 segments`),
+    );
+    await shoot('sql');
+
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'Download CSV' }).click(),
+    ]);
+    const csv = (await readFile((await download.path())!, 'utf8')).trim().split('\r\n');
+    expect(csv[0]).toBe('hour,n,latency');
+    expect(csv).toHaveLength(answer.rows.length + 1);
+
+    // Cancel: the request is abandoned, and the coordinator stops the query (logged as refused).
+    await page.getByLabel('Query').fill(SLOW);
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByText('running…').waitFor();
+    await page.waitForTimeout(500);
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByText('cancelled').waitFor();
+    await expect
+      .poll(async () => (await api.recentQueries()).queries.find((q) => q.sql === SLOW)?.error, { timeout: 20_000 })
+      .toBeDefined();
+    await page.getByLabel('Query').fill(HOURLY);
+  }, 60_000);
+
+  it('lists the recent queries with the API’s count, and opens one’s details', async () => {
+    await page.getByRole('link', { name: 'Queries' }).click();
+    await page.getByTestId('queries').waitFor();
+    const [count, recent] = await Promise.all([page.getByTestId('query-count').textContent(), api.recentQueries()]);
+    expect(Number(count)).toBe(recent.queries.length);
+    const mine = recent.queries.find((q) => q.sql === HOURLY && q.stats)!;
+    await page.getByRole('link', { name: `details of query ${mine.id}` }).click();
+    await page.getByTestId('query-details').waitFor();
+    expect(await page.getByTestId('query-sql').textContent()).toBe(HOURLY);
+    const details = (await page.getByTestId('query-details').textContent()) ?? '';
+    expect(details).toContain(`route${mine.stats!.route}`);
+    expect(details).toContain(`verdict${mine.stats!.verdict.class}`);
+    await shoot('query-details');
+
+    await page.getByRole('link', { name: 'all queries' }).click();
+    await page.getByLabel('Verdict').selectOption('refused');
+    expect(await page.locator('[data-testid=queries] tbody tr').count()).toBe(
+      recent.queries.filter((q) => q.error).length,
+    );
+    await shoot('queries');
+  });
+
+  it('shows the heavy pools, parked, with their layers and workflow links', async () => {
+    await page.getByRole('link', { name: 'Heavy pools' }).click();
+    await page.getByTestId('pool-card').first().waitFor();
+    expect(await page.getByTestId('pool-phase').allTextContents()).toEqual(['parked', 'parked']);
+    expect(await page.getByRole('link', { name: 'workflow heavy-pool-heavy', exact: true }).getAttribute('href')).toBe(
+      `${endpoints.temporalUi}/namespaces/default/workflows/heavy-pool-heavy`,
+    );
+    await shoot('pools');
+  });
+
+  it('watches a launch of the memory class pass its readiness layers', async () => {
+    const launched = await berth('pool', 'launch', 'heavy-memory', '--target', '1', '--data-dir', dataDir);
+    expect(launched.code, launched.stderr).toBe(0);
+    const memory = page.getByTestId('pool-card').filter({ hasText: 'heavy-memory' });
+    // The view redraws itself every 2 s: each layer turns from not passed to passed.
+    for (const layer of ['pods', 'backends', 'canary'])
+      await memory.getByTestId(`layer-${layer}`).and(page.locator('.pass')).waitFor({ timeout: 90_000 });
+    const status = await new ControllerClient(endpoints.controller).poolStatus('heavy-memory');
+    expect(status.layersPassed).toEqual(['pods', 'backends', 'canary']);
+    expect(await memory.getByTestId('pool-phase').textContent()).toBe(status.phase);
+    await shoot('pools-launched');
+  }, 120_000);
+
+  it('logs out: the session is gone and the API answers 401 again', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByLabel('Cluster token').waitFor();
+    expect(await status('/console/api/nodes')).toBe(401);
+  });
+});
