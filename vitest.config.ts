@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 const UNIT = [
   'admission',
   'cpu-priority',
+  'console-session',
   'arrow-exchange',
   'attach-urls',
   'deploy-files',

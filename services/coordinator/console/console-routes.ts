@@ -71,13 +71,13 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleOption
       if (!sameOrigin(request)) return login(reply, 403, 'This form must be sent from the console’s own page.');
       const id = sessions.login(String(request.body?.token ?? '').trim());
       if (!id) return login(reply, 401, 'That is not the cluster’s token.');
-      return reply.header('set-cookie', sessionCookie(id)).redirect('/console/', 303);
+      return reply.header('set-cookie', sessionCookie(id, request.protocol === 'https')).redirect('/console/', 303);
     },
   );
   app.post('/console/logout', async (request, reply) => {
     if (!sameOrigin(request)) return reply.code(403).send({ error: 'forbidden', message: 'not sent by the console' });
     sessions.logout(sessionOf(request.headers.cookie));
-    return reply.header('set-cookie', sessionCookie('', 0)).redirect('/console/', 303);
+    return reply.header('set-cookie', sessionCookie('', request.protocol === 'https', 0)).redirect('/console/', 303);
   });
 
   await app.register(consoleApi, { ...options, sessions, prefix: '/console/api' });

@@ -56,6 +56,9 @@ export function sessionOf(cookieHeader: string | undefined): string | undefined 
   return undefined;
 }
 
-/** The Set-Cookie value for a session (an empty id with max-age 0 ends it). */
-export const sessionCookie = (id: string, maxAgeMs = SESSION_TTL_MS) =>
-  `${SESSION_COOKIE}=${id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${Math.floor(maxAgeMs / 1000)}`;
+/**
+ * The Set-Cookie value for a session (an empty id with max-age 0 ends it); `Secure` when the page
+ * came over TLS (plain http on loopback, as `berth up` serves it, would never send it back).
+ */
+export const sessionCookie = (id: string, secure: boolean, maxAgeMs = SESSION_TTL_MS) =>
+  `${SESSION_COOKIE}=${id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${Math.floor(maxAgeMs / 1000)}${secure ? '; Secure' : ''}`;
