@@ -171,7 +171,7 @@ describe('the console in a browser', () => {
     expect(csv[0]).toBe('hour,n,latency');
     expect(csv).toHaveLength(answer.rows.length + 1);
 
-    // Cancel: the request is abandoned, and the coordinator stops the query (logged as refused).
+    // Cancel: the request is abandoned, and the coordinator stops the query (logged as failed).
     await page.getByLabel('Query').fill(SLOW);
     await page.getByRole('button', { name: 'Run' }).click();
     await page.getByText('running…').waitFor();
@@ -199,7 +199,7 @@ describe('the console in a browser', () => {
     await shoot('query-details');
 
     await page.getByRole('link', { name: 'all queries' }).click();
-    await page.getByLabel('Verdict').selectOption('refused');
+    await page.getByLabel('Verdict').selectOption('failed');
     expect(await page.locator('[data-testid=queries] tbody tr').count()).toBe(
       recent.queries.filter((q) => q.error).length,
     );

@@ -6,10 +6,11 @@ import { api } from './api.js';
 import { formatBytes, formatTime, h, table } from './dom.js';
 import type { RecentQuery } from './types.js';
 
-type Filter = 'all' | 'light' | 'heavy' | 'refused';
+/** `failed`: refused at planning, failed while running, or cancelled. */
+type Filter = 'all' | 'light' | 'heavy' | 'failed';
 let filter: Filter = 'all';
 
-const verdictOf = (q: RecentQuery) => (q.stats ? q.stats.verdict.class : 'refused');
+const verdictOf = (q: RecentQuery) => (q.stats ? q.stats.verdict.class : 'failed');
 const whyOf = (q: RecentQuery) =>
   q.error ?? (q.stats?.verdict.class === 'heavy' ? `${q.stats.verdict.bottleneck}: ${q.stats.verdict.reason}` : '');
 
@@ -44,7 +45,7 @@ export async function queriesView(id?: number): Promise<HTMLElement> {
   const select = h(
     'select',
     { id: 'verdict-filter' },
-    (['all', 'light', 'heavy', 'refused'] as const).map((v) => h('option', { value: v, selected: v === filter }, v)),
+    (['all', 'light', 'heavy', 'failed'] as const).map((v) => h('option', { value: v, selected: v === filter }, v)),
   );
   select.addEventListener('change', () => {
     filter = select.value as Filter;
@@ -95,7 +96,7 @@ function details(q: RecentQuery | undefined, id: number): HTMLElement {
           ? ([['heavy pool', `${s.pool.workflowId}, waited ${s.pool.waitedMs} ms`]] as [string, string][])
           : []),
       ]
-    : [['refused', q.error ?? '']];
+    : [['failed', q.error ?? '']];
   return h(
     'section',
     { 'aria-labelledby': 'query-title', 'data-testid': 'query-details' },
