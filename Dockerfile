@@ -10,6 +10,9 @@ COPY workers workers
 COPY cli cli
 COPY bench bench
 COPY bin bin
+# The console's page, bundled by the build into dist/console.
+COPY console console
+COPY scripts/build-console.mjs scripts/
 RUN npm ci && npm prune --omit=dev
 
 FROM node:24-slim
