@@ -10,6 +10,7 @@ import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../cli/embedded/cluster.js';
+import { HEAVY_SQL } from '../cli/demo.js';
 import { ControllerClient } from '../services/controller/client.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
 import { berth, FREE_PORTS, startBerth } from './helpers/berth-cli.js';
@@ -29,8 +30,17 @@ const CHROMIUM_ARGS = [
 ];
 const HOURLY =
   "SELECT date_trunc('hour', ts) AS hour, count(*) AS n, avg(latency_ms) AS latency FROM events GROUP BY 1 ORDER BY 1";
-/** Long enough to be cancelled mid-way: a final stage over 3,000³ rows. */
-const SLOW = 'SELECT count(*) AS n FROM events a, events b, events c WHERE a.latency_ms + b.latency_ms > c.latency_ms';
+/** Long enough to be cancelled mid-way: 10¹⁰ rows of a ten-row table, light by its few bytes. */
+const SLOW = `SELECT count(*) AS n FROM ${'abcdefghij'
+  .split('')
+  .map((t) => `digits ${t}`)
+  .join(', ')} WHERE a.d + b.d + c.d + d.d + e.d + f.d + g.d + h.d + i.d + j.d > 100`;
+/**
+ * Verdicts here: a query whose state does not decompose over more than 32 KiB is heavy (memory),
+ * so the demo's monthly window over the 70 KiB of events launches the memory class, while the
+ * editor's cross join of `digits` (a few KiB) stays light.
+ */
+const MEMORY_BYTES = String(32 * 1024);
 
 describe('the console in a browser', () => {
   let dir: string;
@@ -52,6 +62,7 @@ describe('the console in a browser', () => {
     shots = process.env.BERTH_CONSOLE_SCREENSHOTS ?? (await mkdtemp(path.join(os.tmpdir(), 'berth-console-shots-')));
     console.log(`console screenshots: ${shots}`);
     dataDir = path.join(dir, 'data');
+    process.env.BERTH_HEAVY_MEMORY_BYTES = MEMORY_BYTES; // berth up's services inherit it
     up = startBerth('up', '--data-dir', dataDir, '--vcpus', '4,4,2', '--cache-mb', '64', ...FREE_PORTS);
     const [, launched] = await Promise.all([
       up.waitFor(/Ctrl-C stops everything/),
@@ -71,6 +82,10 @@ describe('the console in a browser', () => {
     await writeFile(rows, await eventNdjson(0, 3_000));
     const ingested = await berth('ingest', rows, '--table', 'events', '--batch-rows', '500', '--data-dir', dataDir);
     expect(ingested.stdout, ingested.stderr).toContain('as 6 segment(s)');
+    const digits = path.join(dir, 'digits.ndjson');
+    await writeFile(digits, Array.from({ length: 10 }, (_, d) => `${JSON.stringify({ d })}\n`).join(''));
+    const dimension = await berth('ingest', digits, '--table', 'digits', '--no-timestamp', '--data-dir', dataDir);
+    expect(dimension.code, dimension.stderr).toBe(0);
   }, 180_000);
 
   afterAll(async () => {
@@ -142,10 +157,47 @@ describe('the console in a browser', () => {
 
   it('shows each table with its segments, as the API counts them', async () => {
     await page.getByRole('link', { name: 'Tables' }).click();
-    await page.getByTestId('table-card').waitFor();
-    expect(await page.getByTestId('table-segments').textContent()).toBe(String((await api.table('events')).segments));
+    const events = page.getByTestId('table-card').filter({ has: page.getByRole('heading', { name: 'events' }) });
+    await events.waitFor();
+    expect(await page.getByTestId('table-card').count()).toBe((await api.tables()).length);
+    expect(await events.getByTestId('table-segments').textContent()).toBe(String((await api.table('events')).segments));
     await shoot('tables');
   });
+
+  it('shows the heavy pools, parked, with their layers and workflow links', async () => {
+    await page.getByRole('link', { name: 'Heavy pools' }).click();
+    await page.getByTestId('pool-card').first().waitFor();
+    expect(await page.getByTestId('pool-phase').allTextContents()).toEqual(['parked', 'parked']);
+    expect(await page.getByRole('link', { name: 'workflow heavy-pool-heavy', exact: true }).getAttribute('href')).toBe(
+      `${endpoints.temporalUi}/namespaces/default/workflows/heavy-pool-heavy`,
+    );
+    await shoot('pools');
+  });
+
+  it('launches the memory class from a heavy query in the editor, and shows its layers pass', async () => {
+    // One tab runs the demo's monthly window; this one watches the pools view redraw itself.
+    const editor = await browser.newPage();
+    await editor.goto(`${endpoints.console}#sql`);
+    await editor.getByLabel('Query').fill(HEAVY_SQL);
+    await editor.getByRole('button', { name: 'Run' }).click();
+    const memory = page.getByTestId('pool-card').filter({ hasText: 'heavy-memory' });
+    for (const layer of ['pods', 'backends', 'canary'])
+      await memory.getByTestId(`layer-${layer}`).and(page.locator('.pass')).waitFor({ timeout: 90_000 });
+    const status = await new ControllerClient(endpoints.controller).poolStatus('heavy-memory');
+    expect(status.layersPassed).toEqual(['pods', 'backends', 'canary']);
+    await expect.poll(() => memory.getByTestId('pool-phase').textContent()).toBe(status.phase);
+    await shoot('pools-launched');
+
+    await editor.getByTestId('rows').waitFor({ timeout: 60_000 });
+    expect(await editor.getByRole('status').textContent()).toMatch(/ · heavy \(memory\) · route /);
+    const answered = (await api.recentQueries()).queries.find((q) => q.sql === HEAVY_SQL)!;
+    expect(answered.stats).toMatchObject({
+      verdict: { class: 'heavy', bottleneck: 'memory' },
+      pool: { workflowId: 'heavy-pool-heavy-memory' },
+    });
+    expect(await editor.locator('[data-testid=rows] tbody tr').count()).toBe(answered.rows);
+    await editor.close();
+  }, 150_000);
 
   it('runs a query in the editor: rows, a chart, CSV, and cancel', async () => {
     await page.getByRole('link', { name: 'SQL' }).click();
@@ -180,7 +232,7 @@ describe('the console in a browser', () => {
     await page.getByText('cancelled').waitFor();
     await expect
       .poll(async () => (await api.recentQueries()).queries.find((q) => q.sql === SLOW)?.error, { timeout: 20_000 })
-      .toBeDefined();
+      .toBe('the client went away');
     await page.getByLabel('Query').fill(HOURLY);
   }, 60_000);
 
@@ -199,35 +251,16 @@ describe('the console in a browser', () => {
     await shoot('query-details');
 
     await page.getByRole('link', { name: 'all queries' }).click();
+    await page.getByLabel('Verdict').selectOption('heavy');
+    expect(await page.locator('[data-testid=queries] tbody tr').count()).toBe(
+      recent.queries.filter((q) => q.stats?.verdict.class === 'heavy').length,
+    );
     await page.getByLabel('Verdict').selectOption('failed');
     expect(await page.locator('[data-testid=queries] tbody tr').count()).toBe(
       recent.queries.filter((q) => q.error).length,
     );
     await shoot('queries');
   });
-
-  it('shows the heavy pools, parked, with their layers and workflow links', async () => {
-    await page.getByRole('link', { name: 'Heavy pools' }).click();
-    await page.getByTestId('pool-card').first().waitFor();
-    expect(await page.getByTestId('pool-phase').allTextContents()).toEqual(['parked', 'parked']);
-    expect(await page.getByRole('link', { name: 'workflow heavy-pool-heavy', exact: true }).getAttribute('href')).toBe(
-      `${endpoints.temporalUi}/namespaces/default/workflows/heavy-pool-heavy`,
-    );
-    await shoot('pools');
-  });
-
-  it('watches a launch of the memory class pass its readiness layers', async () => {
-    const launched = await berth('pool', 'launch', 'heavy-memory', '--target', '1', '--data-dir', dataDir);
-    expect(launched.code, launched.stderr).toBe(0);
-    const memory = page.getByTestId('pool-card').filter({ hasText: 'heavy-memory' });
-    // The view redraws itself every 2 s: each layer turns from not passed to passed.
-    for (const layer of ['pods', 'backends', 'canary'])
-      await memory.getByTestId(`layer-${layer}`).and(page.locator('.pass')).waitFor({ timeout: 90_000 });
-    const status = await new ControllerClient(endpoints.controller).poolStatus('heavy-memory');
-    expect(status.layersPassed).toEqual(['pods', 'backends', 'canary']);
-    expect(await memory.getByTestId('pool-phase').textContent()).toBe(status.phase);
-    await shoot('pools-launched');
-  }, 120_000);
 
   it('logs out: the session is gone and the API answers 401 again', async () => {
     await page.getByRole('button', { name: 'Log out' }).click();
