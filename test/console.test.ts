@@ -52,6 +52,8 @@ describe('the console in a browser', () => {
   let api: CoordinatorClient;
   let browser: BrowserContext;
   let page: Page;
+  /** The page's own errors: a script failing, or anything the Content-Security-Policy refused. */
+  const problems: string[] = [];
 
   const shoot = (name: string) => page.screenshot({ path: path.join(shots, `${name}.png`) });
   /** What the console's API answers this page, with its cookies (none, or the session). */
@@ -75,6 +77,10 @@ describe('the console in a browser', () => {
     ]);
     browser = launched;
     page = await browser.newPage();
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(message.text());
+    });
+    page.on('pageerror', (error) => problems.push(error.message));
     endpoints = JSON.parse(await readFile(path.join(dataDir, 'endpoints.json'), 'utf8')) as Endpoints;
     token = (await readFile(path.join(dataDir, 'token'), 'utf8')).trim();
     api = new CoordinatorClient(endpoints.coordinator, token);
@@ -266,5 +272,7 @@ describe('the console in a browser', () => {
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.getByLabel('Cluster token').waitFor();
     expect(await status('/console/api/nodes')).toBe(401);
+    // The 401s and the 403 this test asked for are the only errors the page met.
+    expect(problems.filter((p) => !/status of 40[13] \((Unauthorized|Forbidden)\)/.test(p))).toEqual([]);
   });
 });

@@ -59,8 +59,9 @@ export async function queriesView(id?: number): Promise<HTMLElement> {
     h(
       'p',
       {},
+      'Queries kept: ',
       h('span', { 'data-testid': 'query-count' }, queries.length),
-      ' queries kept (this coordinator’s, over HTTP). ',
+      ' (the last this coordinator answered or refused over HTTP).',
     ),
     h('label', { for: 'verdict-filter' }, 'Verdict '),
     select,
