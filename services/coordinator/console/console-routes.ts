@@ -53,6 +53,8 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleOption
     reply.code(status).type('text/html; charset=utf-8').send(loginPage(failure));
 
   app.get('/console', async (_request, reply) => reply.redirect('/console/'));
+  // Where a failed login's page was posted: reloaded or bookmarked, it is the console again.
+  app.get('/console/login', async (_request, reply) => reply.redirect('/console/'));
   // The page for a session, else the login page: without a session nothing else is shown.
   app.get('/console/', async (request, reply) =>
     hasSession(sessions, request) ? sendFile(reply, 'index.html') : login(reply),
