@@ -181,6 +181,11 @@ describe('the plan cache', () => {
     expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 502, 503'))).cached).toBe(false);
     expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 5000000000'))).cached).toBe(false);
     expect((await plans.plan(panel("DATE '2026-11-02'", '500, 502'))).cached).toBe(false);
+    // A parameter of the query's own would take a lifted literal's value: it is refused, not bound.
+    for (const own of ['$p1', '$1', '?'])
+      await expect(plans.plan(`SELECT count(*) FROM events WHERE service = 'a' AND status = ${own}`)).rejects.toThrow(
+        /has a parameter/,
+      );
     const listed = (label: string) => `SELECT '${label}' AS label, count(*) AS n FROM events WHERE service = 'a'`;
     await plans.plan(listed('x'));
     expect((await plans.plan(listed('y'))).cached).toBe(false);

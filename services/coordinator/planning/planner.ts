@@ -79,6 +79,12 @@ export class Planner {
     const literals = parsed?.literals ?? liftLiterals(node);
     if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
       throw badRequest('invalid_sql', 'only SELECT queries are supported');
+    // The plan's own parameters are the lifted literals ($p1, …): a query's must be bound before it comes.
+    if (hasParameter(node))
+      throw badRequest(
+        'invalid_sql',
+        'the query has a parameter ($n or ?): write its value in the SQL, or bind it through the PostgreSQL protocol',
+      );
     const refs = referencedRelations(node);
     if (refs.forbidden.length > 0) {
       throw badRequest(
@@ -333,6 +339,15 @@ function exchangeSql(sql: string, columns: BoundColumn[]): string {
   const names = columns.map((_, i) => `c${i}`);
   const select = columns.map((c, i) => (TRAVELS_AS_TEXT.test(c.type) ? `CAST(c${i} AS VARCHAR) AS c${i}` : `c${i}`));
   return `SELECT ${select.join(', ')} FROM (${sql}) AS __exchange(${names.join(', ')})`;
+}
+
+/** Whether the query has a parameter of its own. */
+function hasParameter(node: QueryNode): boolean {
+  let found = false;
+  walk(node, (n) => {
+    if (n.class === 'PARAMETER') found = true;
+  });
+  return found;
 }
 
 /** A prefix for the final stage's input names that no name in the query starts with. */
