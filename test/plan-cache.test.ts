@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { MAX_LIFTED } from '../core/query-plan/literals.js';
 import { PlanCache } from '../services/coordinator/planning/plan-cache.js';
 import { Planner } from '../services/coordinator/planning/planner.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
@@ -181,14 +182,26 @@ describe('the plan cache', () => {
     expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 502, 503'))).cached).toBe(false);
     expect((await plans.plan(panel("TIMESTAMP '2026-11-02'", '500, 5000000000'))).cached).toBe(false);
     expect((await plans.plan(panel("DATE '2026-11-02'", '500, 502'))).cached).toBe(false);
+    // A literal that names a column (a subquery's in the select list) stays: each query names its own.
+    const counted = (service: string) =>
+      `SELECT (SELECT count(*) FROM events WHERE service = '${service}') FROM events LIMIT 1`;
+    await plans.plan(counted('a'));
+    const named = await plans.plan(counted('b'));
+    expect(named.plan.columns[0]!.name).toContain("'b'");
+    expect(named.plan.parameters).toEqual([]);
+    // A list too long for a dashboard's shape plans by its whole statement.
+    const listed = (n: number) =>
+      `SELECT count(*) FROM events WHERE status IN (${Array.from({ length: n }, (_, i) => i).join(', ')})`;
+    expect((await plans.plan(listed(MAX_LIFTED))).plan.parameters).toHaveLength(MAX_LIFTED);
+    expect((await plans.plan(listed(MAX_LIFTED + 1))).plan.parameters).toEqual([]);
     // A parameter of the query's own would take a lifted literal's value: it is refused, not bound.
     for (const own of ['$p1', '$1', '?'])
       await expect(plans.plan(`SELECT count(*) FROM events WHERE service = 'a' AND status = ${own}`)).rejects.toThrow(
         /has a parameter/,
       );
-    const listed = (label: string) => `SELECT '${label}' AS label, count(*) AS n FROM events WHERE service = 'a'`;
-    await plans.plan(listed('x'));
-    expect((await plans.plan(listed('y'))).cached).toBe(false);
+    const labelled = (label: string) => `SELECT '${label}' AS label, count(*) AS n FROM events WHERE service = 'a'`;
+    await plans.plan(labelled('x'));
+    expect((await plans.plan(labelled('y'))).cached).toBe(false);
   });
 
   it('never gives one plan to two statements DuckDB reads differently', async () => {

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowStream } from '../services/common/arrow-exchange.js';
 import { Planner } from '../services/coordinator/planning/planner.js';
 import { Scanner } from '../services/common/scanner.js';
+import { bindParameters, type SqlParameter } from '../services/common/sql-parameters.js';
 import { toJsonResult } from '../services/common/final-stage/result-json.js';
 import { SqlEngine } from '../services/coordinator/sql-engine.js';
 import type { TableInfo } from '../services/meta/client.js';
@@ -151,6 +152,42 @@ describe('pruning soundness', () => {
     } finally {
       engine.close();
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a lifted literal bound as a parameter', () => {
+  it('compares as the literal does, an integer bound as the type it is compared with (a UHUGEINT past 2^63)', async () => {
+    const duckdb = await DuckDBInstance.create(':memory:');
+    const c = await duckdb.connect();
+    try {
+      await c.run(
+        `CREATE TABLE big AS SELECT * FROM (VALUES ('18446744073709551616'::UHUGEINT, 5::UTINYINT, 'x'), (7, 200, 'y')) t(uh, small, s)`,
+      );
+      const cases: [string, string, SqlParameter[]][] = [
+        ['uh > 1', 'uh > $p1', [{ name: 'p1', type: 'INTEGER', value: '1' }]],
+        ['uh <> 3000000000', 'uh <> $p1', [{ name: 'p1', type: 'BIGINT', value: '3000000000' }]],
+        [
+          'uh IN (7, 8)',
+          'uh IN ($p1, $p2)',
+          [
+            { name: 'p1', type: 'INTEGER', value: '7' },
+            { name: 'p2', type: 'INTEGER', value: '8' },
+          ],
+        ],
+        ['small < 3000000000', 'small < $p1', [{ name: 'p1', type: 'BIGINT', value: '3000000000' }]],
+        ['small = -1', 'small = $p1', [{ name: 'p1', type: 'INTEGER', value: '-1' }]],
+        ["s = 'y'", 's = $p1', [{ name: 'p1', type: 'VARCHAR', value: 'y' }]],
+      ];
+      for (const [literal, template, parameters] of cases) {
+        const expected = (await c.runAndReadAll(`SELECT count(*) FROM big WHERE ${literal}`)).getRows();
+        const prepared = await c.prepare(`SELECT count(*) FROM big WHERE ${template}`);
+        bindParameters(prepared, parameters);
+        expect((await prepared.runAndReadAll()).getRows(), literal).toEqual(expected);
+      }
+    } finally {
+      c.closeSync();
+      duckdb.closeSync();
     }
   });
 });

@@ -34,6 +34,12 @@ export interface Literal {
   value: string;
 }
 
+/**
+ * The most literals a query has lifted: past it (a long IN list), it plans by its whole statement,
+ * as a shape so long is not a dashboard's, and its values stay within what a scan request carries.
+ */
+export const MAX_LIFTED = 1_000;
+
 const LIFTED_TYPES: ReadonlySet<string> = new Set(['VARCHAR', 'INTEGER', 'BIGINT']);
 const COMPARISONS = new Set([
   'COMPARE_EQUAL',
@@ -80,7 +86,9 @@ export function liftLiterals(tree: unknown): Literal[] {
   walk(tree, (n) => {
     if (isSelectNode(n)) visitWhere(n.where_clause);
   });
-  return literals;
+  if (literals.length <= MAX_LIFTED) return literals;
+  forgetLiterals(tree);
+  return [];
 }
 
 /**

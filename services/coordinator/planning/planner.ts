@@ -98,7 +98,7 @@ export class Planner {
       if (!table) throw badRequest('unknown_table', `unknown table "${name}"`);
       tables.push(table);
     }
-    const checked = await this.deparse(node);
+    const { sql: checked, template: checkedTemplate } = await this.deparse(node);
     // Names and types are those of the query as sent; what runs must give the same types.
     const columns = await this.bind(sql, tables);
     const runs = await this.bind(checked, tables);
@@ -120,7 +120,9 @@ export class Planner {
       if (plan) {
         const { templates, ...split } = plan;
         // What runs takes parameters where the checks bound literals: it must bind to the same columns.
-        if (!(await this.binder.sameColumns(templates))) throw new TemplateMismatch();
+        // The query's own too: a subquery's literal in the select list names its column.
+        const query = { sql: checked, template: checkedTemplate, tables };
+        if (!(await this.binder.sameColumns([query, ...templates]))) throw new TemplateMismatch();
         return { ...split, parameters: literals, reusable: this.reusable(node) };
       }
     }
@@ -301,10 +303,10 @@ export class Planner {
     return { split: shape.split, sql, template, columns, exchange, final: shape.final };
   }
 
-  /** The checked tree as SQL; a tree DuckDB cannot write back is a query Berth cannot run. */
-  private async deparse(node: QueryNode): Promise<string> {
+  /** The checked tree as SQL, and with its lifted literals as parameters; a tree DuckDB cannot write back is a query Berth cannot run. */
+  private async deparse(node: QueryNode): Promise<{ sql: string; template: string }> {
     try {
-      return await this.binder.deparse(node);
+      return await this.binder.deparseBoth(node);
     } catch (error) {
       throw badRequest('unsupported_sql', `Berth cannot run this query: ${(error as Error).message.split('\n')[0]}`);
     }
