@@ -132,3 +132,21 @@ export function bill(window: UsageWindow, pricePerNodeHour: number, residentNode
     savingFraction: residentCost > 0 ? (residentCost - poolCost) / residentCost : 0,
   };
 }
+
+/** The seed's on-demand node: a resident 2-node pool at about $772 a month (730 hours). */
+export const DEFAULT_PRICE_PER_NODE_HOUR = 0.5288;
+
+/**
+ * The bill `berth cost` prints, over `days` whole UTC days up to `now`, against a resident pool of
+ * `residentNodes` (default: the window's peak). Shared by the CLI and the console, so both show one figure.
+ */
+export function poolBill(
+  usage: NodeUsage,
+  now: number,
+  days: number,
+  pricePerNodeHour = DEFAULT_PRICE_PER_NODE_HOUR,
+  residentNodes?: number,
+): { window: UsageWindow & { days: number }; bill: Bill } {
+  const window = usageWindow(usage, windowStart(now, days), now);
+  return { window: { ...window, days }, bill: bill(window, pricePerNodeHour, residentNodes ?? window.peak) };
+}

@@ -7,14 +7,19 @@
  */
 import { Command } from 'commander';
 import type { Concentration, Placement } from '../../core/compute-concentration.js';
-import { bill, usageWindow, windowStart, type Bill, type UsageWindow } from '../../core/node-hours.js';
+import {
+  DEFAULT_PRICE_PER_NODE_HOUR,
+  poolBill,
+  windowStart,
+  type Bill,
+  type UsageWindow,
+} from '../../core/node-hours.js';
 import { formatBytes } from '../../core/bytes.js';
 import { ask, dataDirOption, openCluster } from '../cluster-client.js';
 import { count, percent, table } from '../format.js';
 import { UsageError } from '../usage-error.js';
 
-/** The seed's on-demand node: a resident 2-node pool at about $772 a month (730 hours). */
-export const DEFAULT_PRICE_PER_NODE_HOUR = 0.5288;
+export { DEFAULT_PRICE_PER_NODE_HOUR };
 
 export interface CostReport {
   group: string;
@@ -134,17 +139,10 @@ export function costCommand(): Command {
         const cluster = await openCluster(options.dataDir);
         const usage = await ask(cluster.controller, (c) => c.poolUsage(group));
         const now = Date.now();
-        const fromDay = windowStart(now, days);
-        const window = usageWindow(usage, fromDay, now);
         const concentration = await ask(cluster.coordinator, (c) =>
-          c.concentration(Date.parse(`${fromDay}T00:00:00Z`)),
+          c.concentration(Date.parse(`${windowStart(now, days)}T00:00:00Z`)),
         );
-        const report: CostReport = {
-          group,
-          window: { ...window, days },
-          bill: bill(window, price, resident ?? window.peak),
-          concentration,
-        };
+        const report: CostReport = { group, ...poolBill(usage, now, days, price, resident), concentration };
         console.log(options.json ? JSON.stringify(report) : formatCost(report));
       },
     );
