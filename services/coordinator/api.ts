@@ -240,6 +240,14 @@ export const TableDetails = Type.Intersect([
 ]);
 export type TableDetails = Static<typeof TableDetails>;
 
+/** GET /v1/tables/:table/days: its active segments by the UTC day of their oldest row (the console's chart). */
+export const SegmentDays = Type.Object({
+  days: Type.Array(
+    Type.Object({ day: Type.String(), segments: Type.Integer(), rows: Type.Integer(), bytes: Type.Integer() }),
+  ),
+});
+export type SegmentDays = Static<typeof SegmentDays>;
+
 /**
  * DELETE /v1/tables/:table (token): the table is gone from queries and ingest at once; the drop
  * workflow (`workflowId`) retires these segments, the janitor deletes their objects after its

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { concentration } from '../../core/compute-concentration.js';
+import { segmentsByDay } from '../../core/segment-days.js';
 import { requireToken } from '../common/auth.js';
 import { decodedBody } from '../common/body-limit.js';
 import type { MemberView } from '../common/member-view.js';
@@ -29,6 +30,7 @@ import {
   QueryResult,
   RecentQueries,
   RetentionSetting,
+  SegmentDays,
   TableDetails,
   TableDropped,
   TableList,
@@ -404,6 +406,16 @@ export function buildCoordinatorApp(options: CoordinatorAppOptions): FastifyInst
       // A table without a timestamp has no oldest or newest row: its segments span all of time.
       const span = info.timestampColumn === null ? { oldest: null, newest: null } : {};
       return { ...info, ...stats, ...span, schema: version.schema, retentionMs };
+    },
+  );
+
+  app.get(
+    '/v1/tables/:table/days',
+    { schema: { params: IngestParams, response: answers(SegmentDays) } },
+    async (request) => {
+      const { table } = request.params;
+      if (!(await meta.findTable(table))) throw notFound('table_not_found', `table "${table}" does not exist`);
+      return { days: segmentsByDay(await meta.listSegments(table).catch(passOnRefusal)) };
     },
   );
 

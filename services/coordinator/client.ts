@@ -1,4 +1,4 @@
-/** Calls the coordinator: queries, ingest of NDJSON rows, the node list and the query log's compute concentration. */
+/** Calls the coordinator: queries, ingest of NDJSON rows, tables, the node list, workload groups and the query log. */
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { callJson, ServiceCallError } from '../common/http-client.js';
@@ -14,10 +14,20 @@ import {
   type AttachRequest,
   type AttachResult,
   type RecentQueries,
+  type SegmentDays,
+  type WorkloadGroupStatus,
 } from './api.js';
 import type { TableInfo } from '../meta/api.js';
 
-export type { ConcentrationReport, IngestResult, NodeRow, QueryResult, RecentQueries };
+export type {
+  ConcentrationReport,
+  IngestResult,
+  NodeRow,
+  QueryResult,
+  RecentQueries,
+  SegmentDays,
+  WorkloadGroupStatus,
+};
 
 /** A query or an ingest runs as long as the coordinator lets it (its deadline governs). */
 const DATA_TIMEOUT_MS = 3_600_000;
@@ -129,6 +139,17 @@ export class CoordinatorClient {
   /** A table's columns, schema version, retention and segments; a 404 for a table that does not exist. */
   table(name: string): Promise<TableDetails> {
     return callJson(`${this.url}/v1/tables/${encodeURIComponent(name)}`, { timeoutMs: 30_000 });
+  }
+
+  /** A table's active segments by the UTC day of their oldest row. */
+  tableDays(name: string): Promise<SegmentDays> {
+    return callJson(`${this.url}/v1/tables/${encodeURIComponent(name)}/days`, { timeoutMs: 30_000 });
+  }
+
+  /** Each workload group's running and waiting queries and its limits (SHOW WORKLOAD GROUPS). */
+  async workloadGroups(): Promise<WorkloadGroupStatus[]> {
+    return (await callJson<{ groups: WorkloadGroupStatus[] }>(`${this.url}/v1/workload-groups`, { timeoutMs: 30_000 }))
+      .groups;
   }
 
   async nodes(): Promise<NodeRow[]> {
