@@ -5,6 +5,7 @@ const UNIT = [
   'admission',
   'cpu-priority',
   'console-session',
+  'console-paging',
   'arrow-exchange',
   'attach-urls',
   'deploy-files',

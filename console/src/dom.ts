@@ -54,3 +54,10 @@ export const formatBytes = (bytes: number) => {
 };
 
 export const formatTime = (ms: number | null | undefined) => (ms == null ? '-' : new Date(ms).toISOString());
+
+/** Node-hours to the thousandth: a short launch is a few thousandths. */
+export const formatHours = (hours: number) => hours.toFixed(3);
+
+/** Dollars as `berth cost` prints them: cents, grouped thousands. */
+export const formatDollars = (dollars: number) =>
+  `$${dollars.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;

@@ -18,11 +18,16 @@ let drawing = 0;
 let refresh: ReturnType<typeof setTimeout> | undefined;
 
 /** Draws the view the hash names; `focus` moves the keyboard there (after a link, not on load). */
-async function route(focus = false): Promise<void> {
+async function route(focus = false, redraw = false): Promise<void> {
   clearTimeout(refresh);
+  const main = document.getElementById('view')!;
+  // Someone typing in the view's form is not interrupted: the redraw waits for the next turn.
+  if (redraw && main.contains(document.activeElement) && document.activeElement?.matches('input, select, textarea')) {
+    refresh = setTimeout(() => void route(false, true), 1_000);
+    return;
+  }
   const [name = 'cluster', arg] = location.hash.slice(1).split('/');
   const view = VIEWS[name] ?? VIEWS.cluster!;
-  const main = document.getElementById('view')!;
   const mine = ++drawing;
   for (const link of document.querySelectorAll('nav a'))
     link.toggleAttribute('aria-current', link.getAttribute('href') === `#${VIEWS[name] ? name : 'cluster'}`);
@@ -30,11 +35,14 @@ async function route(focus = false): Promise<void> {
   try {
     const content = await view(arg);
     if (mine !== drawing) return; // another view was asked for meanwhile
+    const focused = document.activeElement;
     main.replaceChildren(content);
     if (focus) main.focus();
+    // A redraw keeps the keyboard where it was (a pager's button, a form's field), by its id.
+    else if (focused?.id && main !== focused) document.getElementById(focused.id)?.focus();
     // A view that changes by itself (the pools' layers, the nodes' warm-up) asks to be drawn again.
     const every = Number(content.dataset.refreshMs);
-    if (every > 0) refresh = setTimeout(() => void route(), every);
+    if (every > 0) refresh = setTimeout(() => void route(false, true), every);
   } catch (error) {
     if (mine === drawing) main.replaceChildren(h('p', { class: 'bad', role: 'alert' }, (error as Error).message));
   } finally {

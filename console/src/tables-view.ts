@@ -1,7 +1,11 @@
-/** Tables: each table as `berth table show` prints it: schema, segments, bytes, time range, retention. */
+/**
+ * Tables: each table as `berth table show` prints it: schema, segments, bytes, time range,
+ * retention, and its segments by day as a small chart.
+ */
 import { api } from './api.js';
+import { dayChart } from './day-chart.js';
 import { formatBytes, formatTime, h, table } from './dom.js';
-import type { TableDetails, TableInfo } from './types.js';
+import type { SegmentDay, TableDetails, TableInfo } from './types.js';
 
 const DAY_MS = 86_400_000;
 const retention = (ms: number | null) =>
@@ -9,7 +13,16 @@ const retention = (ms: number | null) =>
 
 export async function tablesView(): Promise<HTMLElement> {
   const { tables } = await api<{ tables: TableInfo[] }>('/tables');
-  const details = await Promise.all(tables.map((t) => api<TableDetails>(`/tables/${encodeURIComponent(t.name)}`)));
+  const details = await Promise.all(
+    tables.map(async (t) => {
+      const path = `/tables/${encodeURIComponent(t.name)}`;
+      const [info, { days }] = await Promise.all([
+        api<TableDetails>(path),
+        api<{ days: SegmentDay[] }>(`${path}/days`),
+      ]);
+      return { ...info, days };
+    }),
+  );
   return h(
     'section',
     { 'aria-labelledby': 'tables-title' },
@@ -40,6 +53,7 @@ export async function tablesView(): Promise<HTMLElement> {
           h('dt', {}, 'schema version'),
           h('dd', {}, h('code', {}, t.schema)),
         ),
+        t.timestampColumn === null ? null : dayChart(t.name, t.days),
         table(
           `${t.name}: columns`,
           ['column', 'type'],

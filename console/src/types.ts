@@ -1,6 +1,7 @@
 /**
  * The shapes the console reads, as the coordinator's and controller's contracts define them
- * (services/coordinator/api.ts, workflows/contracts/heavy-pool.ts): only the fields shown here.
+ * (services/coordinator/api.ts, workflows/contracts/heavy-pool.ts, core/node-hours.ts,
+ * core/preflight.ts, core/placement-simulation.ts): only the fields shown here.
  */
 export interface WarmShare {
   segments: number;
@@ -89,7 +90,15 @@ export interface PoolStatus {
   backends: string[];
   running: number;
   waiting: number;
+  idleDeadline?: number;
   lastFailure?: { at: number; message: string };
+  nodeHours?: { today: number; month: number };
+}
+
+/** What `berth cost` prints for the pool: its node-hours over the window and their bill. */
+export interface PoolCost {
+  window: { fromDay: string; days: number; nodeHours: number; peak: number; hours: number };
+  bill: { pricePerNodeHour: number; poolCost: number; residentNodes: number; residentCost: number; saving: number };
 }
 
 export interface PoolView {
@@ -97,5 +106,49 @@ export interface PoolView {
   workflowId: string;
   link?: string;
   status?: PoolStatus;
+  cost?: PoolCost;
   error?: string;
+}
+
+/** A workload group's admission: SHOW WORKLOAD GROUPS, from the coordinator. */
+export interface WorkloadGroup {
+  name: string;
+  running: number;
+  waiting: number;
+  maxConcurrency?: number;
+  maxQueueSize?: number;
+  unavailable?: string;
+}
+
+export interface PreflightReport {
+  group: string;
+  platform: string;
+  checks: { area: string; ok: boolean; summary: string; detail: string[]; fix?: string }[];
+  findings: number;
+}
+
+export interface SegmentDay {
+  day: string;
+  segments: number;
+  rows: number;
+  bytes: number;
+}
+
+export interface NodeShare {
+  weight: number;
+  share: number;
+  segments: number;
+}
+
+/** The placement what-if: `berth placement simulate` over the live members and one change. */
+export interface WhatIf {
+  nodes: string;
+  add?: string;
+  remove?: string;
+  result: {
+    segments: number;
+    before: Record<string, NodeShare>;
+    after: Record<string, NodeShare>;
+    moved: { segments: number; fraction: number; byPair: Record<string, number> };
+  };
 }

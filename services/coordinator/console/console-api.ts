@@ -1,19 +1,23 @@
 /**
  * The console's API under /console/api: each route reads what the CLI reads, through the same
  * clients (the coordinator's own HTTP API, called with the cluster token, and the controller's),
- * so the page shows exactly what `berth nodes`, `berth table show`, `berth query` and
- * `berth pool status` print. Only a session reaches it (guard.ts).
+ * so the page shows exactly what `berth nodes`, `berth table show`, `berth query`,
+ * `berth pool status`, `berth cost`, `berth preflight` and `berth placement simulate` print. Only
+ * a session reaches it (guard.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import { poolBill } from '../../../core/node-hours.js';
 import { poolWorkflowId } from '../../../workflows/contracts/heavy-pool.js';
 import { HttpError } from '../../common/errors.js';
 import { ServiceCallError } from '../../common/http-client.js';
+import { GroupParams } from '../../controller/api.js';
 import { IngestParams, QueryRequest } from '../api.js';
 import { CoordinatorClient } from '../client.js';
 import { ControllerClient } from '../../controller/client.js';
 import { requireSession } from './guard.js';
+import { placementWhatIf } from './placement-what-if.js';
 import type { Sessions } from './session.js';
 
 export interface ConsoleApiOptions {
@@ -30,6 +34,9 @@ export interface ConsoleApiOptions {
   heavyGroups: string[];
 }
 
+/** The window of the pools' bill: `berth cost`'s default, --since 30d. */
+const COST_DAYS = 30;
+
 /** A refusal from the API is passed on as it is; a service that does not answer is a 502. */
 function relayed(error: unknown): never {
   if (error instanceof ServiceCallError)
@@ -44,12 +51,16 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
     reply.header('cache-control', 'no-store');
   });
   const coordinator = () => new CoordinatorClient(options.selfUrl(), options.token);
-  const controller = options.controllerUrl ? new ControllerClient(options.controllerUrl) : undefined;
+  // With the token: a preflight starts a workflow, and the controller asks for it.
+  const controller = options.controllerUrl ? new ControllerClient(options.controllerUrl, options.token) : undefined;
 
   app.get('/nodes', async () => ({ nodes: await coordinator().nodes().catch(relayed) }));
   app.get('/tables', async () => ({ tables: await coordinator().tables().catch(relayed) }));
   app.get('/tables/:table', { schema: { params: IngestParams } }, async (request) =>
     coordinator().table(request.params.table).catch(relayed),
+  );
+  app.get('/tables/:table/days', { schema: { params: IngestParams } }, async (request) =>
+    coordinator().tableDays(request.params.table).catch(relayed),
   );
   app.get('/queries', async () => coordinator().recentQueries().catch(relayed));
 
@@ -62,8 +73,13 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
     return coordinator().query(request.body.sql, gone.signal).catch(relayed);
   });
 
+  // The pools as `berth pool status` shows them, with the bill `berth cost` prints for the last
+  // 30 days (its defaults), and the admission figures of every workload group.
   app.get('/pools', async () => ({
     temporalUi: options.temporalUi,
+    groups: await coordinator()
+      .workloadGroups()
+      .catch(() => []),
     pools: await Promise.all(
       options.heavyGroups.map(async (group) => {
         const workflowId = poolWorkflowId(group);
@@ -72,13 +88,33 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
           : undefined;
         if (!controller) return { group, workflowId, link, error: 'no controller configured (BERTH_CONTROLLER_URL)' };
         try {
-          return { group, workflowId, link, status: await controller.poolStatus(group) };
+          const [status, usage] = await Promise.all([controller.poolStatus(group), controller.poolUsage(group)]);
+          return { group, workflowId, link, status, cost: poolBill(usage, Date.now(), COST_DAYS) };
         } catch (error) {
           return { group, workflowId, link, error: (error as Error).message };
         }
       }),
     ),
   }));
+
+  // A POST, not a GET: each run starts a workflow, so it needs the page's CSRF proof (guard.ts).
+  app.post('/pools/:group/preflight', { schema: { params: GroupParams } }, async (request) => {
+    if (!controller) throw new HttpError(503, 'no_controller', 'no controller configured (BERTH_CONTROLLER_URL)');
+    return controller.preflight(request.params.group).catch(relayed);
+  });
+
+  app.get(
+    '/placement',
+    {
+      schema: { querystring: Type.Object({ add: Type.Optional(Type.String()), remove: Type.Optional(Type.String()) }) },
+    },
+    async (request) => {
+      // The coordinator's members: the nodes with a share of the segments.
+      const nodes = await coordinator().nodes().catch(relayed);
+      const members = nodes.filter((n) => n.share > 0).map((n) => ({ id: n.id, weight: n.weight }));
+      return placementWhatIf(members, request.query);
+    },
+  );
 
   // Who is logged in: the page asks before drawing anything.
   app.get('/session', { schema: { response: { 200: Type.Object({ ok: Type.Literal(true) }) } } }, async () => ({
