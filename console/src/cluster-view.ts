@@ -1,12 +1,12 @@
 /**
  * Cluster: every query node as `berth nodes` lists it, with its share of the segments (its vCPU
  * weight over the live members': weighted ownership) and of the bytes it owns as bars, 100 nodes a
- * page; then the placement what-if.
+ * page; the meta replicas the coordinator calls, each probed; then the placement what-if.
  */
 import { api } from './api.js';
 import { bar, formatBytes, h, table } from './dom.js';
 import { pageOf } from './paging.js';
-import type { NodeRow } from './types.js';
+import type { MetaReplica, NodeRow } from './types.js';
 import { whatIfForm } from './what-if.js';
 
 /** Rows drawn at once: a page stays quick to draw at 1,000 nodes. */
@@ -14,7 +14,10 @@ export const NODES_PER_PAGE = 100;
 let page = 0;
 
 export async function clusterView(): Promise<HTMLElement> {
-  const { nodes } = await api<{ nodes: NodeRow[] }>('/nodes');
+  const [{ nodes }, { replicas }] = await Promise.all([
+    api<{ nodes: NodeRow[] }>('/nodes'),
+    api<{ replicas: MetaReplica[] }>('/meta'),
+  ]);
   const ownedBytes = nodes.reduce((sum, n) => sum + (n.warmth?.owned?.bytes ?? 0), 0);
   const list = h('div', {});
   const draw = () => {
@@ -70,6 +73,19 @@ export async function clusterView(): Promise<HTMLElement> {
     h('h2', { id: 'cluster-title' }, 'Cluster'),
     h('p', {}, `${nodes.length} query nodes, ${nodes.filter((n) => n.alive).length} alive.`),
     list,
+    table(
+      'Meta replicas (BERTH_META_URL), each asked on its own',
+      ['replica', 'ready'],
+      replicas.map((r) => [
+        h('span', { 'data-testid': 'meta-url' }, r.url),
+        h(
+          'span',
+          { class: r.ready ? 'ok' : 'bad', 'data-testid': 'meta-ready' },
+          r.ready ? 'ready' : `NOT READY: ${r.error}`,
+        ),
+      ]),
+      { 'data-testid': 'meta-replicas' },
+    ),
     whatIfForm(nodes.filter((n) => n.share > 0).map((n) => n.id)),
   );
 }

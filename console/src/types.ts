@@ -152,3 +152,10 @@ export interface WhatIf {
     moved: { segments: number; fraction: number; byPair: Record<string, number> };
   };
 }
+
+/** A meta replica the coordinator calls, and whether its readiness probe answered. */
+export interface MetaReplica {
+  url: string;
+  ready: boolean;
+  error?: string;
+}

@@ -314,6 +314,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     ...config.console,
     namespace: config.heavyPool?.namespace ?? 'default',
     heavyGroups: [config.heavyPool?.config.group, config.heavyPool?.memory?.group].filter((g) => g !== undefined),
+    metaUrls: meta.urls,
   });
   const host = config.host ?? DEFAULT_HOST;
   url = await app.listen({ host, port: config.port ?? 0 });

@@ -16,6 +16,7 @@ import { GroupParams } from '../../controller/api.js';
 import { IngestParams, QueryRequest } from '../api.js';
 import { CoordinatorClient } from '../client.js';
 import { ControllerClient } from '../../controller/client.js';
+import { MetaClient } from '../../meta/client.js';
 import { requireSession } from './guard.js';
 import { placementWhatIf } from './placement-what-if.js';
 import type { Sessions } from './session.js';
@@ -32,6 +33,8 @@ export interface ConsoleApiOptions {
   namespace: string;
   /** The heavy pools' groups, scan class first. */
   heavyGroups: string[];
+  /** The meta replicas this coordinator calls (BERTH_META_URL), each probed for the Cluster view. */
+  metaUrls?: readonly string[];
 }
 
 /** The window of the pools' bill: `berth cost`'s default, --since 30d. */
@@ -55,6 +58,17 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
   const controller = options.controllerUrl ? new ControllerClient(options.controllerUrl, options.token) : undefined;
 
   app.get('/nodes', async () => ({ nodes: await coordinator().nodes().catch(relayed) }));
+  // Each meta replica on its own (no failover to the others), as its readiness probe answers.
+  app.get('/meta', async () => ({
+    replicas: await Promise.all(
+      (options.metaUrls ?? []).map((url) =>
+        new MetaClient([url], options.token).ping().then(
+          () => ({ url, ready: true }),
+          (error: Error) => ({ url, ready: false, error: error.message }),
+        ),
+      ),
+    ),
+  }));
   app.get('/tables', async () => ({ tables: await coordinator().tables().catch(relayed) }));
   app.get('/tables/:table', { schema: { params: IngestParams } }, async (request) =>
     coordinator().table(request.params.table).catch(relayed),
