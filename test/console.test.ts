@@ -1,15 +1,20 @@
 /**
  * The console in a real browser (Debian's Chromium, driven by playwright-core) against a real
  * `berth up`: a wrong token sees nothing, a login sees the nodes with the shares the HTTP API
- * gives, the editor runs a query (rows, a chart, CSV, cancel), and the Queries view lists it with
- * the API's count and details. A screenshot of each view goes to a directory this run makes.
+ * gives and the placement what-if `berth placement simulate` gives, the tables with their segments
+ * by day, the pools with the API's admission, preflight, node-hours and `berth cost`'s bill, a
+ * heavy query's pool launch and park, the editor runs a query (rows, a chart, CSV, cancel), and the
+ * Queries view lists it with the API's count and details. A screenshot of each view goes to a
+ * directory this run makes.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CostReport } from '../cli/commands/cost.js';
 import type { Endpoints } from '../cli/embedded/cluster.js';
+import type { SimulationResult } from '../core/placement-simulation.js';
 import { HEAVY_SQL } from '../cli/demo.js';
 import { ControllerClient } from '../services/controller/client.js';
 import { CoordinatorClient } from '../services/coordinator/client.js';
@@ -41,6 +46,10 @@ const SLOW = `SELECT count(*) AS n FROM ${'abcdefghij'
  * editor's cross join of `digits` (a few KiB) stays light.
  */
 const MEMORY_BYTES = String(32 * 1024);
+/** The pool parks this long after its last query, so the test sees it go back to zero. */
+const HEAVY_IDLE_MS = '10000';
+/** One row every 30 s over 50 hours, in six segments of 1,000 rows: three start on each of two days. */
+const EVENTS = 6_000;
 
 describe('the console in a browser', () => {
   let dir: string;
@@ -65,7 +74,18 @@ describe('the console in a browser', () => {
     console.log(`console screenshots: ${shots}`);
     dataDir = path.join(dir, 'data');
     process.env.BERTH_HEAVY_MEMORY_BYTES = MEMORY_BYTES; // berth up's services inherit it
-    up = startBerth('up', '--data-dir', dataDir, '--vcpus', '4,4,2', '--cache-mb', '64', ...FREE_PORTS);
+    up = startBerth(
+      'up',
+      '--data-dir',
+      dataDir,
+      '--vcpus',
+      '4,4,2',
+      '--cache-mb',
+      '64',
+      '--heavy-idle-ms',
+      HEAVY_IDLE_MS,
+      ...FREE_PORTS,
+    );
     const [, launched] = await Promise.all([
       up.waitFor(/Ctrl-C stops everything/),
       chromium.launchPersistentContext(path.join(dir, 'chromium'), {
@@ -85,8 +105,8 @@ describe('the console in a browser', () => {
     token = (await readFile(path.join(dataDir, 'token'), 'utf8')).trim();
     api = new CoordinatorClient(endpoints.coordinator, token);
     const rows = path.join(dir, 'events.ndjson');
-    await writeFile(rows, await eventNdjson(0, 3_000));
-    const ingested = await berth('ingest', rows, '--table', 'events', '--batch-rows', '500', '--data-dir', dataDir);
+    await writeFile(rows, await eventNdjson(0, EVENTS));
+    const ingested = await berth('ingest', rows, '--table', 'events', '--batch-rows', '1000', '--data-dir', dataDir);
     expect(ingested.stdout, ingested.stderr).toContain('as 6 segment(s)');
     const digits = path.join(dir, 'digits.ndjson');
     await writeFile(digits, Array.from({ length: 10 }, (_, d) => `${JSON.stringify({ d })}\n`).join(''));
@@ -152,7 +172,53 @@ describe('the console in a browser', () => {
     expect(shares).toEqual(nodes.map((n) => `${(n.share * 100).toFixed(1)}%`));
     expect(weights).toEqual(nodes.map((n) => String(n.weight)));
     expect([...shares].sort()).toEqual(['20.0%', '40.0%', '40.0%']);
+    expect(await page.getByTestId('nodes-page').textContent()).toBe(`nodes 1–3 of ${nodes.length}, page 1 of 1`);
+    expect(await page.getByRole('button', { name: 'Next page' }).isDisabled()).toBe(true);
+    // The one meta replica `berth up` runs, as the coordinator calls it, ready.
+    expect(await page.getByTestId('meta-url').allTextContents()).toEqual([endpoints.meta]);
+    expect(await page.getByTestId('meta-ready').allTextContents()).toEqual(['ready']);
     await shoot('cluster');
+
+    // The what-if answers as `berth placement simulate` does over the same members.
+    const members = nodes.map((n) => `${n.id}:${n.weight}`).join(',');
+    await page.getByLabel('Add a node').fill('node-x:4');
+    await page.getByRole('button', { name: 'Simulate' }).click();
+    await page.getByTestId('what-if').waitFor();
+    const simulated = await berth(
+      'placement',
+      'simulate',
+      '--nodes',
+      members,
+      '--add',
+      'node-x:4',
+      '--segments',
+      '10000',
+      '--json',
+    );
+    const added = JSON.parse(simulated.stdout) as SimulationResult;
+    expect(await page.getByTestId('what-if-moved').textContent()).toBe(added.moved.segments.toLocaleString('en'));
+    expect((await page.getByTestId('what-if-after').allTextContents()).map(Number)).toEqual(
+      Object.keys(added.after)
+        .sort()
+        .map((id) => added.after[id]!.segments),
+    );
+    // Only the new node gains: what moves is about its weight's share, 4 of 14 vCPU.
+    expect(added.moved.segments).toBe(added.after['node-x']!.segments);
+    expect(added.moved.fraction).toBeCloseTo(4 / 14, 1);
+    await shoot('cluster-what-if');
+
+    // Removing the 2-vCPU node moves exactly the segments it owned.
+    const small = nodes.find((n) => n.weight === 2)!;
+    await page.getByLabel('Add a node').fill('');
+    await page.getByLabel('Remove a node').selectOption(small.id);
+    await page.getByRole('button', { name: 'Simulate' }).click();
+    await page.getByTestId('what-if').getByText(`--remove ${small.id}`).waitFor();
+    const removed = JSON.parse(
+      (await berth('placement', 'simulate', '--nodes', members, '--remove', small.id, '--segments', '10000', '--json'))
+        .stdout,
+    ) as SimulationResult;
+    expect(await page.getByTestId('what-if-moved').textContent()).toBe(removed.moved.segments.toLocaleString('en'));
+    expect(removed.moved.segments).toBe(removed.before[small.id]!.segments);
 
     // A change the page did not send (no console header, as another site's form would) is refused.
     const forged = await page.evaluate(
@@ -166,7 +232,19 @@ describe('the console in a browser', () => {
     const events = page.getByTestId('table-card').filter({ has: page.getByRole('heading', { name: 'events' }) });
     await events.waitFor();
     expect(await page.getByTestId('table-card').count()).toBe((await api.tables()).length);
-    expect(await events.getByTestId('table-segments').textContent()).toBe(String((await api.table('events')).segments));
+    const [segments, { days }] = await Promise.all([api.table('events'), api.tableDays('events')]);
+    expect(await events.getByTestId('table-segments').textContent()).toBe(String(segments.segments));
+    // The chart's bars: the API's days and counts, three segments starting on each of two days.
+    const bars = events.getByTestId('segment-day');
+    expect(await bars.evaluateAll((li) => li.map((e) => e.getAttribute('data-day')))).toEqual(days.map((d) => d.day));
+    expect(await events.getByTestId('segment-day-count').allTextContents()).toEqual(
+      days.map((d) => String(d.segments)),
+    );
+    expect(days.map((d) => [d.day, d.segments])).toEqual([
+      ['2026-11-01', 3],
+      ['2026-11-02', 3],
+    ]);
+    expect(days.reduce((sum, d) => sum + d.rows, 0)).toBe(EVENTS);
     await shoot('tables');
   });
 
@@ -176,6 +254,36 @@ describe('the console in a browser', () => {
     expect(await page.getByTestId('pool-phase').allTextContents()).toEqual(['parked', 'parked']);
     expect(await page.getByRole('link', { name: 'workflow heavy-pool-heavy', exact: true }).getAttribute('href')).toBe(
       `${endpoints.temporalUi}/namespaces/default/workflows/heavy-pool-heavy`,
+    );
+    // Admission: every workload group as the coordinator's /v1/workload-groups gives it (all idle).
+    const [admission, groups] = await Promise.all([
+      page
+        .locator('[data-testid=admission] tbody tr')
+        .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent))),
+      api.workloadGroups(),
+    ]);
+    expect(admission).toEqual(
+      groups.map((g) => [
+        g.name,
+        String(g.running),
+        String(g.waiting),
+        String(g.maxConcurrency ?? '-'),
+        String(g.maxQueueSize ?? '-'),
+        g.unavailable ?? '',
+      ]),
+    );
+    expect(groups.map((g) => g.name)).toEqual(expect.arrayContaining(['heavy', 'heavy-memory']));
+
+    // The preflight, run from the page, reports what the controller's reports.
+    const memory = page.getByTestId('pool-card').filter({ hasText: 'heavy-memory' });
+    await memory.getByRole('button', { name: 'Run preflight of heavy-memory' }).click();
+    await memory.getByTestId('preflight-summary').waitFor({ timeout: 60_000 });
+    const preflight = await new ControllerClient(endpoints.controller, token).preflight('heavy-memory');
+    expect(await memory.getByTestId('preflight-summary').textContent()).toBe(
+      `preflight of heavy-memory on local: ${preflight.findings === 0 ? 'no findings' : `${preflight.findings} finding${preflight.findings === 1 ? '' : 's'}`}`,
+    );
+    expect(await memory.getByTestId('preflight-check').allTextContents()).toEqual(
+      preflight.checks.map((c) => `${c.ok ? 'ok' : 'FAIL'} ${c.area}: ${c.summary}${c.fix ? ` (fix: ${c.fix})` : ''}`),
     );
     await shoot('pools');
   });
@@ -203,6 +311,24 @@ describe('the console in a browser', () => {
     });
     expect(await editor.locator('[data-testid=rows] tbody tr').count()).toBe(answered.rows);
     await editor.close();
+
+    // Idle for HEAVY_IDLE_MS, the reaper parks the pool; its node-hours are then fixed, and the
+    // page shows the controller's and the bill `berth cost` prints.
+    await expect.poll(() => memory.getByTestId('pool-phase').textContent(), { timeout: 60_000 }).toBe('parked');
+    const parked = await new ControllerClient(endpoints.controller).poolStatus('heavy-memory');
+    expect(parked.phase).toBe('parked');
+    await expect
+      .poll(() => memory.getByTestId('pool-hours-today').textContent())
+      .toBe(parked.nodeHours!.today.toFixed(3));
+    expect(await memory.getByTestId('pool-hours-month').textContent()).toBe(parked.nodeHours!.month.toFixed(3));
+    expect(parked.nodeHours!.today).toBeGreaterThan(0);
+    const cost = JSON.parse(
+      (await berth('cost', 'heavy-memory', '--json', '--data-dir', dataDir)).stdout,
+    ) as CostReport;
+    expect(await memory.getByTestId('cost-node-hours').textContent()).toBe(cost.window.nodeHours.toFixed(3));
+    expect(await memory.getByTestId('cost-pool').textContent()).toBe(`$${cost.bill.poolCost.toFixed(2)}`);
+    expect(await memory.getByText(`resident ${cost.bill.residentNodes} node`).count()).toBe(1);
+    await shoot('pools-parked');
   }, 150_000);
 
   it('runs a query in the editor: rows, a chart, CSV, and cancel', async () => {
