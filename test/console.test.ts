@@ -10,6 +10,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CostReport } from '../cli/commands/cost.js';
@@ -354,6 +355,19 @@ describe('the console in a browser', () => {
     const csv = (await readFile((await download.path())!, 'utf8')).trim().split('\r\n');
     expect(csv[0]).toBe('hour,n,latency');
     expect(csv).toHaveLength(answer.rows.length + 1);
+
+    // Parquet: the same rows and columns, each with the type the query gave it.
+    const [parquet] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'Download Parquet' }).click(),
+    ]);
+    const duck = await (await DuckDBInstance.create(':memory:')).connect();
+    const file = `read_parquet('${(await parquet.path())!.replaceAll("'", "''")}')`;
+    const described = (await duck.runAndReadAll(`DESCRIBE SELECT * FROM ${file}`)).getRows();
+    expect(described.map((r) => [r[0], r[1]])).toEqual(answer.columns.map((c, i) => [c, answer.types[i]]));
+    const read = (await duck.runAndReadAll(`SELECT count(*)::INTEGER, min(hour)::VARCHAR FROM ${file}`)).getRows();
+    expect(read).toEqual([[answer.rows.length, String(answer.rows[0]![0])]]);
+    duck.closeSync();
 
     // Cancel: the request is abandoned, and the coordinator stops the query (logged as failed).
     await page.getByLabel('Query').fill(SLOW);

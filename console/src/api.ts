@@ -13,6 +13,21 @@ export class ApiError extends Error {
 }
 
 export async function api<T>(path: string, init: { body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+  const response = await call(path, init);
+  const body = (await response.json().catch(() => undefined)) as { message?: string } | undefined;
+  if (!response.ok) throw new ApiError(response.status, body?.message ?? `the console API answered ${response.status}`);
+  return body as T;
+}
+
+/** A file the API answers (a download), as a Blob. */
+export async function apiFile(path: string, init: { body?: unknown; signal?: AbortSignal } = {}): Promise<Blob> {
+  const response = await call(path, init);
+  if (response.ok) return response.blob();
+  const body = (await response.json().catch(() => undefined)) as { message?: string } | undefined;
+  throw new ApiError(response.status, body?.message ?? `the console API answered ${response.status}`);
+}
+
+async function call(path: string, init: { body?: unknown; signal?: AbortSignal }): Promise<Response> {
   const response = await fetch(`/console/api${path}`, {
     method: init.body === undefined ? 'GET' : 'POST',
     credentials: 'same-origin',
@@ -27,7 +42,5 @@ export async function api<T>(path: string, init: { body?: unknown; signal?: Abor
     location.assign('/console/');
     throw new ApiError(401, 'the session has ended: log in again');
   }
-  const body = (await response.json().catch(() => undefined)) as { message?: string } | undefined;
-  if (!response.ok) throw new ApiError(response.status, body?.message ?? `the console API answered ${response.status}`);
-  return body as T;
+  return response;
 }

@@ -10,8 +10,12 @@ const field = (value: unknown) => {
 export const toCsv = (result: QueryResult) =>
   [result.columns, ...result.rows].map((row) => row.map(field).join(',')).join('\r\n') + '\r\n';
 
-export function download(result: QueryResult, name = 'result.csv'): void {
-  const url = URL.createObjectURL(new Blob([toCsv(result)], { type: 'text/csv' }));
+export const download = (result: QueryResult, name = 'result.csv') =>
+  save(new Blob([toCsv(result)], { type: 'text/csv' }), name);
+
+/** Offers a file made or fetched by the page as a download. */
+export function save(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
   const link = document.createElement('a');
   link.href = url;
   link.download = name;

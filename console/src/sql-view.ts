@@ -1,11 +1,13 @@
 /**
  * SQL: run a query as `berth query` does, see its rows and stats, cancel it (the request is
  * abandoned, and the coordinator stops the query on every node), chart it when its first column
- * is a time, and download it as CSV. The text and the last answer stay while other views are open.
+ * is a time, and download it as CSV (made in the page) or Parquet (the query run again, the server
+ * writing its answer with the columns' types). The text and the last answer stay while other views
+ * are open.
  */
-import { api, ApiError } from './api.js';
+import { api, ApiError, apiFile } from './api.js';
 import { chartable, drawChart } from './chart.js';
-import { download } from './csv.js';
+import { download, save } from './csv.js';
 import { formatBytes, h, table } from './dom.js';
 import type { QueryResult } from './types.js';
 
@@ -13,7 +15,7 @@ import type { QueryResult } from './types.js';
 const SHOWN_ROWS = 1_000;
 
 let sqlText = 'SELECT * FROM events LIMIT 100';
-let last: QueryResult | undefined;
+let last: (QueryResult & { sql: string }) | undefined;
 let running: AbortController | undefined;
 
 export function sqlView(): HTMLElement {
@@ -23,7 +25,9 @@ export function sqlView(): HTMLElement {
   const run = h('button', { type: 'submit', id: 'run' }, 'Run');
   const cancel = h('button', { type: 'button', id: 'cancel', disabled: true }, 'Cancel');
   const csv = h('button', { type: 'button', id: 'csv', disabled: !last }, 'Download CSV');
+  const parquet = h('button', { type: 'button', id: 'parquet', disabled: !last }, 'Download Parquet');
   const status = h('p', { id: 'status', role: 'status' });
+  const saving = h('p', { id: 'saving', 'aria-live': 'polite' });
   const output = h('div', { id: 'result' });
 
   const show = (result: QueryResult) => {
@@ -54,6 +58,7 @@ export function sqlView(): HTMLElement {
     // Drawn once the element is in the page, so it takes its width.
     if (chartable(result)) requestAnimationFrame(() => drawChart(chart, result));
     csv.disabled = false;
+    parquet.disabled = false;
   };
 
   const form = h(
@@ -62,7 +67,8 @@ export function sqlView(): HTMLElement {
     h('label', { for: 'sql' }, 'Query'),
     editor,
     h('p', { id: 'sql-hint', class: 'hint' }, 'Ctrl+Enter runs it; Escape cancels a running query.'),
-    h('div', { class: 'buttons' }, run, cancel, csv),
+    h('div', { class: 'buttons' }, run, cancel, csv, parquet),
+    saving,
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -74,6 +80,19 @@ export function sqlView(): HTMLElement {
   });
   cancel.addEventListener('click', () => running?.abort());
   csv.addEventListener('click', () => last && download(last));
+  parquet.addEventListener('click', () => {
+    if (!last) return;
+    const sql = last.sql;
+    parquet.disabled = true;
+    saving.textContent = 'writing Parquet…';
+    apiFile('/query.parquet', { body: { sql } })
+      .then((file) => {
+        save(file, 'result.parquet');
+        saving.textContent = '';
+      })
+      .catch((error: unknown) => (saving.textContent = `Parquet refused: ${(error as Error).message}`))
+      .finally(() => (parquet.disabled = false));
+  });
 
   async function execute() {
     running?.abort();
@@ -82,7 +101,8 @@ export function sqlView(): HTMLElement {
     cancel.disabled = false;
     status.textContent = 'running…';
     try {
-      last = await api<QueryResult>('/query', { body: { sql: editor.value }, signal: controller.signal });
+      const sql = editor.value;
+      last = { ...(await api<QueryResult>('/query', { body: { sql }, signal: controller.signal })), sql };
       show(last);
     } catch (error) {
       status.textContent = controller.signal.aborted

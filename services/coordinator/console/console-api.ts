@@ -18,6 +18,7 @@ import { CoordinatorClient } from '../client.js';
 import { ControllerClient } from '../../controller/client.js';
 import { MetaClient } from '../../meta/client.js';
 import { requireSession } from './guard.js';
+import { answerAsParquet } from './parquet-answer.js';
 import { placementWhatIf } from './placement-what-if.js';
 import type { Sessions } from './session.js';
 
@@ -85,6 +86,15 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
       if (!reply.raw.writableFinished) gone.abort();
     });
     return coordinator().query(request.body.sql, gone.signal).catch(relayed);
+  });
+
+  // The editor's Parquet download: the query run again, its answer written as Parquet here.
+  app.post('/query.parquet', { schema: { body: QueryRequest } }, async (request, reply) => {
+    const answer = await coordinator().query(request.body.sql).catch(relayed);
+    return reply
+      .type('application/vnd.apache.parquet')
+      .header('content-disposition', 'attachment; filename="result.parquet"')
+      .send(await answerAsParquet(answer));
   });
 
   // The pools as `berth pool status` shows them, with the bill `berth cost` prints for the last
