@@ -6,6 +6,7 @@ const UNIT = [
   'cpu-priority',
   'console-session',
   'console-paging',
+  'console-what-if',
   'arrow-exchange',
   'attach-urls',
   'deploy-files',
