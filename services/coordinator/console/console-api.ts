@@ -19,7 +19,7 @@ import { ControllerClient } from '../../controller/client.js';
 import { MetaClient } from '../../meta/client.js';
 import { requireSession } from './guard.js';
 import { answerAsParquet } from './parquet-answer.js';
-import { placementWhatIf } from './placement-what-if.js';
+import { placementWhatIfOffThread } from './placement-what-if.js';
 import type { Sessions } from './session.js';
 
 export interface ConsoleApiOptions {
@@ -136,7 +136,7 @@ export async function consoleApi(scope: FastifyInstance, options: ConsoleApiOpti
       // The coordinator's members: the nodes with a share of the segments.
       const nodes = await coordinator().nodes().catch(relayed);
       const members = nodes.filter((n) => n.share > 0).map((n) => ({ id: n.id, weight: n.weight }));
-      return placementWhatIf(members, request.query);
+      return placementWhatIfOffThread(members, request.query);
     },
   );
 
