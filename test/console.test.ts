@@ -148,7 +148,7 @@ describe('the console in a browser', () => {
     expect(bearer.status).toBe(401);
   });
 
-  it('logs in with the token into an HttpOnly, SameSite=Strict session, and shows the API’s shares', async () => {
+  it('logs in with the token into an HttpOnly, SameSite=Strict session, and shows the API’s shares and a what-if', async () => {
     await page.goto(endpoints.console);
     await page.getByLabel('Cluster token').fill(token);
     await page.getByRole('button', { name: 'Log in' }).click();
@@ -228,7 +228,7 @@ describe('the console in a browser', () => {
     expect(forged).toBe(403);
   });
 
-  it('shows each table with its segments, as the API counts them', async () => {
+  it('shows each table with its segments and their days, as the API counts them', async () => {
     await page.getByRole('link', { name: 'Tables' }).click();
     const events = page.getByTestId('table-card').filter({ has: page.getByRole('heading', { name: 'events' }) });
     await events.waitFor();
@@ -249,7 +249,7 @@ describe('the console in a browser', () => {
     await shoot('tables');
   });
 
-  it('shows the heavy pools, parked, with their layers and workflow links', async () => {
+  it('shows the heavy pools, parked, with admission, layers, workflow links and a preflight', async () => {
     await page.getByRole('link', { name: 'Heavy pools' }).click();
     await page.getByTestId('pool-card').first().waitFor();
     expect(await page.getByTestId('pool-phase').allTextContents()).toEqual(['parked', 'parked']);
@@ -289,7 +289,7 @@ describe('the console in a browser', () => {
     await shoot('pools');
   }, 90_000);
 
-  it('launches the memory class from a heavy query in the editor, and shows its layers pass', async () => {
+  it('launches the memory class from a heavy query, shows its layers pass, then it parks', async () => {
     // One tab runs the demo's monthly window; this one watches the pools view redraw itself.
     const editor = await browser.newPage();
     await editor.goto(`${endpoints.console}#sql`);
@@ -335,7 +335,7 @@ describe('the console in a browser', () => {
     await shoot('pools-parked');
   }, 150_000);
 
-  it('runs a query in the editor: rows, a chart, CSV, and cancel', async () => {
+  it('runs a query in the editor: rows, a chart, CSV, Parquet, and cancel', async () => {
     await page.getByRole('link', { name: 'SQL' }).click();
     await page.getByLabel('Query').fill(HOURLY);
     await page.getByRole('button', { name: 'Run' }).click();
