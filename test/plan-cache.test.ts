@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MAX_LIFTED } from '../core/query-plan/literals.js';
 import { PlanCache } from '../services/coordinator/planning/plan-cache.js';
 import { Planner } from '../services/coordinator/planning/planner.js';
@@ -202,6 +202,24 @@ describe('the plan cache', () => {
     const labelled = (label: string) => `SELECT '${label}' AS label, count(*) AS n FROM events WHERE service = 'a'`;
     await plans.plan(labelled('x'));
     expect((await plans.plan(labelled('y'))).cached).toBe(false);
+  });
+
+  it('plans a statement sent again with its literals in, for the owners to keep its scan prepared', async () => {
+    const sql = "SELECT status, count(*) AS n FROM events WHERE service = 'kept' AND status >= 500 GROUP BY status";
+    const first = await plans.plan(sql);
+    expect(first.plan.parameters).toHaveLength(2);
+    // Sent again: the shape's plan answers at once, and its own is made behind it.
+    const again = await plans.plan(sql);
+    expect(again).toMatchObject({ cached: true, plan: { parameters: first.plan.parameters } });
+    await vi.waitFor(async () => expect((await plans.plan(sql)).plan.parameters).toEqual([]));
+    const own = await plans.plan(sql);
+    expect(own.cached).toBe(true);
+    expect(own.statement).toBe(first.statement);
+    expect(own.plan.inputs[0]!.sql).toContain("'kept'");
+    expect(own.plan.inputs[0]!.sql).not.toContain('$p');
+    // Another value of the shape still takes the shape's plan.
+    const other = await plans.plan(sql.replace("'kept'", "'other'"));
+    expect(other.plan.parameters.map((p) => p.value)).toEqual(['other', '500']);
   });
 
   it('never gives one plan to two statements DuckDB reads differently', async () => {

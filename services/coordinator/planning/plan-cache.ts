@@ -7,7 +7,9 @@
  * comments do not matter) with those literals as typed parameters, and the plan's SQL names them
  * `$p1`, `$p2`, … which the owners and the final stage bind per query; each read's time window
  * is computed again from the query's values. A shape whose SQL would not bind the same with
- * parameters plans by its whole statement instead. The text a key was made from is remembered
+ * parameters plans by its whole statement instead, and so does a statement sent again once its
+ * own plan is made behind it (planOwn: DuckDB plans a prepared scan with parameters anew at every
+ * run, one kept without them not at all). The text a key was made from is remembered
  * too, so the same text again needs no parse. An entry holds the schema digest of every table the
  * plan read, and is used only while each of those tables still has that digest (checked at every
  * query, with the table's manifest version, by the TableCatalog), so a schema change plans again.
@@ -50,6 +52,8 @@ interface Statement {
   /** The shape: the parse tree, positions gone and lifted literals as typed parameters. */
   shape: string;
   literals: Literal[];
+  /** How many times the text was sent: the second time, it is planned with its literals in (planOwn). */
+  seen: number;
 }
 
 export interface PlanCacheOptions {
@@ -68,6 +72,8 @@ export class PlanCache {
   private readonly entries: LRUCache<string, Entry> | undefined;
   /** Each SQL text seen, exactly as sent, to its statement. */
   private readonly statements: LRUCache<string, Statement> | undefined;
+  /** Statements being planned with their literals in (planOwn). */
+  private readonly planning = new Set<string>();
 
   constructor(private readonly options: PlanCacheOptions) {
     const max = options.maxEntries ?? DEFAULT_PLAN_CACHE_ENTRIES;
@@ -83,15 +89,19 @@ export class PlanCache {
       statement = parsed.statement;
       this.statements?.set(sql, statement);
     }
+    statement.seen++;
     const identity = literalKey(statement);
+    const own = statement.literals.length > 0 ? this.entries?.get(identity) : undefined;
     const shaped = this.entries?.get(statement.shape);
-    const [key, literals] = shaped && 'literal' in shaped ? [identity, []] : [statement.shape, statement.literals];
+    const byStatement = (own && 'plan' in own) || (shaped && 'literal' in shaped);
+    const [key, literals] = byStatement ? [identity, []] : [statement.shape, statement.literals];
     const entry = this.entries?.get(key);
     if (entry && 'plan' in entry) {
       const names = [...entry.schemas.keys()];
       const tables = await Promise.all(names.map((name) => this.options.catalog.table(name)));
       if (tables.every((t, i) => t && t.version.schema === entry.schemas.get(names[i]!))) {
         const versions = new Map(tables.map((t, i) => [names[i]!, t!.version]));
+        if (!byStatement && statement.seen >= 2) this.planOwn(sql, identity);
         return { plan: await this.bind(entry.plan, literals), statement: identity, versions, cached: true };
       }
     }
@@ -105,6 +115,24 @@ export class PlanCache {
       forgetLiterals(parsed.node);
       return await this.planFresh(sql, identity, parsed.node, [], identity);
     }
+  }
+
+  /**
+   * Plans a statement sent again with its literals in, behind its answers, for the next time it
+   * comes: DuckDB plans a prepared scan with parameters anew at every run, where an owner runs a
+   * scan it keeps prepared without parameters as it was planned. A dashboard's fixed panels keep
+   * that speed; its moving ones are planned once by shape.
+   */
+  private planOwn(sql: string, identity: string): void {
+    if (this.planning.has(identity)) return;
+    this.planning.add(identity);
+    void this.parse(sql)
+      .then(({ node }) => {
+        forgetLiterals(node);
+        return this.planFresh(sql, identity, node, [], identity);
+      })
+      .catch(() => {}) // the shape's plan goes on serving it
+      .finally(() => this.planning.delete(identity));
   }
 
   private async planFresh(
@@ -147,10 +175,10 @@ export class PlanCache {
   private async parse(sql: string): Promise<{ node: QueryNode; statement: Statement }> {
     const node = await this.options.engine.parse(sql);
     const literals = liftLiterals(node);
-    return { node, statement: { shape: writeParseTree(parameterized(node, true)), literals } };
+    return { node, statement: { shape: writeParseTree(parameterized(node, true)), literals, seen: 0 } };
   }
 }
 
 /** The key of the whole statement, literals included. */
-const literalKey = ({ shape, literals }: Statement): string =>
+const literalKey = ({ shape, literals }: Pick<Statement, 'shape' | 'literals'>): string =>
   literals.length === 0 ? shape : JSON.stringify([shape, literals.map((l) => [l.type, l.value])]);
