@@ -208,9 +208,9 @@ describe('the plan cache', () => {
     const sql = "SELECT status, count(*) AS n FROM events WHERE service = 'kept' AND status >= 500 GROUP BY status";
     const first = await plans.plan(sql);
     expect(first.plan.parameters).toHaveLength(2);
-    // Sent again: the shape's plan answers at once, and its own is made behind it.
-    const again = await plans.plan(sql);
-    expect(again).toMatchObject({ cached: true, plan: { parameters: first.plan.parameters } });
+    // Sent again and again: the shape's plan answers at once, and its own is made behind it.
+    for (let i = 0; i < 2; i++)
+      expect(await plans.plan(sql)).toMatchObject({ cached: true, plan: { parameters: first.plan.parameters } });
     await vi.waitFor(async () => expect((await plans.plan(sql)).plan.parameters).toEqual([]));
     const own = await plans.plan(sql);
     expect(own.cached).toBe(true);

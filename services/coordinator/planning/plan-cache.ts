@@ -52,7 +52,7 @@ interface Statement {
   /** The shape: the parse tree, positions gone and lifted literals as typed parameters. */
   shape: string;
   literals: Literal[];
-  /** How many times the text was sent: the second time, it is planned with its literals in (planOwn). */
+  /** How many times the text was sent: from SENT_FOR_OWN_PLAN on, it is planned with its literals in (planOwn). */
   seen: number;
 }
 
@@ -64,6 +64,13 @@ export interface PlanCacheOptions {
   /** Plans kept; 0 turns the cache off. @default 1000 */
   maxEntries?: number;
 }
+
+/**
+ * How many times a text is sent before it gets a plan of its own (planOwn): a dashboard's fixed
+ * panel soon; a moving window's text that happens to come back once, never (its planning would
+ * cost more than it saves).
+ */
+const SENT_FOR_OWN_PLAN = 3;
 
 /** Plans kept unless the coordinator is told otherwise. */
 export const DEFAULT_PLAN_CACHE_ENTRIES = 1000;
@@ -101,7 +108,7 @@ export class PlanCache {
       const tables = await Promise.all(names.map((name) => this.options.catalog.table(name)));
       if (tables.every((t, i) => t && t.version.schema === entry.schemas.get(names[i]!))) {
         const versions = new Map(tables.map((t, i) => [names[i]!, t!.version]));
-        if (!byStatement && statement.seen >= 2) this.planOwn(sql, identity);
+        if (!byStatement && statement.seen >= SENT_FOR_OWN_PLAN) this.planOwn(sql, identity);
         return { plan: await this.bind(entry.plan, literals), statement: identity, versions, cached: true };
       }
     }
@@ -118,7 +125,7 @@ export class PlanCache {
   }
 
   /**
-   * Plans a statement sent again with its literals in, behind its answers, for the next time it
+   * Plans a statement sent again and again with its literals in, behind its answers, for the next time it
    * comes: DuckDB plans a prepared scan with parameters anew at every run, where an owner runs a
    * scan it keeps prepared without parameters as it was planned. A dashboard's fixed panels keep
    * that speed; its moving ones are planned once by shape.
