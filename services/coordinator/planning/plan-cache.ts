@@ -7,14 +7,13 @@
  * comments do not matter) with those literals as typed parameters, and the plan's SQL names them
  * `$p1`, `$p2`, … which the owners and the final stage bind per query; each read's time window
  * is computed again from the query's values. A shape whose SQL would not bind the same with
- * parameters plans by its whole statement instead, and so does a statement sent again once its
- * own plan is made behind it (planOwn: DuckDB plans a prepared scan with parameters anew at every
- * run, one kept without them not at all). The text a key was made from is remembered
- * too, so the same text again needs no parse. An entry holds the schema digest of every table the
- * plan read, and is used only while each of those tables still has that digest (checked at every
- * query, with the table's manifest version, by the TableCatalog), so a schema change plans again.
- * Plans that depend on more than the statement and the schemas (a time bound with now()) are
- * never kept.
+ * parameters plans by its whole statement instead, and so does a statement sent again and again
+ * once its own plan is made behind it (planOwn: DuckDB plans a prepared scan with parameters anew
+ * at every run, one kept without them not at all). The text a key was made from is remembered too,
+ * so the same text again needs no parse. An entry holds the schema digest of every table the plan
+ * read, and is used only while each of those tables still has that digest (checked at every query,
+ * with the table's manifest version, by the TableCatalog), so a schema change plans again. Plans
+ * that depend on more than the statement and the schemas (a time bound with now()) are never kept.
  */
 import { LRUCache } from 'lru-cache';
 import { forgetLiterals, liftLiterals, parameterized, type Literal } from '../../../core/query-plan/literals.js';
@@ -39,7 +38,7 @@ export interface CachedPlan {
 
 type Entry =
   | {
-      /** Planned for the first query of its shape: its SQL names the literals as parameters. */
+      /** Keyed by a shape, its SQL names the lifted literals as parameters; by a whole statement, it has them in. */
       plan: ExecutablePlan;
       /** Schema digest per table name. */
       schemas: Map<string, string>;
@@ -125,10 +124,10 @@ export class PlanCache {
   }
 
   /**
-   * Plans a statement sent again and again with its literals in, behind its answers, for the next time it
-   * comes: DuckDB plans a prepared scan with parameters anew at every run, where an owner runs a
-   * scan it keeps prepared without parameters as it was planned. A dashboard's fixed panels keep
-   * that speed; its moving ones are planned once by shape.
+   * Plans a statement sent again and again with its literals in, behind its answers, for the next
+   * time it comes: DuckDB plans a prepared scan with parameters anew at every run, where an owner
+   * runs a scan it keeps prepared without parameters as it was planned. A dashboard's fixed panels
+   * keep that speed; its moving ones are planned once by shape.
    */
   private planOwn(sql: string, identity: string): void {
     if (this.planning.has(identity)) return;
