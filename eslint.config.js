@@ -42,7 +42,16 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      // On Node 24 a garbage-collected better-sqlite3 object aborts the process: openSqlite keeps them.
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'better-sqlite3', message: 'open SQLite with openSqlite (services/common/sqlite.ts)' }] },
+      ],
     },
+  },
+  {
+    files: ['services/common/sqlite.ts', 'services/meta/sqlite-store.ts'],
+    rules: { 'no-restricted-imports': 'off' },
   },
   {
     // Temporal's workflow sandbox: no Node built-ins, no module that needs WebAssembly set-up, and

@@ -24,10 +24,10 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { fileURLToPath } from 'node:url';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { Placement } from '../core/ownership.js';
 import { startServiceProcess, type ServiceProcess } from '../activities/platform/service-process.js';
+import { openSqlite } from '../services/common/sqlite.js';
 import { TableCatalog } from '../services/coordinator/planning/table-catalog.js';
 import { MetaClient } from '../services/meta/client.js';
 import { openMetaStore } from '../services/meta/open-store.js';
@@ -222,7 +222,7 @@ const SLICE = Math.floor(DAY / PER_DAY);
 const tableName = (t: number) => `events_${t}`;
 
 async function loadSqlite(file: string): Promise<void> {
-  const db = new Database(file);
+  const db = openSqlite(file);
   db.pragma('journal_mode = WAL');
   db.transaction(() => {
     for (let t = 0; t < TABLES; t++) {

@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../services/common/sqlite.js';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DomainError } from '../services/common/errors.js';
@@ -41,7 +41,7 @@ const implementations: Implementation[] = [
       const dir = await mkdtemp(path.join(os.tmpdir(), 'berth-meta-'));
       const database = path.join(dir, 'meta.sqlite');
       const raw: RawSql = async (sql) => {
-        const db = new Database(database);
+        const db = openSqlite(database);
         try {
           const statement = db.prepare(sql);
           return statement.reader ? statement.all() : (statement.run(), []);
@@ -842,7 +842,7 @@ describe('SQLite store migrations', () => {
     const file = path.join(dir, 'meta.sqlite');
     try {
       // The schema meta kept before versioned migrations, with a few rows in it.
-      const old = new Database(file);
+      const old = openSqlite(file);
       old.exec(`
         CREATE TABLE nodes (id TEXT PRIMARY KEY, grp TEXT NOT NULL, url TEXT NOT NULL, vcpus REAL NOT NULL, started_at INTEGER NOT NULL, last_heartbeat INTEGER NOT NULL);
         CREATE TABLE tables (name TEXT PRIMARY KEY, timestamp_column TEXT NOT NULL, columns TEXT NOT NULL);
