@@ -11,13 +11,14 @@
  */
 import {
   AbortMultipartUploadCommand,
-  DeleteObjectCommand,
+  DeleteObjectsCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { segmentObjectKey } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
+import { JANITOR_SWEEP_NAMED, type JanitorSweep } from '../workflows/contracts/janitor.js';
 import { runLongStep } from './heartbeat.js';
 
 export interface JanitorActivityDeps {
@@ -36,49 +37,75 @@ const SEGMENT_KEY = /^tables\/([^/]+)\/([^/]+)\.parquet$/;
 export const UNFINISHED_UPLOAD_MIN_AGE_MS = 86_400_000;
 /** Rows one purge call deletes at most: each call is one short write on meta's store. */
 const PURGE_BATCH = 1_000;
+/** Retired segments taken per round: one listing, one forget call, and one DeleteObjects (S3's most). */
+const RETIRED_BATCH = 1_000;
+
+/** Deletes these keys, at most 1,000 per call (S3's limit); a key already gone counts as deleted. */
+async function deleteKeys(s3: S3Client, bucket: string, keys: string[], signal: AbortSignal): Promise<void> {
+  for (let i = 0; i < keys.length; i += 1_000) {
+    const objects = keys.slice(i, i + 1_000).map((Key) => ({ Key }));
+    const answer = await s3.send(
+      new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } }),
+      {
+        abortSignal: signal,
+      },
+    );
+    const failed = answer.Errors?.[0];
+    if (failed) throw new Error(`S3 did not delete ${failed.Key}: ${failed.Code} ${failed.Message ?? ''}`.trim());
+  }
+}
+
+/** Counts `names` as deleted, naming the first few. */
+function tally(sweep: JanitorSweep, names: string[]): void {
+  sweep.deleted += names.length;
+  sweep.first.push(...names.slice(0, JANITOR_SWEEP_NAMED - sweep.first.length));
+}
 
 export const createJanitorActivities = (deps: JanitorActivityDeps) => {
   const now = deps.now ?? Date.now;
   return {
     /**
      * Deletes retired segments' objects retired more than `graceMs` ago and records them gone
-     * (their rows stay for meta's dedup window), then has meta delete the rows past that window.
-     * Returns the ids whose objects it deleted.
+     * (their rows stay for meta's dedup window), a thousand at a time, then has meta delete the
+     * rows past that window. Each round lists what is left, so a retry starts where the last
+     * attempt stopped.
      */
-    async deleteRetiredSegments(input: { graceMs: number }): Promise<string[]> {
+    async deleteRetiredSegments(input: { graceMs: number }): Promise<JanitorSweep> {
       return await runLongStep(async ({ signal, progress }) => {
-        const deleted: string[] = [];
-        const retired = await deps.meta.listRetired(now() - input.graceMs);
-        for (const segment of retired) {
+        const sweep: JanitorSweep = { deleted: 0, first: [] };
+        const before = now() - input.graceMs;
+        for (let listed = RETIRED_BATCH; listed === RETIRED_BATCH;) {
+          signal.throwIfAborted();
+          const retired = await deps.meta.listRetired(before, RETIRED_BATCH);
+          listed = retired.length;
+          if (listed === 0) break;
           // An attached object is not Berth's to delete: its segment is forgotten, the object stays.
-          if (!segment.object)
-            await deps.s3.send(
-              new DeleteObjectCommand({ Bucket: deps.bucket, Key: segmentObjectKey(segment.table, segment.id) }),
-              { abortSignal: signal },
-            );
-          await deps.meta.forgetSegment(segment.id);
-          deleted.push(segment.id);
-          progress({ deleted: deleted.length, of: retired.length });
+          const ours = retired.filter((s) => !s.object).map((s) => segmentObjectKey(s.table, s.id));
+          await deleteKeys(deps.s3, deps.bucket, ours, signal);
+          const ids = retired.map((s) => s.id);
+          await deps.meta.forgetSegments(ids);
+          tally(sweep, ids);
+          progress({ deleted: sweep.deleted });
         }
         let purged = 0;
         for (let batch = PURGE_BATCH; batch === PURGE_BATCH;) {
           signal.throwIfAborted();
           batch = await deps.meta.purgeRetired(PURGE_BATCH);
           purged += batch;
-          progress({ deleted: deleted.length, of: retired.length, purged });
+          progress({ deleted: sweep.deleted, purged });
         }
-        return deleted;
+        return sweep;
       });
     },
 
     /**
      * Deletes segment objects older than `graceMs` that the manifest does not know (uploads never
      * committed), and aborts multipart uploads of segments begun more than `graceMs` ago, and at
-     * least UNFINISHED_UPLOAD_MIN_AGE_MS (uploads never finished: their parts go). Returns the keys of both.
+     * least UNFINISHED_UPLOAD_MIN_AGE_MS (uploads never finished: their parts go). Counts the keys of both.
      */
-    async deleteOrphanObjects(input: { graceMs: number }): Promise<string[]> {
+    async deleteOrphanObjects(input: { graceMs: number }): Promise<JanitorSweep> {
       return await runLongStep(async ({ signal, progress }) => {
-        const deleted: string[] = [];
+        const sweep: JanitorSweep = { deleted: 0, first: [] };
         let listed = 0;
         let token: string | undefined;
         do {
@@ -92,14 +119,10 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           );
           const ids = old.map((o) => SEGMENT_KEY.exec(o.Key!)![2]!);
           const known = new Set(ids.length > 0 ? await deps.meta.knownSegments(ids) : []);
-          for (const object of old) {
-            if (known.has(SEGMENT_KEY.exec(object.Key!)![2]!)) continue;
-            await deps.s3.send(new DeleteObjectCommand({ Bucket: deps.bucket, Key: object.Key }), {
-              abortSignal: signal,
-            });
-            deleted.push(object.Key!);
-          }
-          progress({ listed, deleted: deleted.length });
+          const orphans = old.map((o) => o.Key!).filter((key) => !known.has(SEGMENT_KEY.exec(key)![2]!));
+          await deleteKeys(deps.s3, deps.bucket, orphans, signal);
+          tally(sweep, orphans);
+          progress({ listed, deleted: sweep.deleted });
           token = page.IsTruncated ? page.NextContinuationToken : undefined;
         } while (token);
         // A live upload is never aborted: only one begun before a merge or a delete could still be on it.
@@ -128,16 +151,16 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
               if ((error as Error).name !== 'NoSuchUpload') throw error; // finished or aborted meanwhile
               continue;
             }
-            deleted.push(upload.Key);
+            tally(sweep, [upload.Key]);
           }
-          progress({ listed, deleted: deleted.length });
+          progress({ listed, deleted: sweep.deleted });
           // A store whose markers do not move on would list the same page forever.
           if (!page.IsTruncated || (page.NextKeyMarker === keyMarker && page.NextUploadIdMarker === uploadIdMarker))
             break;
           keyMarker = page.NextKeyMarker;
           uploadIdMarker = page.NextUploadIdMarker;
         }
-        return deleted;
+        return sweep;
       });
     },
   };

@@ -20,6 +20,7 @@ import { readJsonResult, type JsonResult } from '../services/common/final-stage/
 import { createS3Client } from '../services/common/s3-client.js';
 import type { AttachRequest, AttachResult } from '../services/coordinator/api.js';
 import type { SegmentRow } from '../services/meta/client.js';
+import type { JanitorSweep } from '../workflows/contracts/janitor.js';
 import { expectSameResult } from './helpers/compare-results.js';
 import { startCluster, TOKEN, type TestCluster } from './helpers/cluster.js';
 import { eventRowsSql } from './helpers/event-data.js';
@@ -248,8 +249,10 @@ describe('attaching Parquet already in a bucket', () => {
     const { incarnation } = (await dropped.json()) as { incarnation: number };
     while ((await cluster.meta.retireDropped('logs', incarnation, 1_000)).more);
     const janitor = createJanitorActivities({ s3, bucket: cluster.bucket, meta: cluster.meta });
-    const forgotten: string[] = await new MockActivityEnvironment().run(janitor.deleteRetiredSegments, { graceMs: 0 });
-    expect(forgotten.length).toBeGreaterThanOrEqual(OBJECTS);
+    const forgotten: JanitorSweep = await new MockActivityEnvironment().run(janitor.deleteRetiredSegments, {
+      graceMs: 0,
+    });
+    expect(forgotten.deleted).toBeGreaterThanOrEqual(OBJECTS);
     expect(await keysIn(bucket, 'logs/')).toEqual(before);
   });
 });

@@ -10,6 +10,7 @@ import {
   DeleteObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -19,10 +20,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { segmentObjectKey } from '../core/identifiers.js';
 import { createJanitorActivities, UNFINISHED_UPLOAD_MIN_AGE_MS } from '../activities/janitor.js';
 import { createMergeActivities, mergedSegmentId, type MergeActivities } from '../activities/merge.js';
+import { RETIRED_LISTED } from '../services/meta/api.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import type { QueryResult } from '../services/coordinator/query-service.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
+import { JANITOR_SWEEP_NAMED } from '../workflows/contracts/janitor.js';
 import { mergeTaskQueueFor } from '../workflows/contracts/shared.js';
 import { mergeScheduleId, mergeWorkflowId, type MergeResult } from '../workflows/contracts/segment-merge.js';
 import { janitorWorkflow, segmentMergeWorkflow } from '../workflows/index.js';
@@ -417,17 +420,21 @@ describe('the janitor', () => {
         args: [{ graceMs }],
       });
 
-    expect(await janitor(3_600_000)).toEqual({ retiredDeleted: [], orphansDeleted: [] });
+    expect(await janitor(3_600_000)).toEqual({
+      retired: { deleted: 0, first: [] },
+      orphans: { deleted: 0, first: [] },
+    });
     for (const s of inputs) expect(await exists('events', s.id)).toBe(true);
     expect(await unfinishedUploads()).toEqual([unfinished]); // within the grace time: left alone
 
     const swept = await janitor(0);
-    expect(swept.retiredDeleted.sort()).toEqual(inputs.map((s) => s.id).sort());
-    expect(swept.orphansDeleted).toContain(segmentObjectKey('events', 'events-l0-never-committed'));
+    expect(swept.retired).toEqual({ deleted: inputs.length, first: expect.any(Array) });
+    expect(swept.retired.first.sort()).toEqual(inputs.map((s) => s.id).sort());
+    expect(swept.orphans.first).toContain(segmentObjectKey('events', 'events-l0-never-committed'));
     for (const s of inputs) expect(await exists('events', s.id)).toBe(false);
     expect(await exists('events', 'events-l0-never-committed')).toBe(false);
     // An upload a day old at least: a merge step uploads for 30 minutes at most, so this one is abandoned.
-    expect(swept.orphansDeleted).not.toContain(unfinished);
+    expect(swept.orphans.first).not.toContain(unfinished);
     expect(await unfinishedUploads()).toEqual([unfinished]);
     const aDayLater = createJanitorActivities({
       s3,
@@ -435,11 +442,50 @@ describe('the janitor', () => {
       meta: cluster.meta,
       now: () => Date.now() + UNFINISHED_UPLOAD_MIN_AGE_MS + 60_000,
     });
-    const later: string[] = await new MockActivityEnvironment().run(aDayLater.deleteOrphanObjects, { graceMs: 0 });
-    expect(later).toEqual([unfinished]);
+    const later = await new MockActivityEnvironment().run(aDayLater.deleteOrphanObjects, { graceMs: 0 });
+    expect(later).toEqual({ deleted: 1, first: [unfinished] });
     expect(await unfinishedUploads()).toEqual([]); // aborted: its parts are gone
     expect(await exists('events', merged!.id)).toBe(true); // nothing committed is ever deleted
     expect((await query(cluster, 'SELECT count(*) AS n FROM events')).rows).toEqual([[120]]);
+    s3.destroy();
+  });
+
+  it('sweeps more retired segments than a page and a DeleteObjects call, within Temporal’s 2 MiB payload limit', async () => {
+    // Three rounds of RETIRED_LISTED: one listing, one forget and one DeleteObjects (S3's 1,000 keys) each.
+    const SEGMENTS = 2 * RETIRED_LISTED + 500;
+    const s3 = createS3Client(cluster.s3);
+    await cluster.meta.ensureTable({
+      name: 'swept',
+      timestampColumn: 'ts',
+      columns: [{ name: 'ts', type: 'TIMESTAMP' }],
+    });
+    const ids = Array.from({ length: SEGMENTS }, (_, i) => `swept-l0-20261001-${String(i).padStart(6, '0')}`);
+    const keys = async () =>
+      (await s3.send(new ListObjectsV2Command({ Bucket: cluster.bucket, Prefix: 'tables/swept/' }))).KeyCount ?? 0;
+    for (let i = 0; i < SEGMENTS; i += 50)
+      await Promise.all(
+        ids.slice(i, i + 50).map(async (id) => {
+          await s3.send(
+            new PutObjectCommand({ Bucket: cluster.bucket, Key: segmentObjectKey('swept', id), Body: 'PAR1' }),
+          );
+          await cluster.meta.commitSegment({ id, table: 'swept', minTs: 0, maxTs: 0, rows: 1, bytes: 4, level: 0 });
+        }),
+      );
+    await cluster.meta.retireSegments(ids);
+    expect(await keys()).toBe(SEGMENTS);
+
+    const swept = await client.workflow.execute(janitorWorkflow, {
+      taskQueue,
+      workflowId: `janitor-${randomUUID()}`,
+      args: [{ graceMs: 0 }],
+    });
+    expect(await keys()).toBe(0);
+    expect(swept.retired.deleted).toBe(SEGMENTS);
+    expect(swept.retired.first).toEqual(ids.slice(0, JANITOR_SWEEP_NAMED)); // oldest retirement first, then by id
+    // Naming every id would pass 2 MiB at about 80,000 segments like these: the result stays this size.
+    expect(Buffer.byteLength(JSON.stringify(swept))).toBeLessThan(JANITOR_SWEEP_NAMED * 64);
+    expect(await cluster.meta.listRetired(Date.now() + 1)).toEqual([]);
+    expect(await cluster.meta.knownSegments(ids)).toEqual(ids); // rows kept for meta's dedup window
     s3.destroy();
   });
 });

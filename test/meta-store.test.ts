@@ -314,7 +314,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect(await store.retireDropped('events', 1, 2)).toEqual({ segments: 0, rows: 0, bytes: 0, more: false });
       expect(await store.drops()).toEqual([]);
       // Retired like any other: the janitor deletes their objects after its grace time.
-      expect((await store.listRetired(clock + 1)).map((s) => s.id).sort()).toEqual(['d1', 'd2', 'd3']);
+      expect((await store.listRetired(clock + 1, 1_000)).map((s) => s.id).sort()).toEqual(['d1', 'd2', 'd3']);
 
       const columns = [
         { name: 'ts', type: 'TIMESTAMP' },
@@ -411,14 +411,28 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       clock += 1_000;
       await store.retireSegments(['a']); // already retired: stays as it was
       expect((await store.getSegment('a'))?.retiredAt).toBe(clock - 1_000);
-      expect((await store.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
-      expect(await store.listRetired(clock - 1_000)).toEqual([]);
-      await expect(store.forgetSegment('b')).rejects.toMatchObject({ kind: 'conflict', code: 'segment_active' });
-      await store.forgetSegment('a');
-      await store.forgetSegment('a');
+      expect((await store.listRetired(clock, 1_000)).map((s) => s.id)).toEqual(['a']);
+      expect(await store.listRetired(clock - 1_000, 1_000)).toEqual([]);
+      await expect(store.forgetSegments(['b'])).rejects.toMatchObject({ kind: 'conflict', code: 'segment_active' });
+      await store.forgetSegments(['a']);
+      await store.forgetSegments(['a']);
       // Its object is gone, its row stays for the dedup window: known, never listed again.
       expect(await store.knownSegments(['b', 'a', 'x'])).toEqual(['b', 'a']);
-      expect(await store.listRetired(clock + 1)).toEqual([]);
+      expect(await store.listRetired(clock + 1, 1_000)).toEqual([]);
+    });
+
+    it('lists retired segments a page at a time, oldest retirement first, and forgets a page in one call', async () => {
+      for (const id of ['p1', 'p2', 'p3', 'p4', 'q']) await store.commitSegment(segment(id));
+      await store.retireSegments(['p3', 'p1']);
+      clock += 1_000;
+      await store.retireSegments(['p2', 'p4']);
+      expect((await store.listRetired(clock + 1, 3)).map((s) => s.id)).toEqual(['p1', 'p3', 'p2']);
+      await expect(store.forgetSegments(['p1', 'q'])).rejects.toMatchObject({ code: 'segment_active' });
+      expect((await store.listRetired(clock + 1, 3)).map((s) => s.id)).toEqual(['p1', 'p3', 'p2']); // none forgotten
+      await store.forgetSegments(['p1', 'p3', 'p2']);
+      expect((await store.listRetired(clock + 1, 3)).map((s) => s.id)).toEqual(['p4']);
+      await store.forgetSegments(['p4']);
+      expect(await store.listRetired(clock + 1, 3)).toEqual([]);
     });
 
     it('keeps a forgotten segment’s row for the dedup window: its id commits as a no-op, then it is purged and commits anew', async () => {
@@ -427,9 +441,9 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await windowed.swapSegments(['a', 'b'], segment('m1', { level: 1, rows: 20 }));
       const retiredAt = clock;
       clock += 1_000;
-      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a', 'b']);
-      for (const id of ['a', 'b']) await windowed.forgetSegment(id);
-      expect(await windowed.listRetired(clock)).toEqual([]);
+      expect((await windowed.listRetired(clock, 1_000)).map((s) => s.id)).toEqual(['a', 'b']);
+      for (const id of ['a', 'b']) await windowed.forgetSegments([id]);
+      expect(await windowed.listRetired(clock, 1_000)).toEqual([]);
       const version = (await windowed.tableVersion('events'))!.manifest;
 
       // The batch sent again: answered with the row committed first, still retired; nothing moves.
@@ -448,8 +462,8 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       expect((await windowed.listSegments('events')).map((s) => s.id).sort()).toEqual(['c', 'm1']);
       expect((await windowed.tableVersion('events'))!.manifest).toBe(version);
       // Its upload (made before the commit) may have brought the object back: the janitor's again.
-      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
-      await windowed.forgetSegment('a');
+      expect((await windowed.listRetired(clock, 1_000)).map((s) => s.id)).toEqual(['a']);
+      await windowed.forgetSegments(['a']);
 
       // Within the window nothing is purged.
       clock = retiredAt + 10_000;
@@ -473,8 +487,8 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await windowed.retireSegments(['a']);
       clock += 1_000_000;
       expect(await windowed.purgeRetired(100)).toBe(0);
-      expect((await windowed.listRetired(clock)).map((s) => s.id)).toEqual(['a']);
-      await windowed.forgetSegment('a');
+      expect((await windowed.listRetired(clock, 1_000)).map((s) => s.id)).toEqual(['a']);
+      await windowed.forgetSegments(['a']);
       expect(await windowed.purgeRetired(100)).toBe(1);
       expect(await windowed.knownSegments(['a', 'b'])).toEqual(['b']);
     });
@@ -514,13 +528,13 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
         await plan(`SELECT id FROM segments WHERE object_deleted_at IS NOT NULL AND retired_at < 100 LIMIT 1000`),
       ).toMatch(/segments_retired_without_objects/);
       expect((await store.listSegments('events')).map((s) => s.id)).toEqual(['a', 'b']);
-      expect(await store.listRetired(Number.MAX_SAFE_INTEGER)).toEqual([]);
+      expect(await store.listRetired(Number.MAX_SAFE_INTEGER, 1_000)).toEqual([]);
     });
 
     it('keeps the window a week by default', async () => {
       await store.commitSegment(segment('a'));
       await store.retireSegments(['a']);
-      await store.forgetSegment('a');
+      await store.forgetSegments(['a']);
       clock += 7 * 24 * 3_600_000;
       expect(await store.purgeRetired(100)).toBe(0);
       clock += 1;
@@ -610,7 +624,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
 
       // Purging retired rows past the dedup window takes their retirements out of the log.
       const windowed = await open({ dedupWindowMs: 1 });
-      for (const id of ['a', 'b', 'c', 'e']) await windowed.forgetSegment(id);
+      for (const id of ['a', 'b', 'c', 'e']) await windowed.forgetSegments([id]);
       clock += 10;
       expect(await windowed.purgeRetired(100)).toBe(4);
       expect(await windowed.manifestChanges('events', v1, 100)).toBe('snapshot');
@@ -664,7 +678,7 @@ describe.each(implementations)('meta store contract on $name', (impl) => {
       await version();
       await store.retireSegments(['c']);
       await version();
-      await store.forgetSegment('a'); // retired already: the active set stays
+      await store.forgetSegments(['a']); // retired already: the active set stays
       await version();
       expect(versions.slice(1).map((v, i) => v > versions[i]!)).toEqual([true, false, true, false, true, false]);
       // Another table's changes leave this one's version alone; the schema digest is the schema's.

@@ -130,7 +130,7 @@ describe('retention', () => {
       workflowId: `janitor-${randomUUID()}`,
       args: [{ graceMs: 0 }],
     });
-    expect(swept.retiredDeleted).toEqual(expect.arrayContaining(doomed.map((s) => s.id)));
+    expect(swept.retired.first).toEqual(expect.arrayContaining(doomed.map((s) => s.id)));
     for (const segment of doomed) expect(await exists(segment.id)).toBe(false);
     expect(await count('aged')).toBe(newer);
   });

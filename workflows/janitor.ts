@@ -12,7 +12,7 @@ const { deleteRetiredSegments, deleteOrphanObjects } = proxyActivities<JanitorAc
 export async function janitorWorkflow(input: JanitorInput = {}): Promise<JanitorResult> {
   const graceMs = input.graceMs ?? JANITOR_DEFAULTS.graceMs;
   const heartbeatTimeoutMs = input.heartbeatTimeoutMs ?? JANITOR_DEFAULTS.heartbeatTimeoutMs;
-  const retiredDeleted = await deleteRetiredSegments.executeWithOptions(
+  const retired = await deleteRetiredSegments.executeWithOptions(
     {
       startToCloseTimeout: '30 minutes',
       heartbeatTimeout: heartbeatTimeoutMs,
@@ -20,7 +20,7 @@ export async function janitorWorkflow(input: JanitorInput = {}): Promise<Janitor
     },
     [{ graceMs }],
   );
-  const orphansDeleted = await deleteOrphanObjects.executeWithOptions(
+  const orphans = await deleteOrphanObjects.executeWithOptions(
     {
       startToCloseTimeout: '30 minutes',
       heartbeatTimeout: heartbeatTimeoutMs,
@@ -28,5 +28,5 @@ export async function janitorWorkflow(input: JanitorInput = {}): Promise<Janitor
     },
     [{ graceMs }],
   );
-  return { retiredDeleted, orphansDeleted };
+  return { retired, orphans };
 }

@@ -393,8 +393,13 @@ export const RowDeleteReport = Type.Intersect([
 ]);
 export type RowDeleteReport = Static<typeof RowDeleteReport>;
 export const ROW_DELETE_SEGMENTS_LISTED = 100;
-/** GET /v1/segments/retired?before=: segments retired before then (epoch ms). */
-export const RetiredQuery = Type.Object({ before: Type.Integer() });
+/** Retired segments one listing returns by default: a page, however many a merge or a drop retired. */
+export const RETIRED_LISTED = 1_000;
+/** GET /v1/segments/retired?before=&limit=: at most `limit` segments retired before then (epoch ms), oldest first. */
+export const RetiredQuery = Type.Object({
+  before: Type.Integer(),
+  limit: Type.Integer({ minimum: 1, maximum: 10_000, default: RETIRED_LISTED }),
+});
 /** POST /v1/segments/purge: deletes at most `limit` retired rows past the dedup window whose objects are gone. */
 export const PurgeRequest = Type.Object(
   { limit: Type.Integer({ minimum: 1, maximum: 100_000 }) },

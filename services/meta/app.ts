@@ -346,15 +346,21 @@ export function buildMetaApp(options: MetaAppOptions): FastifyInstance {
     '/v1/segments/retired',
     { schema: { querystring: RetiredQuery, response: answers(SegmentList) } },
     async (request) => ({
-      segments: await store.listRetired(request.query.before),
+      segments: await store.listRetired(request.query.before, request.query.limit),
     }),
   );
 
+  app.post('/v1/segments/forget', { ...auth, schema: { body: SegmentIds, response: answers(Ok) } }, async (request) => {
+    await store.forgetSegments(request.body.ids);
+    return ok;
+  });
+
+  // One at a time, as janitors of earlier versions ask.
   app.delete(
     '/v1/segments/:id',
     { ...auth, schema: { params: SegmentParams, response: answers(Ok) } },
     async (request) => {
-      await store.forgetSegment(request.params.id);
+      await store.forgetSegments([request.params.id]);
       return ok;
     },
   );

@@ -8,6 +8,7 @@
  */
 import { unavailable } from '../common/errors.js';
 import { callJson, callJsonIfChanged, ServiceCallError, type CallOptions } from '../common/http-client.js';
+import { RETIRED_LISTED } from './api.js';
 import type {
   Backend,
   ColumnSpec,
@@ -288,12 +289,15 @@ export class MetaClient {
     return this.call('/v1/segments/swap', { body: { retire, add, ...(fence ? { fence } : {}) }, token: this.token });
   }
 
-  async listRetired(before: number): Promise<SegmentRow[]> {
-    return (await this.call<{ segments: SegmentRow[] }>(`/v1/segments/retired?before=${before}`)).segments;
+  /** At most `limit` retired segments whose objects may still exist, retired before `before`, oldest first. */
+  async listRetired(before: number, limit = RETIRED_LISTED): Promise<SegmentRow[]> {
+    return (await this.call<{ segments: SegmentRow[] }>(`/v1/segments/retired?before=${before}&limit=${limit}`))
+      .segments;
   }
 
-  forgetSegment(id: string): Promise<void> {
-    return this.call(`/v1/segments/${encodeURIComponent(id)}`, { method: 'DELETE', token: this.token });
+  /** Records these retired segments' objects gone (at most 10,000 at once). */
+  forgetSegments(ids: string[]): Promise<void> {
+    return this.call('/v1/segments/forget', { body: { ids }, token: this.token });
   }
 
   /** Deletes at most `limit` retired rows past meta's dedup window whose objects are gone; returns how many. */

@@ -659,24 +659,33 @@ export class PostgresMetaStore implements MetaStore {
     }
   }
 
-  async listRetired(before: number): Promise<SegmentRow[]> {
+  async listRetired(before: number, limit: number): Promise<SegmentRow[]> {
     const rows = (
       await this.query<SegmentDbRow>(
         'list-retired',
-        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < $1 ORDER BY retired_at, id`,
-        [before],
+        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < $1 ORDER BY retired_at, id LIMIT $2`,
+        [before, limit],
       )
     ).rows;
     return rows.map(toSegment);
   }
 
-  async forgetSegment(id: string): Promise<void> {
-    const forgotten = await this.query(
-      'forget',
-      `UPDATE segments SET object_deleted_at = ${now('$2')} WHERE id = $1 AND state = 'retired' AND object_deleted_at IS NULL`,
-      [id, this.clock()],
-    );
-    if (forgotten.rowCount === 0 && (await this.getSegment(id))?.state === 'active') throw segmentActive(id);
+  async forgetSegments(ids: string[]): Promise<void> {
+    await this.transaction(async (c) => {
+      const active = await this.query<{ id: string }>(
+        'forget-active',
+        `SELECT id FROM segments WHERE id = ANY($1) AND state = 'active' ORDER BY id LIMIT 1 FOR UPDATE`,
+        [ids],
+        c,
+      );
+      if (active.rows[0]) throw segmentActive(active.rows[0].id);
+      await this.query(
+        'forget',
+        `UPDATE segments SET object_deleted_at = ${now('$2')} WHERE id = ANY($1) AND state = 'retired' AND object_deleted_at IS NULL`,
+        [ids, this.clock()],
+        c,
+      );
+    });
   }
 
   async purgeRetired(limit: number): Promise<number> {

@@ -482,24 +482,26 @@ export class SqliteMetaStore implements MetaStore {
       .get(name) as { manifest_version: number; log_floor: number; incarnation: number } | undefined;
   }
 
-  async listRetired(before: number): Promise<SegmentRow[]> {
+  async listRetired(before: number, limit: number): Promise<SegmentRow[]> {
     const rows = this.db
       .prepare(
-        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < ? ORDER BY retired_at, id`,
+        `SELECT * FROM segments WHERE state = 'retired' AND object_deleted_at IS NULL AND retired_at < ? ORDER BY retired_at, id LIMIT ?`,
       )
-      .all(before) as SegmentDbRow[];
+      .all(before, limit) as SegmentDbRow[];
     return rows.map(toSegment);
   }
 
-  async forgetSegment(id: string): Promise<void> {
+  async forgetSegments(ids: string[]): Promise<void> {
     this.write(() => {
-      const segment = this.readSegment(id);
-      if (segment?.state === 'active') throw segmentActive(id);
-      this.db
-        .prepare(
-          `UPDATE segments SET object_deleted_at = ? WHERE id = ? AND state = 'retired' AND object_deleted_at IS NULL`,
-        )
-        .run(this.now(), id);
+      const at = this.now();
+      for (const id of ids) {
+        if (this.readSegment(id)?.state === 'active') throw segmentActive(id);
+        this.db
+          .prepare(
+            `UPDATE segments SET object_deleted_at = ? WHERE id = ? AND state = 'retired' AND object_deleted_at IS NULL`,
+          )
+          .run(at, id);
+      }
     });
   }
 

@@ -153,17 +153,18 @@ export interface MetaStore {
   /** Active segments of a table whose time range overlaps [from, to] (epoch ms, either end open), newest first. */
   listSegments(table: string, range?: { from?: number; to?: number }): Promise<SegmentRow[]>;
   /**
-   * Retired segments whose retirement is older than `before` (epoch ms) and whose objects may still
-   * exist: what the janitor may delete. A segment committed again after `forgetSegment` (its
-   * object may have been uploaded again) is listed again.
+   * At most `limit` retired segments whose retirement is older than `before` (epoch ms) and whose
+   * objects may still exist, oldest retirement first: what the janitor may delete. A segment
+   * committed again after `forgetSegments` (its object may have been uploaded again) is listed again.
    */
-  listRetired(before: number): Promise<SegmentRow[]>;
+  listRetired(before: number, limit: number): Promise<SegmentRow[]>;
   /**
-   * Records that a retired segment's object is gone. Its row stays, retired and known (never
-   * listed as active), until the dedup window has passed since its retirement (`purgeRetired`).
-   * An active segment is never forgotten.
+   * Records that these retired segments' objects are gone, in one transaction. Their rows stay,
+   * retired and known (never listed as active), until the dedup window has passed since their
+   * retirement (`purgeRetired`). An active segment is never forgotten: naming one is a 409
+   * `segment_active`, and none of the others is forgotten either.
    */
-  forgetSegment(id: string): Promise<void>;
+  forgetSegments(ids: string[]): Promise<void>;
   /**
    * Deletes the rows of at most `limit` retired segments whose objects are gone and whose
    * retirement is older than the dedup window; returns how many. A row whose object the janitor

@@ -9,9 +9,21 @@ export interface JanitorInput {
 
 export const JANITOR_DEFAULTS = { graceMs: 3_600_000, heartbeatTimeoutMs: 30_000 } satisfies Required<JanitorInput>;
 
+/**
+ * What one sweep deleted: how many, and the first of them to read in the Web UI. A sweep may
+ * delete millions; a result that listed them all would pass Temporal's 2 MiB payload limit.
+ */
+export interface JanitorSweep {
+  deleted: number;
+  /** At most JANITOR_SWEEP_NAMED: segment ids for retired objects, object keys for orphans. */
+  first: string[];
+}
+
+export const JANITOR_SWEEP_NAMED = 100;
+
 export interface JanitorResult {
-  retiredDeleted: string[];
-  orphansDeleted: string[];
+  retired: JanitorSweep;
+  orphans: JanitorSweep;
 }
 
 export const JANITOR_SCHEDULE_ID = 'janitor';
