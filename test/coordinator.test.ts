@@ -210,6 +210,18 @@ describe('the serving path', () => {
     expect(body.stats.cacheMisses).toBe(0); // every segment was pushed to its owner at ingest
   });
 
+  it('says where a query’s time went: plan, admission, scan and final stage, within its elapsed time', async () => {
+    const { body } = await cluster.query('SELECT service, count(*) FROM events WHERE status >= 500 GROUP BY service');
+    const { planMs, queuedMs, scanMs, finalMs } = body.stats.timings;
+    for (const ms of [planMs, queuedMs, scanMs, finalMs]) expect(ms).toBeGreaterThanOrEqual(0);
+    expect(scanMs).toBeGreaterThan(0); // three owners answered over HTTP
+    expect(planMs + queuedMs + scanMs + finalMs).toBeLessThanOrEqual(body.stats.elapsedMs + 1); // each rounded
+    const [scan] = body.stats.stages.scan;
+    // An owner's own time is part of the scan stage's, which adds the requests and the exchange.
+    expect(scan.slowestNodeMs).toBeGreaterThan(0);
+    expect(scan.slowestNodeMs).toBeLessThanOrEqual(scanMs + 1);
+  });
+
   it('prunes segments outside the WHERE time range', async () => {
     const { body } = await cluster.query(
       "SELECT count(*) FROM events WHERE ts >= '2026-11-03 12:00:00' AND ts < '2026-11-04'",

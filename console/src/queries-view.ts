@@ -83,6 +83,10 @@ function details(q: RecentQuery | undefined, id: number): HTMLElement {
         ['plan', s.plan],
         ['rows', q.rows ?? 'streamed'],
         ['elapsed', `${s.elapsedMs.toFixed(1)} ms`],
+        [
+          'where the time went',
+          `plan ${s.timings.planMs} ms · queued ${s.timings.queuedMs} ms · scan ${s.timings.scanMs} ms · final ${s.timings.finalMs} ms`,
+        ],
         ['segments', `${s.segments.scanned} scanned, ${s.segments.pruned} pruned of ${s.segments.total}`],
         ['scan bytes', formatBytes(s.scanBytes)],
         ['bytes moved', formatBytes(s.bytesMoved)],

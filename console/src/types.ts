@@ -54,6 +54,7 @@ export interface QueryStats {
   cacheHits: number;
   cacheMisses: number;
   elapsedMs: number;
+  timings: { planMs: number; queuedMs: number; scanMs: number; finalMs: number };
   pool?: { workflowId: string; waitedMs: number };
 }
 

@@ -60,8 +60,24 @@ export const ScanStage = Type.Object({
   bytes: Type.Integer(),
   /** Segments scanned per node id. */
   nodes: PerNode,
+  /** The slowest owner's own time for its scan, from its request to its last byte (ms). */
+  slowestNodeMs: Type.Number(),
 });
 export type ScanStage = Static<typeof ScanStage>;
+
+/**
+ * Where a computed query's time went, in ms: planning (the plan, the manifest, the verdict),
+ * waiting for admission (and opening a heavy query's final stage on its backend), the scan stage
+ * (from the first request to the owners to the last byte they sent), and the final stage over
+ * what they sent. What elapsedMs has beyond their sum is the result cache's and the answer's.
+ */
+export const QueryTimings = Type.Object({
+  planMs: Type.Number(),
+  queuedMs: Type.Number(),
+  scanMs: Type.Number(),
+  finalMs: Type.Number(),
+});
+export type QueryTimings = Static<typeof QueryTimings>;
 
 export const QueryStats = Type.Object({
   /**
@@ -99,6 +115,7 @@ export const QueryStats = Type.Object({
   bytesFromS3: Type.Integer(),
   fallbacks: Type.Integer(),
   elapsedMs: Type.Number(),
+  timings: QueryTimings,
   /** For a heavy query: the pool's workflow and how long the query waited to be admitted. */
   pool: Type.Optional(Type.Object({ workflowId: Type.String(), waitedMs: Type.Number() })),
 });

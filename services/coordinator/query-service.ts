@@ -91,6 +91,8 @@ interface Prepared {
   verdict: Verdict;
   /** Where the answer is kept for the next query that asks it over the same table versions; unset: not kept. */
   resultKey?: string;
+  /** When (performance.now()) it was planned. */
+  planned: number;
 }
 
 export class QueryService {
@@ -262,6 +264,7 @@ export class QueryService {
       total,
       scanBytes,
       verdict: routingVerdict({ split: plan.route, scanBytes }, this.options.verdictThresholds),
+      planned: performance.now(),
     };
   }
 
@@ -313,7 +316,7 @@ export class QueryService {
 
   /** Runs a prepared plan with its final stage on `backend`, or here without one. */
   private async executeOn(
-    { plan, cached, chosen, total, scanBytes, verdict, resultKey }: Prepared,
+    { plan, cached, chosen, total, scanBytes, verdict, resultKey, planned }: Prepared,
     group: string,
     started: number,
     signal: AbortSignal,
@@ -339,6 +342,7 @@ export class QueryService {
     // One input's scan failing fails the query: the other inputs' scans stop too, before the exchange closes.
     const scanStage = new AbortController();
     const scanSignal = AbortSignal.any([signal, scanStage.signal]);
+    const scanning = performance.now();
     try {
       const outcomes = await Promise.all(
         plan.inputs.map(async (input, i) => {
@@ -367,6 +371,7 @@ export class QueryService {
             });
         }),
       );
+      const scanned = performance.now();
       const { bytes, ...result } = sink
         ? await this.streamTo(sink, exchange, plan, signal)
         : await exchange.finish(plan.finalSql, {
@@ -386,7 +391,7 @@ export class QueryService {
           total,
           scanBytes,
           outcomes,
-          started,
+          at: { started, planned, scanning, scanned },
         }),
       };
       if (!sink) this.options.results?.set(resultKey, answer, bytes);

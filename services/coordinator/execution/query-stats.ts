@@ -26,8 +26,8 @@ export interface RanQuery {
   scanBytes: number;
   /** Each input's scan stage, in the order of plan.inputs; undefined for an input with no segment to read. */
   outcomes: (ScatterOutcome | undefined)[];
-  /** When the query arrived (performance.now()): its stats are taken once its answer is made. */
-  started: number;
+  /** When (performance.now()) the query arrived, was planned, sent its scans and had them all back; its stats are taken once its answer is made. */
+  at: { started: number; planned: number; scanning: number; scanned: number };
 }
 
 /** The stats of a query computed now. */
@@ -41,8 +41,9 @@ export function computedStats({
   total,
   scanBytes,
   outcomes,
-  started,
+  at,
 }: RanQuery): QueryStats {
+  const now = performance.now();
   const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
   const scans = outcomes.flatMap((o) => o?.scans ?? []);
   const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
@@ -69,6 +70,7 @@ export function computedStats({
         rows: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.rows, 0),
         bytes: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.bytes, 0),
         nodes: perNode(outcomes[i]?.scans ?? [], (s) => s.segments),
+        slowestNodeMs: Math.max(0, ...(outcomes[i]?.scans ?? []).map((s) => s.ms)),
       })),
       final,
     },
@@ -83,9 +85,17 @@ export function computedStats({
     s3Gets: sum((s) => s.s3Gets),
     bytesFromS3: sum((s) => s.bytesFromS3),
     fallbacks: outcomes.reduce((acc, o) => acc + (o?.fallbacks ?? 0), 0),
-    elapsedMs: Math.round(performance.now() - started),
+    elapsedMs: Math.round(now - at.started),
+    timings: {
+      planMs: round(at.planned - at.started),
+      queuedMs: round(at.scanning - at.planned),
+      scanMs: round(at.scanned - at.scanning),
+      finalMs: round(now - at.scanned),
+    },
   };
 }
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
 
 /** The stats of an answer the result cache kept, as the query that reuses it reports them: no admission, no pool. */
 export function cachedStats(kept: QueryStats, started: number): QueryStats {
