@@ -216,7 +216,7 @@ describe('the serving path', () => {
     for (const ms of [planMs, queuedMs, scanMs, finalMs]) expect(ms).toBeGreaterThanOrEqual(0);
     expect(scanMs).toBeGreaterThan(0); // three owners answered over HTTP
     expect(planMs + queuedMs + scanMs + finalMs).toBeLessThanOrEqual(body.stats.elapsedMs + 1); // each rounded
-    const [scan] = body.stats.stages.scan;
+    const scan = body.stats.stages.scan[0]!;
     // An owner's own time is part of the scan stage's, which adds the requests and the exchange.
     expect(scan.slowestNodeMs).toBeGreaterThan(0);
     expect(scan.slowestNodeMs).toBeLessThanOrEqual(scanMs + 1);
@@ -267,7 +267,7 @@ describe('the serving path', () => {
     expect(body.stats.verdict).toEqual({ class: 'light' });
     expect(body.stats.route).toBe('rows');
     expect(body.stats.reason).toMatch(/does not decompose/);
-    const [scan] = body.stats.stages.scan;
+    const scan = body.stats.stages.scan[0]!;
     expect(scan).toMatchObject({ table: 'events', split: 'rows', columns: ['service', 'level', 'latency_ms'] });
     // Only error rows moved: the filter ran on the owners.
     const errors = (await cluster.query("SELECT count(*) FROM events WHERE level = 'error'")).body.rows[0]![0];
