@@ -37,18 +37,18 @@ const SEGMENT_KEY = /^tables\/([^/]+)\/([^/]+)\.parquet$/;
 export const UNFINISHED_UPLOAD_MIN_AGE_MS = 86_400_000;
 /** Rows one purge call deletes at most: each call is one short write on meta's store. */
 const PURGE_BATCH = 1_000;
-/** Retired segments taken per round: one listing, one forget call, and one DeleteObjects (S3's most). */
-const RETIRED_BATCH = 1_000;
+/** The most keys one DeleteObjects call takes (S3's limit). */
+const DELETE_BATCH = 1_000;
+/** Retired segments taken per round: one listing, one DeleteObjects and one forget call. */
+const RETIRED_BATCH = DELETE_BATCH;
 
-/** Deletes these keys, at most 1,000 per call (S3's limit); a key already gone counts as deleted. */
+/** Deletes these keys, DELETE_BATCH per call; a key already gone counts as deleted. */
 async function deleteKeys(s3: S3Client, bucket: string, keys: string[], signal: AbortSignal): Promise<void> {
-  for (let i = 0; i < keys.length; i += 1_000) {
-    const objects = keys.slice(i, i + 1_000).map((Key) => ({ Key }));
+  for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+    const objects = keys.slice(i, i + DELETE_BATCH).map((Key) => ({ Key }));
     const answer = await s3.send(
       new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } }),
-      {
-        abortSignal: signal,
-      },
+      { abortSignal: signal },
     );
     const failed = answer.Errors?.[0];
     if (failed) throw new Error(`S3 did not delete ${failed.Key}: ${failed.Code} ${failed.Message ?? ''}`.trim());
