@@ -16,6 +16,7 @@ import {
   ListObjectsV2Command,
   type S3Client,
 } from '@aws-sdk/client-s3';
+import { Context } from '@temporalio/activity';
 import { segmentObjectKey } from '../core/identifiers.js';
 import type { MetaClient } from '../services/meta/client.js';
 import { JANITOR_SWEEP_NAMED, type JanitorSweep } from '../workflows/contracts/janitor.js';
@@ -55,6 +56,14 @@ async function deleteKeys(s3: S3Client, bucket: string, keys: string[], signal: 
   }
 }
 
+/** The sweep so far: what the last heartbeat of an earlier attempt carried, or nothing yet. */
+function sweepSoFar(): JanitorSweep {
+  const details = Context.current().info.heartbeatDetails as { sweep?: JanitorSweep } | undefined;
+  return details?.sweep
+    ? { deleted: details.sweep.deleted, first: [...details.sweep.first] }
+    : { deleted: 0, first: [] };
+}
+
 /** Counts `names` as deleted, naming the first few. */
 function tally(sweep: JanitorSweep, names: string[]): void {
   sweep.deleted += names.length;
@@ -68,11 +77,11 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
      * Deletes retired segments' objects retired more than `graceMs` ago and records them gone
      * (their rows stay for meta's dedup window), a thousand at a time, then has meta delete the
      * rows past that window. Each round lists what is left, so a retry starts where the last
-     * attempt stopped.
+     * attempt stopped, and counts on from what its last heartbeat said.
      */
     async deleteRetiredSegments(input: { graceMs: number }): Promise<JanitorSweep> {
-      return await runLongStep(async ({ signal, progress }) => {
-        const sweep: JanitorSweep = { deleted: 0, first: [] };
+      return await runLongStep(async ({ signal, progress, checkpoint }) => {
+        const sweep = sweepSoFar();
         const before = now() - input.graceMs;
         for (let listed = RETIRED_BATCH; listed === RETIRED_BATCH;) {
           signal.throwIfAborted();
@@ -85,14 +94,14 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           const ids = retired.map((s) => s.id);
           await deps.meta.forgetSegments(ids);
           tally(sweep, ids);
-          progress({ deleted: sweep.deleted });
+          checkpoint({ sweep });
         }
         let purged = 0;
         for (let batch = PURGE_BATCH; batch === PURGE_BATCH;) {
           signal.throwIfAborted();
           batch = await deps.meta.purgeRetired(PURGE_BATCH);
           purged += batch;
-          progress({ deleted: sweep.deleted, purged });
+          progress({ sweep, purged });
         }
         return sweep;
       });
@@ -101,11 +110,12 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
     /**
      * Deletes segment objects older than `graceMs` that the manifest does not know (uploads never
      * committed), and aborts multipart uploads of segments begun more than `graceMs` ago, and at
-     * least UNFINISHED_UPLOAD_MIN_AGE_MS (uploads never finished: their parts go). Counts the keys of both.
+     * least UNFINISHED_UPLOAD_MIN_AGE_MS (uploads never finished: their parts go). Counts the keys
+     * of both, on from what the last heartbeat of an earlier attempt said.
      */
     async deleteOrphanObjects(input: { graceMs: number }): Promise<JanitorSweep> {
-      return await runLongStep(async ({ signal, progress }) => {
-        const sweep: JanitorSweep = { deleted: 0, first: [] };
+      return await runLongStep(async ({ signal, checkpoint }) => {
+        const sweep = sweepSoFar();
         let listed = 0;
         let token: string | undefined;
         do {
@@ -122,7 +132,7 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
           const orphans = old.map((o) => o.Key!).filter((key) => !known.has(SEGMENT_KEY.exec(key)![2]!));
           await deleteKeys(deps.s3, deps.bucket, orphans, signal);
           tally(sweep, orphans);
-          progress({ listed, deleted: sweep.deleted });
+          checkpoint({ listed, sweep });
           token = page.IsTruncated ? page.NextContinuationToken : undefined;
         } while (token);
         // A live upload is never aborted: only one begun before a merge or a delete could still be on it.
@@ -153,7 +163,7 @@ export const createJanitorActivities = (deps: JanitorActivityDeps) => {
             }
             tally(sweep, [upload.Key]);
           }
-          progress({ listed, deleted: sweep.deleted });
+          checkpoint({ listed, sweep });
           // A store whose markers do not move on would list the same page forever.
           if (!page.IsTruncated || (page.NextKeyMarker === keyMarker && page.NextUploadIdMarker === uploadIdMarker))
             break;

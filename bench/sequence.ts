@@ -165,8 +165,24 @@ const QUERIES: [name: string, sql: string][] = [
   ],
 ];
 
-// Every query is new to the planner, as in a sequence of different queries (the nodes and the coordinator inherit this).
+// Every query is new to the planner, as in a sequence of different queries, and none is answered
+// from the result cache (the coordinator inherits these).
 process.env.BERTH_PLAN_CACHE_SIZE = '0';
+process.env.BERTH_RESULT_CACHE_BYTES = '0';
+
+type Answer = Pick<QueryResult, 'columns' | 'types' | 'rows'>;
+/** Where two answers differ, in order (every query orders its rows fully); doubles to 1e-9 of their size. */
+function difference(a: Answer, b: Answer): string | undefined {
+  if (JSON.stringify([a.columns, a.types]) !== JSON.stringify([b.columns, b.types]))
+    return `columns ${JSON.stringify([a.columns, a.types])} against ${JSON.stringify([b.columns, b.types])}`;
+  if (a.rows.length !== b.rows.length) return `${a.rows.length} rows against ${b.rows.length}`;
+  const same = (x: unknown, y: unknown) =>
+    typeof x === 'number' && typeof y === 'number'
+      ? Math.abs(x - y) <= 1e-9 * Math.max(Math.abs(x), Math.abs(y))
+      : JSON.stringify(x) === JSON.stringify(y);
+  const row = a.rows.findIndex((r, i) => r.some((cell, c) => !same(cell, b.rows[i]![c])));
+  return row < 0 ? undefined : `row ${row}: ${JSON.stringify(a.rows[row])} against ${JSON.stringify(b.rows[row])}`;
+}
 const files = await segmentFiles({
   dir: DATA,
   files: FILES,
@@ -186,11 +202,8 @@ try {
   // Warm: every column on every owner (they fetch what a query reads), and the OS page cache for DuckDB.
   await coordinator.query(`SELECT ${COLUMNS.map(([name]) => `max("${name}")`).join(', ')} FROM hits`);
   for (const [name, sql] of QUERIES) {
-    const [berth, duckdb] = [await coordinator.query(sql), await readJsonResult(await connection.stream(sql))];
-    const shape = (r: Pick<QueryResult, 'columns' | 'types' | 'rows'>) =>
-      JSON.stringify([r.columns, r.types, r.rows.length]);
-    if (shape(berth) !== shape(duckdb))
-      throw new Error(`${name}: Berth answered ${shape(berth)}, one DuckDB ${shape(duckdb)}`);
+    const differs = difference(await coordinator.query(sql), await readJsonResult(await connection.stream(sql)));
+    if (differs) throw new Error(`${name}: Berth and one DuckDB differ: ${differs}`);
   }
 
   type Sample = { duckdb: number; berth: number; stats: QueryResult['stats'] };
@@ -200,6 +213,7 @@ try {
       let started = performance.now();
       const { stats } = await coordinator.query(sql);
       const berth = performance.now() - started;
+      if (stats.result !== 'computed') throw new Error(`${name} was answered from the result cache`);
       started = performance.now();
       (await connection.runAndReadAll(sql)).getRows();
       samples.get(name)!.push({ berth, duckdb: performance.now() - started, stats });
@@ -217,6 +231,7 @@ try {
       duckdb: pick((x) => x.duckdb),
       berth: pick((x) => x.berth),
       plan: pick((x) => x.stats.timings.planMs),
+      queued: pick((x) => x.stats.timings.queuedMs),
       scan: pick((x) => x.stats.timings.scanMs),
       node: pick((x) => Math.max(0, ...x.stats.stages.scan.map((stage) => stage.slowestNodeMs))),
       final: pick((x) => x.stats.timings.finalMs),
@@ -231,15 +246,15 @@ try {
     `**Total: Berth ${ms(total('berth'))} ms, one DuckDB ${ms(total('duckdb'))} ms: ${(total('berth') / total('duckdb')).toFixed(2)}×** (goal ≤ 2×)\n`,
   );
   console.log(
-    '| query | one DuckDB (ms) | Berth (ms) | × | plan | scan stage | its slowest owner | final stage | rest (HTTP, JSON) |',
+    '| query | one DuckDB (ms) | Berth (ms) | × | plan | queued | scan stage | its slowest owner | final stage | rest (HTTP, JSON) |',
   );
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows)
     console.log(
-      `| ${r.name} | ${ms(r.duckdb)} | ${ms(r.berth)} | ${(r.berth / r.duckdb).toFixed(1)} | ${ms(r.plan)} | ${ms(r.scan)} | ${ms(r.node)} | ${ms(r.final)} | ${ms(r.rest)} |`,
+      `| ${r.name} | ${ms(r.duckdb)} | ${ms(r.berth)} | ${(r.berth / r.duckdb).toFixed(1)} | ${ms(r.plan)} | ${ms(r.queued)} | ${ms(r.scan)} | ${ms(r.node)} | ${ms(r.final)} | ${ms(r.rest)} |`,
     );
   console.log(
-    `| all | ${ms(total('duckdb'))} | ${ms(total('berth'))} | ${(total('berth') / total('duckdb')).toFixed(2)} | ${ms(total('plan'))} | ${ms(total('scan'))} | ${ms(total('node'))} | ${ms(total('final'))} | ${ms(total('rest'))} |`,
+    `| all | ${ms(total('duckdb'))} | ${ms(total('berth'))} | ${(total('berth') / total('duckdb')).toFixed(2)} | ${ms(total('plan'))} | ${ms(total('queued'))} | ${ms(total('scan'))} | ${ms(total('node'))} | ${ms(total('final'))} | ${ms(total('rest'))} |`,
   );
 } finally {
   await bench.stop();

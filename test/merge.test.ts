@@ -10,7 +10,7 @@ import {
   DeleteObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
-  ListObjectsV2Command,
+  paginateListObjectsV2,
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -460,8 +460,16 @@ describe('the janitor', () => {
       columns: [{ name: 'ts', type: 'TIMESTAMP' }],
     });
     const ids = Array.from({ length: SEGMENTS }, (_, i) => `swept-l0-20261001-${String(i).padStart(6, '0')}`);
-    const keys = async () =>
-      (await s3.send(new ListObjectsV2Command({ Bucket: cluster.bucket, Prefix: 'tables/swept/' }))).KeyCount ?? 0;
+    // S3 lists 1,000 keys a page.
+    const keys = async () => {
+      let count = 0;
+      for await (const page of paginateListObjectsV2(
+        { client: s3 },
+        { Bucket: cluster.bucket, Prefix: 'tables/swept/' },
+      ))
+        count += page.KeyCount ?? 0;
+      return count;
+    };
     for (let i = 0; i < SEGMENTS; i += 50)
       await Promise.all(
         ids.slice(i, i + 50).map(async (id) => {
@@ -487,5 +495,5 @@ describe('the janitor', () => {
     expect(await cluster.meta.listRetired(Date.now() + 1)).toEqual([]);
     expect(await cluster.meta.knownSegments(ids)).toEqual(ids); // rows kept for meta's dedup window
     s3.destroy();
-  });
+  }, 180_000);
 });

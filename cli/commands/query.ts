@@ -33,7 +33,7 @@ export function queryCommand(): Command {
           .map(([id, n]) => `${id}: ${n}`)
           .join(', ') || 'none';
       console.log(
-        `\n${count(result.rows.length)} row(s) in ${s.elapsedMs} ms (plan ${s.timings.planMs}, scan ${s.timings.scanMs}, final ${s.timings.finalMs}) · route ${s.route}${s.reason ? ` (${s.reason})` : ''} · ` +
+        `\n${count(result.rows.length)} row(s) in ${s.elapsedMs} ms (plan ${s.timings.planMs}, queued ${s.timings.queuedMs}, scan ${s.timings.scanMs}, final ${s.timings.finalMs}) · route ${s.route}${s.reason ? ` (${s.reason})` : ''} · ` +
           `segments ${s.segments.scanned} of ${s.segments.total} (${s.segments.pruned} pruned) · nodes ${nodes} · ` +
           `cache ${s.cacheHits} hit(s), ${s.cacheMisses} miss(es), ${s.s3Gets} S3 GET(s)${s.fallbacks ? ` · ${s.fallbacks} fallback(s)` : ''}`,
       );

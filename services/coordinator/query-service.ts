@@ -196,7 +196,7 @@ export class QueryService {
     const kept = this.options.results?.get(prepared.resultKey);
     if (kept) {
       // Asked before over these very table versions: no admission, no scan, no pool.
-      const stats = cachedStats(kept.stats, started);
+      const stats = cachedStats(kept.stats, { started, planned: prepared.planned });
       if (!sink) return { ...kept, stats };
       await sink.start(kept.columns, kept.types, signal);
       for (let i = 0; i < kept.rows.length; i += 2048) await sink.rows(kept.rows.slice(i, i + 2048));

@@ -97,9 +97,17 @@ export function computedStats({
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
-/** The stats of an answer the result cache kept, as the query that reuses it reports them: no admission, no pool. */
-export function cachedStats(kept: QueryStats, started: number): QueryStats {
-  const stats: QueryStats = { ...kept, result: 'cached', elapsedMs: Math.round(performance.now() - started) };
+/**
+ * The stats of an answer the result cache kept, as the query that reuses it reports them: its own
+ * time, planned and then answered from the cache (no admission, no scan, no final stage, no pool).
+ */
+export function cachedStats(kept: QueryStats, at: { started: number; planned: number }): QueryStats {
+  const stats: QueryStats = {
+    ...kept,
+    result: 'cached',
+    elapsedMs: Math.round(performance.now() - at.started),
+    timings: { planMs: round(at.planned - at.started), queuedMs: 0, scanMs: 0, finalMs: 0 },
+  };
   delete stats.pool;
   return stats;
 }
