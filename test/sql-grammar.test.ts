@@ -781,9 +781,9 @@ function anyCase(d: Draw): Case {
  * Whitespace to DuckDB 1.5.6 (checked against it: U+00A0, U+2000…U+200A, U+202F, U+205F, U+3000,
  * U+200B and U+FEFF separate tokens; U+000B is a syntax error; U+1680, U+2028, U+2029 and U+0085
  * are part of a name). DuckDB reads the Unicode ones as spaces only outside what it takes for
- * quotes, and a quote inside a block comment counts: after a comment holding `'`, `id\u3000IN` is one
- * name. Such a
- * layout is DuckDB's refusal, and the reference's too.
+ * quotes, and a quote or `--` inside a block comment counts: after a comment holding `'` or `--`,
+ * `id\u3000IN` is one name (after a block comment holding `--`, `SELECT 1 AS\u3000k` names its
+ * column `AS\u3000k`). Such a layout is DuckDB's refusal, and the reference's too.
  */
 const GAPS = [
   ' ',
@@ -812,14 +812,14 @@ const GAPS = [
 /**
  * Replaces the spaces between tokens with gaps drawn from GAPS: not inside a quote, nor inside a
  * comment the generator wrote (block comments nest, as DuckDB reads them). `sameMeaning` keeps a
- * comment holding a quote and a Unicode space out of one layout: together they can make two
- * names one (see GAPS), which the partition oracle, laying out Q and its parts apart, must not meet.
+ * comment holding a quote or `--` and a Unicode space out of one layout: together they can make
+ * two names one (see GAPS), which the partition oracle, laying out Q and its parts apart, must not meet.
  */
 function layOut(d: Draw, sql: string, sameMeaning = false): string {
   const density = d.int(0, 4);
   if (density === 0) return sql;
   let gaps = Array.from({ length: d.int(1, 4) }, () => d.pick(GAPS));
-  if (sameMeaning && gaps.some((g) => /['"]/.test(g)))
+  if (sameMeaning && gaps.some((g) => /['"]|\/\*.*--/.test(g)))
     gaps = gaps.map((g) => g.replace(/[\u00a0\u2000-\u200b\u202f\u205f\u3000\ufeff]/g, ' '));
   const every = d.int(1, 6);
   let out = '';
