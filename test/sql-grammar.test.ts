@@ -783,7 +783,9 @@ function anyCase(d: Draw): Case {
  * are part of a name). DuckDB reads the Unicode ones as spaces only outside what it takes for
  * quotes, and a quote or `--` inside a block comment counts: after a comment holding `'` or `--`,
  * `id\u3000IN` is one name (after a block comment holding `--`, `SELECT 1 AS\u3000k` names its
- * column `AS\u3000k`). Such a layout is DuckDB's refusal, and the reference's too.
+ * column `AS\u3000k`). Nor does it read a statement's last two bytes so: a final U+00A0 belongs to
+ * the name before it (`ORDER BY k\u00a0` looks for "k\u00a0"). Such a layout is DuckDB's refusal,
+ * and the reference's too.
  */
 const GAPS = [
   ' ',
@@ -812,8 +814,9 @@ const GAPS = [
 /**
  * Replaces the spaces between tokens with gaps drawn from GAPS: not inside a quote, nor inside a
  * comment the generator wrote (block comments nest, as DuckDB reads them). `sameMeaning` keeps a
- * comment holding a quote or `--` and a Unicode space out of one layout: together they can make
- * two names one (see GAPS), which the partition oracle, laying out Q and its parts apart, must not meet.
+ * comment holding a quote or `--` and a Unicode space out of one layout, and a U+00A0 off the end:
+ * either can change a name (see GAPS), which the partition oracle, laying out Q and its parts apart,
+ * must not meet.
  */
 function layOut(d: Draw, sql: string, sameMeaning = false): string {
   const density = d.int(0, 4);
@@ -851,7 +854,8 @@ function layOut(d: Draw, sql: string, sameMeaning = false): string {
   }
   const lead = d.pick(['', '\n  ', '/* lead */ ', '-- lead\n', '\t']);
   const trail = d.pick(['', ';', ' ;\n', ' -- trailing', ' /* trailing */', '\n']);
-  return `${lead}${out}${trail}`;
+  const laidOut = `${lead}${out}${trail}`;
+  return sameMeaning ? laidOut.replace(/\u00a0$/, ' ') : laidOut;
 }
 
 // ── the metamorphic oracle ──

@@ -55,10 +55,17 @@ interface Statement {
   seen: number;
 }
 
+/** A text as DuckDB reads it (SqlBinder.statement), its tree and its statement. */
+interface Parsed {
+  read: string;
+  node: QueryNode;
+  statement: Statement;
+}
+
 export interface PlanCacheOptions {
   planner: Planner;
   /** Parses a statement for its key; evaluates a cached plan's time window for a query's values. */
-  engine: Pick<SqlBinder, 'parse' | 'window'>;
+  engine: Pick<SqlBinder, 'statement' | 'window'>;
   catalog: TableCatalog;
   /** Plans kept; 0 turns the cache off. @default 1000 */
   maxEntries?: number;
@@ -88,7 +95,7 @@ export class PlanCache {
   }
 
   async plan(sql: string): Promise<CachedPlan> {
-    let parsed: { node: QueryNode; statement: Statement } | undefined;
+    let parsed: Parsed | undefined;
     let statement = this.statements?.get(sql);
     if (!statement) {
       parsed = await this.parse(sql);
@@ -114,12 +121,12 @@ export class PlanCache {
     parsed ??= await this.parse(sql);
     if (literals.length === 0) forgetLiterals(parsed.node);
     try {
-      return await this.planFresh(sql, key, parsed.node, literals, identity);
+      return await this.planFresh(key, parsed, literals, identity);
     } catch (error) {
       if (!(error instanceof TemplateMismatch)) throw error;
       this.entries?.set(key, { literal: true });
       forgetLiterals(parsed.node);
-      return await this.planFresh(sql, identity, parsed.node, [], identity);
+      return await this.planFresh(identity, parsed, [], identity);
     }
   }
 
@@ -133,18 +140,17 @@ export class PlanCache {
     if (this.planning.has(identity)) return;
     this.planning.add(identity);
     void this.parse(sql)
-      .then(({ node }) => {
-        forgetLiterals(node);
-        return this.planFresh(sql, identity, node, [], identity);
+      .then((parsed) => {
+        forgetLiterals(parsed.node);
+        return this.planFresh(identity, parsed, [], identity);
       })
       .catch(() => {}) // the shape's plan goes on serving it
       .finally(() => this.planning.delete(identity));
   }
 
   private async planFresh(
-    sql: string,
     key: string,
-    node: QueryNode,
+    { read, node }: Parsed,
     literals: Literal[],
     statement: string,
   ): Promise<CachedPlan> {
@@ -158,7 +164,7 @@ export class PlanCache {
       }
       return table?.info;
     };
-    const plan = await this.options.planner.plan(sql, lookup, { node, literals });
+    const plan = await this.options.planner.plan(read, lookup, { sql: read, node, literals });
     if (plan.reusable) this.entries?.set(key, { plan, schemas });
     else this.entries?.delete(key);
     return { plan, statement, versions, cached: false };
@@ -177,11 +183,11 @@ export class PlanCache {
     return { ...plan, inputs, parameters: literals };
   }
 
-  /** `sql`'s parse tree, its liftable literals marked, and its statement. */
-  private async parse(sql: string): Promise<{ node: QueryNode; statement: Statement }> {
-    const node = await this.options.engine.parse(sql);
+  /** `sql` as DuckDB reads it, its parse tree with its liftable literals marked, and its statement. */
+  private async parse(sql: string): Promise<Parsed> {
+    const { sql: read, node } = await this.options.engine.statement(sql);
     const literals = liftLiterals(node);
-    return { node, statement: { shape: writeParseTree(parameterized(node, true)), literals, seen: 0 } };
+    return { read, node, statement: { shape: writeParseTree(parameterized(node, true)), literals, seen: 0 } };
   }
 }
 

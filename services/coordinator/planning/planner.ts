@@ -35,7 +35,7 @@ import { badRequest, DomainError } from '../../common/errors.js';
 import type { TableInfo } from '../../meta/client.js';
 import { liftLiterals, type Literal } from '../../../core/query-plan/literals.js';
 import type { BoundColumn, ExchangeColumn, ExecutablePlan, ScanInput, TimeWindow } from '../stages.js';
-import { withoutEdgeSpaces, type SqlBinder, type TemplateCheck } from './sql-binder.js';
+import type { SqlBinder, TemplateCheck } from './sql-binder.js';
 
 /** A plan whose SQL does not bind the same with its literals as parameters: planned again with them in. */
 export class TemplateMismatch extends Error {
@@ -67,15 +67,15 @@ export class Planner {
   /**
    * Plans `sql`; `lookupTable` resolves its tables (the planner's own lookup unless given). What
    * the plan runs takes the query's lifted literals (core/query-plan/literals.ts) as parameters:
-   * `parsed` is the statement's tree with them marked, when the caller has it.
+   * `parsed` is the statement as DuckDB reads it (SqlBinder.statement) and its tree with them
+   * marked, when the caller has it.
    */
   async plan(
     text: string,
     lookupTable = this.lookupTable,
-    parsed?: { node: QueryNode; literals: Literal[] },
+    parsed?: { sql: string; node: QueryNode; literals: Literal[] },
   ): Promise<ExecutablePlan> {
-    const sql = withoutEdgeSpaces(text);
-    const node = parsed?.node ?? (await this.binder.parse(sql));
+    const { sql, node } = parsed ?? (await this.binder.statement(text));
     const literals = parsed?.literals ?? liftLiterals(node);
     if (!['SELECT_NODE', 'SET_OPERATION_NODE'].includes(node.type))
       throw badRequest('invalid_sql', 'only SELECT queries are supported');

@@ -25,10 +25,12 @@ const EDGE_SPACES =
 
 /**
  * A statement without the spaces around it. DuckDB's own query path drops them; its
- * json_serialize_sql and DESCRIBE fail on a trailing U+00A0 or an edge U+000B ("syntax error at
- * or near " "") where the query itself runs.
+ * json_serialize_sql and DESCRIBE fail on an edge U+000B, or a trailing U+00A0 that does not parse
+ * as part of a name ("syntax error at or near " ""), where the query itself runs. Not for a
+ * statement DuckDB reads with its final U+00A0 (see SqlBinder.statement).
  */
-export const withoutEdgeSpaces = (sql: string): string => sql.replace(EDGE_SPACES, '');
+const withoutEdgeSpaces = (sql: string): string => sql.replace(EDGE_SPACES, '');
+
 export interface PooledConnections {
   use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T>;
 }
@@ -73,18 +75,34 @@ export class SqlBinder implements FunctionNames {
     return { aggregateFunctions, consistentFunctions };
   }
 
+  /**
+   * The statement as DuckDB's query path reads it. DuckDB reads the Unicode spaces as spaces
+   * everywhere but in a statement's last two bytes: a final U+00A0 belongs to the name before it
+   * (`ORDER BY k\u00a0` looks for "k\u00a0", `SELECT 1 AS k\u00a0` names its column so), and only
+   * a statement that does not parse that way runs as if it were not there.
+   */
+  async statement(sql: string): Promise<{ sql: string; node: QueryNode }> {
+    if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
+    let text = withoutEdgeSpaces(sql);
+    let parsed = sql.endsWith('\u00a0') ? await this.serialize(sql) : undefined;
+    if (parsed && !parsed.error) text = sql;
+    else parsed = await this.serialize(text);
+    if (parsed.error) throw badRequest('invalid_sql', parsed.error_message ?? 'the SQL could not be parsed');
+    if (parsed.statements?.length !== 1) throw badRequest('invalid_sql', 'send exactly one SELECT statement');
+    return { sql: text, node: parsed.statements[0]!.node };
+  }
+
   /** The statement's parse tree, every literal exact; a syntax error, or anything but one query, is a 400. */
   async parse(sql: string): Promise<QueryNode> {
-    if (sql.includes('\u0000')) throw badRequest('invalid_sql', 'the SQL contains a NUL character');
-    const json = await this.scalar(`SELECT json_serialize_sql(${sqlString(withoutEdgeSpaces(sql))})`);
-    const parsed = readParseTree(json) as {
+    return (await this.statement(sql)).node;
+  }
+
+  private async serialize(sql: string) {
+    return readParseTree(await this.scalar(`SELECT json_serialize_sql(${sqlString(sql)})`)) as {
       error: boolean;
       error_message?: string;
       statements?: { node: QueryNode }[];
     };
-    if (parsed.error) throw badRequest('invalid_sql', parsed.error_message ?? 'the SQL could not be parsed');
-    if (parsed.statements?.length !== 1) throw badRequest('invalid_sql', 'send exactly one SELECT statement');
-    return parsed.statements[0]!.node;
   }
 
   /** SQL text for a parse tree, literals written digit for digit. */
