@@ -28,6 +28,7 @@ const UNIT = [
   'python-tool',
   'routing-verdict',
   's3-fifo',
+  'schema-connections',
   'segment-memory',
   'serving-admission',
   'segment-index',

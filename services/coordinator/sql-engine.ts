@@ -41,6 +41,7 @@ export class SqlEngine extends SqlBinder {
   }
 
   close(): void {
+    this.closeBindings();
     this.finals.close();
   }
 

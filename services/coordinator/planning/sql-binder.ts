@@ -4,20 +4,18 @@
  * It runs on the coordinator's DuckDB for queries (sql-engine.ts), which the final stages share,
  * and knows nothing of them.
  */
-import type { DuckDBConnection, DuckDBInstance, DuckDBPreparedStatement } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { epochMsSql } from '../../../core/time-bounds.js';
 import { hasLiterals, parameterized } from '../../../core/query-plan/literals.js';
 import { selectNode, type AstNode, type QueryNode } from '../../../core/query-plan/parse-tree.js';
 import type { TimeBounds } from '../../../core/query-plan/time-window.js';
 import { sqlString, withConnection } from '../../common/duckdb.js';
 import { badRequest } from '../../common/errors.js';
-import { bindTables } from '../../common/scanner.js';
 import type { ColumnSpec } from '../../meta/client.js';
 import { streamWith, type SqlParameter } from '../../common/sql-parameters.js';
 import type { BoundColumn, TimeWindow, WindowSql } from '../stages.js';
 import { readParseTree, writeParseTree } from './parse-tree-json.js';
-
-/** Connections kept open for statements that leave nothing on their connection (the engine's pool). */
+import { SchemaConnections } from './schema-connections.js';
 
 /** What DuckDB reads as space before or after a statement: ASCII's and the Unicode spaces between tokens. */
 const EDGE_SPACES =
@@ -31,6 +29,7 @@ const EDGE_SPACES =
  */
 const withoutEdgeSpaces = (sql: string): string => sql.replace(EDGE_SPACES, '');
 
+/** Connections kept open for statements that leave nothing on their connection (the engine's pool). */
 export interface PooledConnections {
   use<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T>;
 }
@@ -52,6 +51,7 @@ export interface TemplateCheck {
 export class SqlBinder implements FunctionNames {
   readonly aggregateFunctions: ReadonlySet<string>;
   readonly consistentFunctions: ReadonlySet<string>;
+  private readonly schemas: SchemaConnections;
 
   constructor(
     protected readonly duckdb: DuckDBInstance,
@@ -60,6 +60,7 @@ export class SqlBinder implements FunctionNames {
   ) {
     this.aggregateFunctions = functions.aggregateFunctions;
     this.consistentFunctions = functions.consistentFunctions;
+    this.schemas = new SchemaConnections(duckdb);
   }
 
   /** The names of DuckDB's aggregate functions and of its consistent ones, lower-cased. */
@@ -114,11 +115,7 @@ export class SqlBinder implements FunctionNames {
 
   /** Binds `sql` against empty tables of the given schemas: its output columns, or DuckDB's error. */
   async describe(sql: string, tables: { name: string; columns: ColumnSpec[] }[]): Promise<BoundColumn[]> {
-    return await withConnection(this.duckdb, async (c) => {
-      await bindTables(
-        c,
-        tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })),
-      );
+    return await this.schemas.use(tables, async (c) => {
       const reader = await c.runAndReadAll(`DESCRIBE ${sql}`);
       return reader.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
     });
@@ -129,18 +126,23 @@ export class SqlBinder implements FunctionNames {
    * the given schemas): DuckDB must tell every parameter's type from what it is compared with.
    */
   async sameColumns(checks: readonly TemplateCheck[]): Promise<boolean> {
-    const types = (p: DuckDBPreparedStatement) =>
-      Array.from({ length: p.columnCount }, (_, i) => `${p.columnName(i)} ${p.columnType(i).toString()}`);
+    // Destroyed at once: the connection serves the next plan, and a prepared statement lives on it.
+    const types = async (c: DuckDBConnection, sql: string) => {
+      const p = await c.prepare(sql);
+      try {
+        return Array.from({ length: p.columnCount }, (_, i) => `${p.columnName(i)} ${p.columnType(i).toString()}`);
+      } finally {
+        p.destroySync();
+      }
+    };
     for (const { sql, template, tables } of checks) {
       if (template === sql) continue;
-      const same = await withConnection(this.duckdb, async (c) => {
-        await bindTables(
-          c,
-          tables.map((t) => ({ name: t.name, schema: t.columns, files: [] })),
-        );
-        const [a, b] = [types(await c.prepare(sql)), types(await c.prepare(template))];
-        return a.length === b.length && a.every((t, i) => t === b[i]);
-      }).catch(() => false);
+      const same = await this.schemas
+        .use(tables, async (c) => {
+          const [a, b] = [await types(c, sql), await types(c, template)];
+          return a.length === b.length && a.every((t, i) => t === b[i]);
+        })
+        .catch(() => false);
       if (!same) return false;
     }
     return true;
@@ -201,6 +203,11 @@ export class SqlBinder implements FunctionNames {
       ).getRows()[0]!;
       return { sql: String(sql), template: String(template) };
     });
+  }
+
+  /** Closes the connections kept for binding; the instance is its owner's to close. */
+  protected closeBindings(): void {
+    this.schemas.close();
   }
 
   private async scalar(sql: string): Promise<string> {
