@@ -87,6 +87,9 @@ describe('planner decompositions', () => {
   it.each([
     ['SELECT service, count(*), avg(latency_ms) FROM events GROUP BY service', 'aggregate'],
     ['SELECT * FROM events ORDER BY ts LIMIT 5', 'select'],
+    ['SELECT service FROM events ORDER BY ts DESC LIMIT 5', 'select'],
+    ['SELECT service FROM events ORDER BY bytes % 7, ts LIMIT 5', 'rows'],
+    ['SELECT DISTINCT service FROM events ORDER BY service LIMIT 5', 'select'],
     ['SELECT count(DISTINCT user_id) FROM events', 'aggregate'],
     ['SELECT DISTINCT service FROM events', 'select'],
     ['SELECT sum(bytes) OVER () FROM events', 'rows'],

@@ -11,7 +11,8 @@
  *   duplicates cannot change: approx_count_distinct, bool_and, ...) adds its arguments to the
  *   partial's keys, so that owners send each distinct value once per group.
  * - `select`: a select without aggregates. Each owner runs it (DISTINCT, and ORDER BY with LIMIT
- *   raised by OFFSET: top-k); the final stage orders, offsets and limits the union.
+ *   raised by OFFSET: top-k, with the sort keys it does not output beside); the final stage orders,
+ *   offsets and limits the union.
  * - `rows`: anything else (windows, exact quantiles, joins, correlated subqueries). Owners send the
  *   columns the query names, filtered by the conjuncts of the WHERE that only need the row
  *   (pushdown.ts).
@@ -61,6 +62,8 @@ import { timeBounds, type TimeBounds } from './time-window.js';
 
 /** The name of the table that holds the partial results at the coordinator. */
 export const PARTIALS_TABLE = '__partials';
+/** The prefix of the names a select's owners send its sort keys under, when the query does not output them. */
+const HIDDEN_KEY = '__key';
 
 export interface PlanInput {
   /** A SELECT_NODE (or set operation): the query's statement, or a SELECT inside it. */
@@ -346,10 +349,23 @@ function planSelect(
     const i = items.findIndex((s) => sameExpression(s, e));
     return i >= 0 ? outputColumns[i] : undefined;
   };
+  // A key that is a column of the read and no output (ORDER BY ts LIMIT 10 over other columns):
+  // the owners send it beside their top-k under a name of its own, and the final stage orders by it.
+  const taken = new Set([...outputColumns, ...columns].map((c) => c.toLowerCase()));
+  const readColumn = (e: Expression): boolean =>
+    isColumnRef(e) &&
+    (e.column_names.length > 1 ||
+      !items.some((s) => String(s.alias ?? '').toLowerCase() === String(e.column_names[0]).toLowerCase())) &&
+    resolveColumn(e, read, columns) !== undefined;
+  const hidden: Expression[] = [];
   const finalOrders: OrderByNode[] = [];
   for (const o of order?.orders ?? []) {
-    const name = outputOf(o.expression);
-    if (name === undefined) return undefined;
+    let name = outputOf(o.expression);
+    if (name === undefined) {
+      name = `${HIDDEN_KEY}${hidden.length}`;
+      if (distinct || !readColumn(o.expression) || taken.has(name)) return undefined;
+      hidden.push(withAlias(clone(o.expression), name));
+    }
     finalOrders.push({ ...o, expression: columnRef(name) });
   }
 
@@ -360,27 +376,30 @@ function planSelect(
     if (l === undefined || o === undefined || limit.limit == null) return undefined;
     partialModifiers.push({ type: 'LIMIT_MODIFIER', limit: integer(l + o), offset: null });
   }
-  const partial: SelectNode = { ...clone(node), modifiers: partialModifiers };
+  const partial: SelectNode = {
+    ...clone(node),
+    select_list: [...clone(node.select_list), ...hidden],
+    modifiers: partialModifiers,
+  };
+  const star: Expression = {
+    class: 'STAR',
+    type: 'STAR',
+    alias: '',
+    relation_name: '',
+    exclude_list: [],
+    replace_list: [],
+    rename_list: [],
+    columns: false,
+    expr: null,
+    unpacked: false,
+  };
   const final = selectNode({
     modifiers: [
       ...(distinct ? [clone(distinct)] : []),
       ...(order && finalOrders.length > 0 ? [{ ...order, orders: finalOrders }] : []),
       ...(limit ? [clone(limit)] : []),
     ],
-    select_list: [
-      {
-        class: 'STAR',
-        type: 'STAR',
-        alias: '',
-        relation_name: '',
-        exclude_list: [],
-        replace_list: [],
-        rename_list: [],
-        columns: false,
-        expr: null,
-        unpacked: false,
-      },
-    ],
+    select_list: hidden.length > 0 ? outputColumns.map((c) => columnRef(c)) : [star],
     from_table: baseTable(input.partialsTable ?? PARTIALS_TABLE),
   });
   return { split: 'select', table: read.table, bounds, partial, final };

@@ -298,8 +298,10 @@ export class Planner {
     // Only the final stage can make a UNION value: as text it would come back with another tag, or not at all.
     if (columns.some((c) => CARRIED_ONLY_AS_TEXT.test(c.type)))
       return { split: 'rows', reason: 'a UNION value, which the exchange cannot carry' };
-    // A select's partial has the SELECT's own columns; an aggregate's has the partials' aliases.
-    const exchange = exchangeColumns(columns, (c, i) => (shape.split === 'select' ? outputColumns[i]!.name : c.name));
+    // A select's partial has the SELECT's own columns (and sort keys it does not output, by their aliases); an aggregate's has the partials' aliases.
+    const exchange = exchangeColumns(columns, (c, i) =>
+      shape.split === 'select' ? (outputColumns[i]?.name ?? c.name) : c.name,
+    );
     return { split: shape.split, sql, template, columns, exchange, final: shape.final };
   }
 
