@@ -98,9 +98,11 @@ export class Planner {
       if (!table) throw badRequest('unknown_table', `unknown table "${name}"`);
       tables.push(table);
     }
-    const { sql: checked, template: checkedTemplate } = await this.deparse(node);
-    // Names and types are those of the query as sent; what runs must give the same types.
-    const columns = await this.bind(sql, tables);
+    // Names and types are those of the query as sent; what runs must give the same types. The two
+    // round trips overlap; a failure of the first is the one told, as when they ran in turn.
+    const [written, bound] = await Promise.allSettled([this.deparse(node), this.bind(sql, tables)]);
+    const { sql: checked, template: checkedTemplate } = settled(written);
+    const columns = settled(bound);
     const runs = await this.bind(checked, tables);
     if (runs.some((c, i) => c.type !== columns[i]?.type)) {
       throw badRequest(
@@ -323,6 +325,11 @@ export class Planner {
     }
   }
 }
+
+const settled = <T>(result: PromiseSettledResult<T>): T => {
+  if (result.status === 'rejected') throw result.reason;
+  return result.value;
+};
 
 /** The window the bounds describe; a bound DuckDB cannot read as a timestamp prunes nothing. */
 export async function timeWindow(binder: SqlBinder, bounds: TimeBounds): Promise<TimeWindow> {
