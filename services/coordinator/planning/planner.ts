@@ -44,6 +44,13 @@ export class TemplateMismatch extends Error {
   }
 }
 
+interface WindowedRead {
+  read: TableRead;
+  table: TableInfo;
+  window: TimeWindow;
+  moving?: { sql: string; lower: number };
+}
+
 /** The prefix of the final stage's input names; a query that uses it for a name of its own gets another. */
 const INPUT_PREFIX = '__in';
 
@@ -103,15 +110,20 @@ export class Planner {
     const [written, bound] = await Promise.allSettled([this.deparse(node), this.bind(sql, tables)]);
     const { sql: checked, template: checkedTemplate } = settled(written);
     const columns = settled(bound);
-    const runs = await this.bind(checked, tables);
+    const byName = new Map(tables.map((t) => [t.name, t]));
+    // Each read's time window, the same whatever is pushed down: found while what runs binds.
+    const [ran, windowed] = await Promise.allSettled([
+      this.bind(checked, tables),
+      Promise.all(tableReads(node).map((read) => this.readWindow(read, byName.get(read.table)!))),
+    ]);
+    const runs = settled(ran);
+    const reads = settled(windowed);
     if (runs.some((c, i) => c.type !== columns[i]?.type)) {
       throw badRequest(
         'unsupported_sql',
         `Berth cannot run this query exactly: written back, its columns would be ${runs.map((c) => c.type).join(', ')} instead of ${columns.map((c) => c.type).join(', ')}`,
       );
     }
-    const byName = new Map(tables.map((t) => [t.name, t]));
-    const reads = tableReads(node).map((read) => ({ read, table: byName.get(read.table)! }));
     const prefix = inputPrefix(node);
     // The most pushed down first; each next one moves more rows but binds in more cases.
     for (const pushdown of ['partials', 'filters', 'nothing'] as const) {
@@ -156,7 +168,7 @@ export class Planner {
   /** The query split with this much pushed down to each read's owners, if it binds to the query's columns. */
   private async split(
     node: QueryNode,
-    reads: { read: TableRead; table: TableInfo }[],
+    reads: WindowedRead[],
     columns: BoundColumn[],
     prefix: string,
     pushdown: Pushdown,
@@ -165,19 +177,9 @@ export class Planner {
     const templates: TemplateCheck[] = [];
     const inputs: ScanInput[] = [];
     const reasons: string[] = [];
-    for (const [i, { read, table }] of reads.entries()) {
+    for (const [i, { read, table, window, moving }] of reads.entries()) {
       const name = `${prefix}${i}`;
       const names = table.columns.map((c) => c.name);
-      const bounds =
-        read.select && !read.ref.sample
-          ? timeBounds(read.select.where_clause, read, { timestampColumn: table.timestampColumn, columns: names })
-          : { lower: [], upper: [] };
-      const windowSql = await this.binder.boundsSql(bounds);
-      const window = windowSql ? await this.binder.window(windowSql.sql, windowSql.lower) : {};
-      const moving =
-        windowSql && windowSql.template !== windowSql.sql
-          ? { sql: windowSql.template, lower: windowSql.lower }
-          : undefined;
       const partial = pushdown === 'partials' ? await this.partial(node, read, table, name, columns) : undefined;
       if (partial && partial.split !== 'rows') {
         templates.push({ sql: partial.sql, template: partial.template, tables: [table] });
@@ -251,6 +253,31 @@ export class Planner {
       columns,
       templates: [...templates, { sql: finalSql, template: finalTemplate, tables: exchanged }],
     };
+  }
+
+  /**
+   * A read with the time window its SELECT's WHERE bounds (pruning), and the bounds as a template
+   * when they hold lifted literals (a cached plan's values prune anew). Bounds the planner cannot
+   * evaluate prune nothing.
+   */
+  private async readWindow(read: TableRead, table: TableInfo): Promise<WindowedRead> {
+    return await this.boundedRead(read, table).catch(() => ({ read, table, window: {} }));
+  }
+
+  private async boundedRead(read: TableRead, table: TableInfo): Promise<WindowedRead> {
+    const bounds =
+      read.select && !read.ref.sample
+        ? timeBounds(read.select.where_clause, read, {
+            timestampColumn: table.timestampColumn,
+            columns: table.columns.map((c) => c.name),
+          })
+        : { lower: [], upper: [] };
+    const windowSql = await this.binder.boundsSql(bounds);
+    if (!windowSql) return { read, table, window: {} };
+    const window = await this.binder.window(windowSql.sql, windowSql.lower);
+    return windowSql.template !== windowSql.sql
+      ? { read, table, window, moving: { sql: windowSql.template, lower: windowSql.lower } }
+      : { read, table, window };
   }
 
   /** The partial the owners run for the SELECT directly over a read, and what replaces that SELECT in the final stage. */
