@@ -93,6 +93,14 @@ describe('statements', () => {
     ).toEqual([`SELECT ';' AS a`, `-- x;y\nSELECT "a;b" FROM t /* ; */`, `SELECT $$;$$, E'\\';'`]);
   });
 
+  it('splits a statement off the U+00A0 before its semicolon, which DuckDB reads as a space there alone', () => {
+    // DuckDB names the first column k (the U+00A0 is not the text's end), the second "k\u00a0" (it is).
+    expect(splitStatements('SELECT 1 AS k\u00a0; SELECT 2 AS k\u00a0')).toEqual([
+      'SELECT 1 AS k ',
+      ' SELECT 2 AS k\u00a0',
+    ]);
+  });
+
   it('tells queries, catalog reads, settings, transactions and writes apart', () => {
     expect(classify('  select 1')).toEqual({ kind: 'query' });
     expect(classify('SELECT * FROM pg_catalog.pg_class')).toEqual({ kind: 'catalog' });

@@ -53,13 +53,14 @@ export function tokenize(sql: string): Token[] {
   return tokens;
 }
 
-/** The statements of a simple query, split at semicolons outside quotes and comments; empty ones kept. */
+/** The statements of a simple query, split at semicolons outside quotes and comments, each as DuckDB reads it in the whole; empty ones kept. */
 export function splitStatements(sql: string): string[] {
   const statements: string[] = [];
   let current = '';
   for (const token of tokenize(sql)) {
     if (token.kind === 'op' && token.text === ';') {
-      statements.push(current);
+      // DuckDB reads a U+00A0 as a space unless it ends the text (sql-binder.ts): before a semicolon, it is one.
+      statements.push(current.replace(/\u00a0$/, ' '));
       current = '';
     } else current += token.text;
   }
