@@ -85,6 +85,22 @@ describe('planner decompositions', () => {
   });
 
   it.each([
+    // A bare ORDER BY name that a star's REPLACE, RENAME or COLUMNS gives an output is that output.
+    'SELECT * REPLACE (-bytes AS bytes) FROM events ORDER BY bytes, ts LIMIT 3',
+    'SELECT * EXCLUDE (service) RENAME (level AS service) FROM events ORDER BY service, ts LIMIT 5',
+    "SELECT upper(COLUMNS('service')), ts FROM events ORDER BY service DESC, ts LIMIT 4",
+    // A limit by percentage applies to every row: only the final stage can.
+    'SELECT service, ts FROM events ORDER BY ts LIMIT 1%',
+    'SELECT service FROM events ORDER BY ts DESC LIMIT 2%',
+  ])('answers %s, a top-k the owners cannot take alone, as one DuckDB', async (sql) => {
+    const c = await reference.connect();
+    const expected = toJsonResult(await c.runAndReadAll(sql));
+    c.closeSync();
+    const { result } = await runScattered(sql, [files.slice(0, 1), files.slice(1, 4), files.slice(4)]);
+    expectSameResult(result, expected, true, sql);
+  });
+
+  it.each([
     ['SELECT service, count(*), avg(latency_ms) FROM events GROUP BY service', 'aggregate'],
     ['SELECT * FROM events ORDER BY ts LIMIT 5', 'select'],
     ['SELECT service FROM events ORDER BY ts DESC LIMIT 5', 'select'],

@@ -322,6 +322,9 @@ function planSelect(
   const { outputColumns } = input;
   const distinct = node.modifiers.find(isDistinctModifier);
   if (new Set(outputColumns.map((c) => c.toLowerCase())).size !== outputColumns.length) return undefined;
+  // Anything else (LIMIT n%) only the final stage can apply, over every row.
+  if (node.modifiers.some((m) => !isDistinctModifier(m) && !isOrderModifier(m) && !isLimitModifier(m)))
+    return undefined;
   const order = node.modifiers.find(isOrderModifier);
   const limit = node.modifiers.find(isLimitModifier);
   const constant = (n: Expression | null | undefined): bigint | undefined => {
@@ -351,11 +354,13 @@ function planSelect(
   };
   // A key that is a column of the read and no output (ORDER BY ts LIMIT 10 over other columns):
   // the owners send it beside their top-k under a name of its own, and the final stage orders by it.
-  const taken = new Set([...outputColumns, ...columns].map((c) => c.toLowerCase()));
+  // A bare name that is an output's, however the output got it (an alias, or a star's REPLACE,
+  // RENAME or COLUMNS), is that output to DuckDB, never the column.
+  const outputs = new Set(outputColumns.map((c) => c.toLowerCase()));
+  const taken = new Set([...outputs, ...columns.map((c) => c.toLowerCase())]);
   const readColumn = (e: Expression): boolean =>
     isColumnRef(e) &&
-    (e.column_names.length > 1 ||
-      !items.some((s) => String(s.alias ?? '').toLowerCase() === String(e.column_names[0]).toLowerCase())) &&
+    (e.column_names.length > 1 || !outputs.has(String(e.column_names[0]).toLowerCase())) &&
     resolveColumn(e, read, columns) !== undefined;
   const hidden: Expression[] = [];
   const finalOrders: OrderByNode[] = [];

@@ -106,10 +106,10 @@ export class Planner {
       tables.push(table);
     }
     // Names and types are those of the query as sent; what runs must give the same types. The two
-    // round trips overlap; a failure of the first is the one told, as when they ran in turn.
-    const [written, bound] = await Promise.allSettled([this.deparse(node), this.bind(sql, tables)]);
-    const { sql: checked, template: checkedTemplate } = settled(written);
+    // round trips overlap; where both fail, the bind's error is told, as DuckDB would tell it.
+    const [bound, written] = await Promise.allSettled([this.bind(sql, tables), this.deparse(node)]);
     const columns = settled(bound);
+    const { sql: checked, template: checkedTemplate } = settled(written);
     const byName = new Map(tables.map((t) => [t.name, t]));
     // Each read's time window, the same whatever is pushed down: found while what runs binds.
     const [ran, windowed] = await Promise.allSettled([
