@@ -91,14 +91,21 @@ export async function runWith(
   await prepared.run();
 }
 
-/** Streams `sql` on `connection`, prepared and bound when it has parameters. */
+/**
+ * Streams `sql`, one statement, on `connection`, bound to its parameters. Always prepared: the
+ * binding's stream(sql) parses twice, once to split statements and once to prepare the first, a
+ * round trip to a DuckDB thread more for every scan and final stage.
+ */
 export async function streamWith(
   connection: DuckDBConnection,
   sql: string,
   parameters: readonly SqlParameter[] = [],
 ): Promise<DuckDBResult> {
-  if (parameters.length === 0) return await connection.stream(sql);
   const prepared = await connection.prepare(sql);
-  bindParameters(prepared, parameters);
-  return await prepared.stream();
+  try {
+    bindParameters(prepared, parameters);
+    return await prepared.stream();
+  } finally {
+    prepared.destroySync(); // the result outlives its statement, as in the binding's own stream()
+  }
 }
