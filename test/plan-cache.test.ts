@@ -162,6 +162,34 @@ describe('the plan cache', () => {
     expect((await plans.plan(`/* a dashboard's panel */ ${sql} -- refreshed`)).cached).toBe(true);
   });
 
+  it('plans a new text of a template it has parsed without parsing it, with that text’s own values', async () => {
+    const parses = vi.spyOn(engine, 'statement');
+    try {
+      const panel = (day: string, status: string) =>
+        `SELECT count(*) AS n FROM events WHERE ts >= TIMESTAMP '2026-11-${day}' AND status >= ${status}`;
+      expect((await plans.plan(panel('02', '400'))).cached).toBe(false);
+      const parsed = parses.mock.calls.length;
+      const next = await plans.plan(panel('03', '500'));
+      expect(parses.mock.calls.length).toBe(parsed);
+      expect(next).toMatchObject({
+        cached: true,
+        plan: {
+          parameters: [
+            { name: 'p1', type: 'VARCHAR', value: '2026-11-03' },
+            { name: 'p2', type: 'INTEGER', value: '500' },
+          ],
+        },
+      });
+      expect(next.plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 3) });
+      // Past 32 bits the literal is a BIGINT to DuckDB: another statement, found by a parse.
+      const wide = await plans.plan(panel('03', '5000000000'));
+      expect(parses.mock.calls.length).toBeGreaterThan(parsed);
+      expect(wide.plan.parameters[1]).toEqual({ name: 'p2', type: 'BIGINT', value: '5000000000' });
+    } finally {
+      parses.mockRestore();
+    }
+  });
+
   it('lifts only the literals a WHERE compares: a LIMIT, an IN list’s length, a select list or a type is another plan', async () => {
     const panel = (window: string, status: string, limit = 10) =>
       `SELECT service, status, count(*) AS n FROM events WHERE ts >= ${window} AND status IN (${status}) GROUP BY ALL ORDER BY n DESC LIMIT ${limit}`;

@@ -14,11 +14,14 @@
  * read, and is used only while each of those tables still has that digest (checked at every query,
  * with the table's manifest version, by the TableCatalog), so a schema change plans again. Plans
  * that depend on more than the statement and the schemas (a time bound with now()) are never kept.
+ * A new text of a known template (literal-template.ts: the text of an earlier one with other
+ * literals) gets its statement without a parse.
  */
 import { LRUCache } from 'lru-cache';
 import { forgetLiterals, liftLiterals, parameterized, type Literal } from '../../../core/query-plan/literals.js';
 import type { QueryNode } from '../../../core/query-plan/parse-tree.js';
 import type { TableInfo, TableVersion } from '../../meta/client.js';
+import { statementOf, templateStatement, textTemplate, type TemplateStatement } from './literal-template.js';
 import { writeParseTree } from './parse-tree-json.js';
 import type { ExecutablePlan } from '../stages.js';
 import { TemplateMismatch, type Planner } from './planner.js';
@@ -85,6 +88,8 @@ export class PlanCache {
   private readonly entries: LRUCache<string, Entry> | undefined;
   /** Each SQL text seen, exactly as sent, to its statement. */
   private readonly statements: LRUCache<string, Statement> | undefined;
+  /** Each text template parsed, to what its parse says of every text of it. */
+  private readonly templates: LRUCache<string, TemplateStatement> | undefined;
   /** Statements being planned with their literals in (planOwn). */
   private readonly planning = new Set<string>();
 
@@ -92,14 +97,14 @@ export class PlanCache {
     const max = options.maxEntries ?? DEFAULT_PLAN_CACHE_ENTRIES;
     this.entries = max > 0 ? new LRUCache({ max }) : undefined;
     this.statements = max > 0 ? new LRUCache({ max: 4 * max }) : undefined;
+    this.templates = max > 0 ? new LRUCache({ max }) : undefined;
   }
 
   async plan(sql: string): Promise<CachedPlan> {
     let parsed: Parsed | undefined;
     let statement = this.statements?.get(sql);
     if (!statement) {
-      parsed = await this.parse(sql);
-      statement = parsed.statement;
+      statement = this.fromTemplate(sql) ?? (parsed = await this.parse(sql)).statement;
       this.statements?.set(sql, statement);
     }
     statement.seen++;
@@ -183,11 +188,26 @@ export class PlanCache {
     return { ...plan, inputs, parameters: literals };
   }
 
-  /** `sql` as DuckDB reads it, its parse tree with its liftable literals marked, and its statement. */
+  /**
+   * `sql` as DuckDB reads it, its parse tree with its liftable literals marked, and its statement;
+   * what the parse says of its template is kept for the texts of that template to come.
+   */
   private async parse(sql: string): Promise<Parsed> {
     const { sql: read, node } = await this.options.engine.statement(sql);
     const literals = liftLiterals(node);
-    return { read, node, statement: { shape: writeParseTree(parameterized(node, true)), literals, seen: 0 } };
+    const shape = writeParseTree(parameterized(node, true));
+    const template = this.templates && textTemplate(read);
+    const known = template && templateStatement(template, node, shape, literals);
+    if (known) this.templates!.set(template.key, known);
+    return { read, node, statement: { shape, literals, seen: 0 } };
+  }
+
+  /** The statement of a text of a template parsed before, without a parse. */
+  private fromTemplate(sql: string): Statement | undefined {
+    const template = this.templates && textTemplate(sql);
+    const known = template && this.templates!.get(template.key);
+    const statement = known && statementOf(template, known);
+    return statement && { ...statement, seen: 0 };
   }
 }
 
