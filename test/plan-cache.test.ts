@@ -185,6 +185,15 @@ describe('the plan cache', () => {
       const wide = await plans.plan(panel('03', '5000000000'));
       expect(parses.mock.calls.length).toBeGreaterThan(parsed);
       expect(wide.plan.parameters[1]).toEqual({ name: 'p2', type: 'BIGINT', value: '5000000000' });
+      // Two panels of one template that differ by a LIMIT: each keeps its own statement.
+      const top = (status: number, limit: number) =>
+        `SELECT status FROM events WHERE status >= ${status} ORDER BY status LIMIT ${limit}`;
+      await plans.plan(top(400, 10));
+      await plans.plan(top(400, 20));
+      const both = parses.mock.calls.length;
+      expect((await plans.plan(top(401, 10))).plan.finalSql).toMatch(/LIMIT 10\b/);
+      expect((await plans.plan(top(402, 20))).plan.finalSql).toMatch(/LIMIT 20\b/);
+      expect(parses.mock.calls.length).toBe(both);
     } finally {
       parses.mockRestore();
     }

@@ -14,7 +14,7 @@
  * 1_000, 0x1F). Anything else is parsed by DuckDB, as before.
  */
 import { PARAMETER_FIELD, type Literal, type LiteralType } from '../../../core/query-plan/literals.js';
-import { walk, type QueryNode } from '../../../core/query-plan/parse-tree.js';
+import { isConstant, walk, type QueryNode } from '../../../core/query-plan/parse-tree.js';
 
 /** A literal token of a text. */
 interface Token {
@@ -31,8 +31,8 @@ export interface TextTemplate {
   tokens: Token[];
 }
 
-/** A token of a template: a lifted literal (its name and type), or text that must be the same. */
-type Slot = { literal: string; type: LiteralType } | { text: string };
+/** A token of a template: a lifted literal (its place among the literals, its name and type), or text that must be the same. */
+type Slot = { index: number; name: string; type: LiteralType } | { text: string };
 
 /** What one parse of a template's text says of every text of that template. */
 export interface TemplateStatement {
@@ -40,6 +40,7 @@ export interface TemplateStatement {
   slots: Slot[];
 }
 
+/** The binder's edge spaces (sql-binder.ts), ASCII's only: a text with any other character has no template. */
 const EDGE_SPACES = /^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g;
 const NAME_START = /[A-Za-z_]/;
 const NAME_PART = /[A-Za-z0-9_$]/;
@@ -92,7 +93,7 @@ export function textTemplate(sql: string): TextTemplate | undefined {
     } else if (c >= '0' && c <= '9') {
       let end = i + 1;
       while (end < text.length && text[end]! >= '0' && text[end]! <= '9') end++;
-      if (text[i - 1] === '.' || (end < text.length && /[A-Za-z0-9_.]/.test(text[end]!))) return undefined;
+      if (text[i - 1] === '.' || (end < text.length && /[A-Za-z_.]/.test(text[end]!))) return undefined;
       tokens.push({ start: i, kind: 'integer', text: text.slice(i, end) });
       key += '\u0001i';
       i = end;
@@ -107,7 +108,10 @@ export function textTemplate(sql: string): TextTemplate | undefined {
 /**
  * What a parse of a text of `template` says of every text of it: the statement's shape, and for
  * each token, the lifted literal it is (the tree's constants marked by liftLiterals, found by
- * position) or the text it must be. Undefined when a lifted literal is not exactly one token.
+ * position) or the text it must be. Undefined unless each lifted literal is one token of its value
+ * (DuckDB places a folded -5 on its minus) that no other constant of the tree came from: a simple
+ * CASE copies its operand into every WHEN, and a copy that is not lifted keeps this text's value
+ * in the shape.
  */
 export function templateStatement(
   template: TextTemplate,
@@ -116,22 +120,26 @@ export function templateStatement(
   literals: readonly Literal[],
 ): TemplateStatement | undefined {
   const byStart = new Map(template.tokens.map((token, i) => [token.start, i]));
-  const lifted = new Map<number, Literal>();
-  const byName = new Map(literals.map((l) => [l.name, l]));
+  const index = new Map(literals.map((l, i) => [l.name, i]));
+  const lifted = new Map<number, number>();
+  const constants = new Map<number, number>();
   let placed = true;
   walk(node, (n) => {
+    if (!isConstant(n)) return;
+    const at = byStart.get(Number(n.query_location));
+    if (at !== undefined) constants.set(at, (constants.get(at) ?? 0) + 1);
     const name = n[PARAMETER_FIELD];
     if (typeof name !== 'string') return;
-    const at = byStart.get(Number(n.query_location));
-    const literal = byName.get(name);
-    if (at === undefined || !literal || lifted.has(at) || tokenLiteral(template.tokens[at]!)?.value !== literal.value)
+    const i = index.get(name);
+    if (at === undefined || i === undefined || tokenLiteral(template.tokens[at]!)?.value !== literals[i]!.value)
       placed = false;
-    else lifted.set(at, literal);
+    else lifted.set(at, i);
   });
-  if (!placed || lifted.size !== literals.length) return undefined;
-  const slots = template.tokens.map((token, i): Slot => {
-    const literal = lifted.get(i);
-    return literal ? { literal: literal.name, type: literal.type } : { text: token.text };
+  if (!placed || lifted.size !== literals.length || [...lifted.keys()].some((at) => constants.get(at) !== 1))
+    return undefined;
+  const slots = template.tokens.map((token, at): Slot => {
+    const i = lifted.get(at);
+    return i === undefined ? { text: token.text } : { index: i, name: literals[i]!.name, type: literals[i]!.type };
   });
   return { shape, slots };
 }
@@ -142,17 +150,16 @@ export function statementOf(
   known: TemplateStatement,
 ): { shape: string; literals: Literal[] } | undefined {
   const literals: Literal[] = [];
-  for (const [i, slot] of known.slots.entries()) {
-    const token = template.tokens[i]!;
+  for (const [at, slot] of known.slots.entries()) {
+    const token = template.tokens[at]!;
     if ('text' in slot) {
       if (token.text !== slot.text) return undefined;
       continue;
     }
     const literal = tokenLiteral(token);
     if (literal?.type !== slot.type) return undefined;
-    literals.push({ name: slot.literal, type: literal.type, value: literal.value });
+    literals[slot.index] = { name: slot.name, type: literal.type, value: literal.value };
   }
-  literals.sort((a, b) => Number(a.name.slice(1)) - Number(b.name.slice(1)));
   return { shape: known.shape, literals };
 }
 

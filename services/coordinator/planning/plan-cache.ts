@@ -17,6 +17,7 @@
  * A new text of a known template (literal-template.ts: the text of an earlier one with other
  * literals) gets its statement without a parse.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { LRUCache } from 'lru-cache';
 import { forgetLiterals, liftLiterals, parameterized, type Literal } from '../../../core/query-plan/literals.js';
 import type { QueryNode } from '../../../core/query-plan/parse-tree.js';
@@ -81,6 +82,9 @@ export interface PlanCacheOptions {
  */
 const SENT_FOR_OWN_PLAN = 3;
 
+/** Statements kept per text template (see PlanCache.templates). */
+const STATEMENTS_PER_TEMPLATE = 4;
+
 /** Plans kept unless the coordinator is told otherwise. */
 export const DEFAULT_PLAN_CACHE_ENTRIES = 1000;
 
@@ -88,8 +92,11 @@ export class PlanCache {
   private readonly entries: LRUCache<string, Entry> | undefined;
   /** Each SQL text seen, exactly as sent, to its statement. */
   private readonly statements: LRUCache<string, Statement> | undefined;
-  /** Each text template parsed, to what its parse says of every text of it. */
-  private readonly templates: LRUCache<string, TemplateStatement> | undefined;
+  /**
+   * Each text template parsed, to what its parses say of its texts: one for each value of the
+   * tokens that are not lifted (panels that differ by a LIMIT), the latest first.
+   */
+  private readonly templates: LRUCache<string, TemplateStatement[]> | undefined;
   /** Statements being planned with their literals in (planOwn). */
   private readonly planning = new Set<string>();
 
@@ -198,16 +205,21 @@ export class PlanCache {
     const shape = writeParseTree(parameterized(node, true));
     const template = this.templates && textTemplate(read);
     const known = template && templateStatement(template, node, shape, literals);
-    if (known) this.templates!.set(template.key, known);
+    if (known) {
+      const others = (this.templates!.get(template.key) ?? []).filter((t) => !isDeepStrictEqual(t.slots, known.slots));
+      this.templates!.set(template.key, [known, ...others].slice(0, STATEMENTS_PER_TEMPLATE));
+    }
     return { read, node, statement: { shape, literals, seen: 0 } };
   }
 
   /** The statement of a text of a template parsed before, without a parse. */
   private fromTemplate(sql: string): Statement | undefined {
     const template = this.templates && textTemplate(sql);
-    const known = template && this.templates!.get(template.key);
-    const statement = known && statementOf(template, known);
-    return statement && { ...statement, seen: 0 };
+    for (const known of (template && this.templates!.get(template.key)) ?? []) {
+      const statement = statementOf(template!, known);
+      if (statement) return { ...statement, seen: 0 };
+    }
+    return undefined;
   }
 }
 
