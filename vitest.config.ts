@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 const UNIT = [
   'admission',
   'cpu-priority',
+  'duckdb-interrupt',
   'literal-template',
   'console-session',
   'console-paging',

@@ -60,6 +60,31 @@ export async function openSandboxedDuckDB(options: SandboxedDuckDBOptions): Prom
   return instance;
 }
 
+/** How often an aborted query is interrupted again until its step settles (interruptOnAbort). */
+const INTERRUPT_AGAIN_MS = 10;
+
+/**
+ * Interrupts `connection`'s query once `signal` aborts (at once if it has), and again every few
+ * milliseconds until the returned function is called. DuckDB forgets an interrupt that comes
+ * before its query starts (while it is being prepared, or between the prepare and the execution):
+ * a single interrupt can be lost, and the query then runs to its end. Call the returned function
+ * before the connection runs anything else.
+ */
+export function interruptOnAbort(connection: DuckDBConnection, signal: AbortSignal | undefined): () => void {
+  if (!signal) return () => undefined;
+  let again: NodeJS.Timeout | undefined;
+  const interrupt = () => {
+    connection.interrupt();
+    again = setInterval(() => connection.interrupt(), INTERRUPT_AGAIN_MS).unref();
+  };
+  if (signal.aborted) interrupt();
+  else signal.addEventListener('abort', interrupt, { once: true });
+  return () => {
+    signal.removeEventListener('abort', interrupt);
+    clearInterval(again);
+  };
+}
+
 /**
  * Runs `work` on a fresh connection (its own temp views) and always closes it. When `signal`
  * aborts, the running query is interrupted and the call rejects with the signal's reason.
@@ -71,15 +96,14 @@ export async function withConnection<T>(
 ): Promise<T> {
   signal?.throwIfAborted();
   const connection = await instance.connect();
-  const interrupt = () => connection.interrupt();
-  signal?.addEventListener('abort', interrupt, { once: true });
+  const stopInterrupting = interruptOnAbort(connection, signal);
   try {
     return await work(connection);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     throw error;
   } finally {
-    signal?.removeEventListener('abort', interrupt);
+    stopInterrupting();
     connection.closeSync();
   }
 }

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { DuckDBConnection, DuckDBInstance, DuckDBPreparedStatement, DuckDBResult } from '@duckdb/node-api';
 import { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../core/identifiers.js';
-import { queryError, sqlString } from './duckdb.js';
+import { interruptOnAbort, queryError, sqlString } from './duckdb.js';
 import type { ColumnSpec } from '../meta/client.js';
 import { parquetScanMentions } from './scan-columns.js';
 import { bindParameters, runWith, streamWith, type SqlParameter } from './sql-parameters.js';
@@ -170,15 +170,14 @@ export class Scanner {
   ): Promise<OpenScan> {
     signal?.throwIfAborted();
     const connection = await this.take();
-    const interrupt = () => connection.interrupt();
-    signal?.addEventListener('abort', interrupt, { once: true });
+    const stopInterrupting = interruptOnAbort(connection, signal);
     const statement = withTables(sql, tables);
     const bound = statement === undefined ? tables : [];
     let closed = false;
     const close = (reusable: boolean) => {
       if (closed) return;
       closed = true;
-      signal?.removeEventListener('abort', interrupt);
+      stopInterrupting();
       // An interrupted connection is not given back: nothing of that query may reach the next.
       this.giveBack(connection, bound, reusable && !signal?.aborted);
     };
@@ -248,8 +247,7 @@ export class Scanner {
     parameters: readonly SqlParameter[] = [],
   ): Promise<unknown> {
     const connection = await this.take();
-    const interrupt = () => connection.interrupt();
-    signal?.addEventListener('abort', interrupt, { once: true });
+    const stopInterrupting = interruptOnAbort(connection, signal);
     let failure: unknown;
     try {
       signal?.throwIfAborted();
@@ -258,7 +256,7 @@ export class Scanner {
     } catch (error) {
       failure = error;
     } finally {
-      signal?.removeEventListener('abort', interrupt);
+      stopInterrupting();
       this.giveBack(connection, tables, failure === undefined);
     }
     return failure;

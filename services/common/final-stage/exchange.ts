@@ -9,7 +9,7 @@ import type { DuckDBAppender, DuckDBConnection, DuckDBInstance, DuckDBType } fro
 import type { LRUCache } from 'lru-cache';
 import { quoteIdent } from '../../../core/identifiers.js';
 import { appendBatch, arrowBatches } from '../arrow-exchange.js';
-import { isOutOfMemory, queryError, ResultCutShort } from '../duckdb.js';
+import { interruptOnAbort, isOutOfMemory, queryError, ResultCutShort } from '../duckdb.js';
 import { DomainError } from '../errors.js';
 import { runWith, streamWith, type SqlParameter } from '../sql-parameters.js';
 import type { ExchangeColumn, ExchangeInput } from './contract.js';
@@ -372,16 +372,15 @@ export class Exchange {
    * become 400s, and a state past both of the engine's limits a 413.
    */
   private async run<T>(c: DuckDBConnection, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
-    signal?.throwIfAborted(); // a listener added now would never hear an abort already past
-    const interrupt = () => c.interrupt();
-    signal?.addEventListener('abort', interrupt, { once: true });
+    signal?.throwIfAborted();
+    const stopInterrupting = interruptOnAbort(c, signal);
     try {
       return await step();
     } catch (error) {
       signal?.throwIfAborted();
       throw queryError(error, this.hide) ?? this.outOfMemory(error) ?? error;
     } finally {
-      signal?.removeEventListener('abort', interrupt);
+      stopInterrupting();
     }
   }
 

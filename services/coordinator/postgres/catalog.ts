@@ -11,6 +11,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { TableInfo } from '../../meta/client.js';
 import { readJsonResult, type JsonResult } from '../../common/final-stage/result-json.js';
+import { interruptOnAbort } from '../../common/duckdb.js';
 import { CATALOG_OIDS, CATALOG_SCHEMA, FIRST_TABLE_OID } from './catalog-schema.js';
 import { pgColumnType } from './pg-types.js';
 import { catalogDialect } from './sql-text.js';
@@ -62,8 +63,7 @@ export class PgCatalog {
   async run(sql: string, parameters: (string | null)[], signal: AbortSignal): Promise<JsonResult> {
     await this.refresh();
     const c = await this.duckdb.connect();
-    const stop = () => c.interrupt();
-    signal.addEventListener('abort', stop, { once: true });
+    const stopInterrupting = interruptOnAbort(c, signal);
     try {
       await c.run('SET search_path = pgcat');
       const prepared = await c.prepare(catalogDialect(sql));
@@ -73,7 +73,7 @@ export class PgCatalog {
       });
       return await readJsonResult(await prepared.stream());
     } finally {
-      signal.removeEventListener('abort', stop);
+      stopInterrupting();
       c.closeSync();
     }
   }
