@@ -39,7 +39,7 @@ describe('interrupting a DuckDB query on abort', () => {
     }
   }, 120_000);
 
-  it('interrupts at once on a signal already aborted, and leaves the connection usable after', async () => {
+  it('stops a query started under a signal already aborted, and leaves the connection usable after', async () => {
     const stopInterrupting = interruptOnAbort(c, AbortSignal.abort());
     try {
       await expect(c.run(LONG)).rejects.toThrow(/interrupt/i);

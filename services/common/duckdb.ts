@@ -68,7 +68,7 @@ const INTERRUPT_AGAIN_MS = 10;
  * milliseconds until the returned function is called. DuckDB forgets an interrupt that comes
  * before its query starts (while it is being prepared, or between the prepare and the execution):
  * a single interrupt can be lost, and the query then runs to its end. Call the returned function
- * before the connection runs anything else.
+ * before the connection runs anything outside this step.
  */
 export function interruptOnAbort(connection: DuckDBConnection, signal: AbortSignal | undefined): () => void {
   if (!signal) return () => undefined;

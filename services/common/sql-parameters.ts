@@ -93,8 +93,8 @@ export async function runWith(
 
 /**
  * Streams `sql`, one statement, on `connection`, bound to its parameters. Always prepared: the
- * binding's stream(sql) parses twice, once to split statements and once to prepare the first, a
- * round trip to a DuckDB thread more for every scan and final stage.
+ * binding's stream(sql) first splits the text into statements and then prepares the last, a round
+ * trip to a DuckDB thread more for every scan and final stage.
  */
 export async function streamWith(
   connection: DuckDBConnection,

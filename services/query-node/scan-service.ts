@@ -189,7 +189,9 @@ export class ScanService {
             () => finish(error),
           );
         });
-        signal.addEventListener('abort', () => finish(signal.reason), { once: true });
+        // Aborted already (the coordinator hung up as the scan opened): no 'abort' is coming.
+        if (signal.aborted) finish(signal.reason);
+        else signal.addEventListener('abort', () => finish(signal.reason), { once: true });
       },
     };
   }
