@@ -31,6 +31,7 @@ import {
   isConstantLike,
   isDistinctModifier,
   isFunction,
+  isJoin,
   isLimitModifier,
   isOrderModifier,
   isPositional,
@@ -59,6 +60,7 @@ import {
   type TableRead,
 } from './names.js';
 import { timeBounds, type TimeBounds } from './time-window.js';
+import { joinedTables } from './broadcast.js';
 
 /** The name of the table that holds the partial results at the coordinator. */
 export const PARTIALS_TABLE = '__partials';
@@ -76,6 +78,11 @@ export interface PlanInput {
   aggregateFunctions: ReadonlySet<string>;
   /** The query's output column names, as DuckDB binds them. */
   outputColumns: readonly string[];
+  /**
+   * The SELECT reads a join, every table of which but one each owner reads whole (broadcast.ts):
+   * it splits as the SELECT over one read does.
+   */
+  join?: boolean;
 }
 
 /** How a read is split between its segments' owners and the final stage: this module's header. */
@@ -83,8 +90,8 @@ export const SPLITS = ['aggregate', 'select', 'rows'] as const;
 export type Split = (typeof SPLITS)[number];
 
 export type QueryPlan =
-  | { split: 'aggregate'; table: string; bounds: TimeBounds; partial: SelectNode; final: SelectNode }
-  | { split: 'select'; table: string; bounds: TimeBounds; partial: SelectNode; final: SelectNode }
+  | { split: 'aggregate'; partial: SelectNode; final: SelectNode }
+  | { split: 'select'; partial: SelectNode; final: SelectNode }
   | { split: 'rows'; tables: string[]; bounds: Map<string, TimeBounds>; reason: string };
 
 const DECOMPOSABLE = new Set(['count_star', 'count', 'sum', 'min', 'max', 'avg']);
@@ -120,7 +127,9 @@ export function planQuery(input: PlanInput): QueryPlan {
   };
 
   if (!isSelectNode(node)) return rowsPlan('set operation');
-  if (!isBaseTable(node.from_table) || occurrences !== 1) return rowsPlan('more than one table or a subquery in FROM');
+  const join = input.join === true && isJoin(node.from_table);
+  if (!join && (!isBaseTable(node.from_table) || occurrences !== 1))
+    return rowsPlan('more than one table or a subquery in FROM');
   if ((node.cte_map?.map ?? []).length > 0) return rowsPlan('common table expressions');
   if (some(node, isSubquery)) return rowsPlan('subquery');
   if (some(node, (n) => n.class === 'WINDOW')) return rowsPlan('window function');
@@ -131,11 +140,15 @@ export function planQuery(input: PlanInput): QueryPlan {
   // `#n` names a column by its place in the FROM clause: only the query's own SQL over every column keeps it.
   if (some(node, isPositional)) return rowsPlan('positional reference');
 
-  const table = tables[0]!;
-  const info = input.tables.get(table);
-  if (!info) return rowsPlan('unknown table');
-  const read: TableRead = { ref: node.from_table, table, select: node };
-  const bounds = timeBounds(node.where_clause, read, info);
+  // The names the FROM's columns go by: a GROUP BY name that is one of them is the column, not a select alias.
+  const knownColumns = new Set<string>();
+  let read: TableRead | undefined;
+  for (const ref of joinedTables(node.from_table)) {
+    const info = input.tables.get(ref.table_name.toLowerCase());
+    if (!info) return rowsPlan('unknown table');
+    for (const c of visibleColumns(ref, info.columns)) knownColumns.add(c.toLowerCase());
+    if (!join) read = { ref, table: ref.table_name.toLowerCase(), select: node };
+  }
   const isAggregate = (n: unknown): n is FunctionNode =>
     isFunction(n) && input.aggregateFunctions.has(String(n.function_name).toLowerCase());
   const hasAggregates = some([node.select_list, node.having, node.modifiers], isAggregate);
@@ -162,13 +175,10 @@ export function planQuery(input: PlanInput): QueryPlan {
 
   if (hasAggregates || hasGroups || node.having) {
     if (distinct) return rowsPlan('SELECT DISTINCT over aggregates');
-    return (
-      planAggregate(input, node, read, info.columns, bounds, isAggregate) ??
-      rowsPlan('aggregate that does not decompose')
-    );
+    return planAggregate(input, node, knownColumns, isAggregate) ?? rowsPlan('aggregate that does not decompose');
   }
   return (
-    planSelect(input, node, read, info.columns, bounds) ??
+    planSelect(input, node, read && { read, columns: input.tables.get(read.table)!.columns }) ??
     rowsPlan('ORDER BY or LIMIT that the coordinator cannot finish')
   );
 }
@@ -176,9 +186,7 @@ export function planQuery(input: PlanInput): QueryPlan {
 function planAggregate(
   input: PlanInput,
   node: SelectNode,
-  read: TableRead,
-  columns: readonly string[],
-  bounds: TimeBounds,
+  knownColumns: ReadonlySet<string>,
   isAggregate: (n: unknown) => n is FunctionNode,
 ): QueryPlan | undefined {
   const partialsTable = input.partialsTable ?? PARTIALS_TABLE;
@@ -220,8 +228,7 @@ function planAggregate(
   if (!decomposable) return undefined;
 
   // GROUP BY 1 and GROUP BY alias name a select item; resolve them to the expressions they name.
-  // A name the read's columns go by (after its alias list) is a column, as DuckDB binds it.
-  const knownColumns = new Set(visibleColumns(read.ref, columns).map((c) => c.toLowerCase()));
+  // A name the FROM's columns go by (after an alias list) is a column, as DuckDB binds it.
   const groups = node.group_expressions.map((g): Expression | undefined => {
     const position = integerConstant(g);
     if (position !== undefined) return node.select_list[position - 1];
@@ -309,15 +316,14 @@ function planAggregate(
         : clone(m),
     ),
   };
-  return { split: 'aggregate', table: read.table, bounds, partial, final };
+  return { split: 'aggregate', partial, final };
 }
 
+/** `from`: the one read the SELECT is directly over and its table's columns; none over a join, which takes no hidden key. */
 function planSelect(
   input: PlanInput,
   node: SelectNode,
-  read: TableRead,
-  columns: readonly string[],
-  bounds: TimeBounds,
+  from: { read: TableRead; columns: readonly string[] } | undefined,
 ): QueryPlan | undefined {
   const { outputColumns } = input;
   const distinct = node.modifiers.find(isDistinctModifier);
@@ -345,8 +351,8 @@ function planSelect(
       const aliased = items.flatMap((s, i) => (String(s.alias ?? '').toLowerCase() === bare ? [i] : []));
       if (aliased.length > 0) return aliased.length === 1 ? outputColumns[aliased[0]!] : undefined;
       // Through a plain `*`, the read's column is the output column of its name (output names are unique).
-      const resolved = resolveColumn(e, read, columns);
-      if (resolved?.fields.length === 0 && items.some((s) => isPlainStar(s, read)))
+      const resolved = from && resolveColumn(e, from.read, from.columns);
+      if (resolved?.fields.length === 0 && items.some((s) => isPlainStar(s, from!.read)))
         return outputColumns.find((c) => c.toLowerCase() === bare);
     }
     const i = items.findIndex((s) => sameExpression(s, e));
@@ -357,11 +363,12 @@ function planSelect(
   // A bare name that is an output's, however the output got it (an alias, or a star's REPLACE,
   // RENAME or COLUMNS), is that output to DuckDB, never the column.
   const outputs = new Set(outputColumns.map((c) => c.toLowerCase()));
-  const taken = new Set([...outputs, ...columns.map((c) => c.toLowerCase())]);
+  const taken = new Set([...outputs, ...(from?.columns ?? []).map((c) => c.toLowerCase())]);
   const readColumn = (e: Expression): boolean =>
     isColumnRef(e) &&
     (e.column_names.length > 1 || !outputs.has(String(e.column_names[0]).toLowerCase())) &&
-    resolveColumn(e, read, columns) !== undefined;
+    from !== undefined &&
+    resolveColumn(e, from.read, from.columns) !== undefined;
   const hidden: Expression[] = [];
   const finalOrders: OrderByNode[] = [];
   for (const o of order?.orders ?? []) {
@@ -407,7 +414,7 @@ function planSelect(
     select_list: hidden.length > 0 ? outputColumns.map((c) => columnRef(c)) : [star],
     from_table: baseTable(input.partialsTable ?? PARTIALS_TABLE),
   });
-  return { split: 'select', table: read.table, bounds, partial, final };
+  return { split: 'select', partial, final };
 }
 
 /** Visits the outermost aggregate calls in a tree (not aggregates nested inside them). */

@@ -138,6 +138,11 @@ export interface BaseTableNode extends TableRef {
 /** A join; NATURAL and USING joins match columns by name. */
 export interface JoinNode extends TableRef {
   type: 'JOIN';
+  left: TableRef;
+  right: TableRef;
+  /** INNER, LEFT, RIGHT, OUTER, SEMI, ANTI, ... */
+  join_type: string;
+  /** REGULAR, NATURAL, CROSS, POSITIONAL, ASOF, DEPENDENT (LATERAL). */
   ref_type: string;
   using_columns: string[];
 }

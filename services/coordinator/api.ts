@@ -62,6 +62,21 @@ export const ScanStage = Type.Object({
   nodes: PerNode,
   /** The slowest owner's own time for its scan, from its request to its last byte (ms). */
   slowestNodeMs: Type.Number(),
+  /**
+   * A broadcast join's small tables, which every owner read whole beside its segments (from its
+   * cache or S3, never through the coordinator): each table's columns read, segments and their
+   * Parquet bytes, per owner.
+   */
+  broadcast: Type.Optional(
+    Type.Array(
+      Type.Object({
+        table: Type.String(),
+        columns: Type.Array(Type.String()),
+        segments: Type.Integer(),
+        bytes: Type.Integer(),
+      }),
+    ),
+  ),
 });
 export type ScanStage = Static<typeof ScanStage>;
 

@@ -11,7 +11,7 @@ import { DEFAULT_SHIPPER_MAX_BYTES } from './ingest/elastic-api.js';
 import { DEFAULT_MAX_DEPTH } from './ingest/ndjson-rows.js';
 import { DEFAULT_PLAN_CACHE_ENTRIES } from './planning/plan-cache.js';
 import { DEFAULT_QUERY_LOG_SIZE } from './query-log.js';
-import { DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS } from './query-service.js';
+import { DEFAULT_BROADCAST_LIMITS, DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS } from './query-service.js';
 import { POSTGRES_DEFAULTS } from './postgres/server.js';
 import { DEFAULT_EXCHANGE_MEMORY_BYTES } from '../common/final-stage/engine.js';
 
@@ -47,6 +47,9 @@ export const CoordinatorConfig = Type.Object({
   BERTH_QUEUE_TIMEOUT_MS: Millis({ default: SERVING_ADMISSION_DEFAULTS.queueTimeoutMs }),
   /** 0 turns the plan cache off. */
   BERTH_PLAN_CACHE_SIZE: Type.Integer({ minimum: 0, default: DEFAULT_PLAN_CACHE_ENTRIES }),
+  /** A join's small tables, after pruning, that each owner of its big one reads whole; 0 bytes: never. */
+  BERTH_BROADCAST_MAX_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_BROADCAST_LIMITS.bytes }),
+  BERTH_BROADCAST_MAX_ROWS: Type.Integer({ minimum: 0, default: DEFAULT_BROADCAST_LIMITS.rows }),
   /** 0 (the default) turns the result cache off. */
   BERTH_RESULT_CACHE_BYTES: Type.Integer({ minimum: 0, default: DEFAULT_RESULT_CACHE_BYTES }),
   /** Threads of the DuckDB that runs final stages; unset: the machine's cores. */

@@ -22,7 +22,13 @@ import { Ingestor } from './ingest/ingest.js';
 import { PlanCache } from './planning/plan-cache.js';
 import { DEFAULT_RESULT_CACHE_BYTES, ResultCache } from './execution/result-cache.js';
 import { Planner } from './planning/planner.js';
-import { DEFAULT_MAX_RESULT_BYTES, DEFAULT_QUERY_DEADLINE_MS, QueryService, type HeavyPool } from './query-service.js';
+import {
+  DEFAULT_MAX_RESULT_BYTES,
+  DEFAULT_QUERY_DEADLINE_MS,
+  QueryService,
+  type BroadcastLimits,
+  type HeavyPool,
+} from './query-service.js';
 import { DEFAULT_SCAN_TIMEOUT_MS, Scatter } from './execution/scatter.js';
 import { SegmentWriter } from './ingest/segment-writer.js';
 import { ServingLoadReporter } from './admission/serving-load.js';
@@ -87,6 +93,8 @@ export interface CoordinatorOptions {
   planCacheSize?: number;
   /** JSON bytes of answers kept for queries asked again over unchanged tables (result-cache.ts); 0 turns it off. @default 0 */
   resultCacheBytes?: number;
+  /** When a join's small tables are broadcast to the owners of its big one (query-service.ts). @default DEFAULT_BROADCAST_LIMITS */
+  broadcastLimits?: BroadcastLimits;
   /** Scan-stage rows held in memory for final stages, over every query; past it they go to DuckDB tables. @default 64 MiB */
   exchangeMemoryBytes?: number;
   /** When a query is heavy. @default DEFAULT_VERDICT_THRESHOLDS */
@@ -245,6 +253,7 @@ export async function startCoordinator(config: CoordinatorOptions): Promise<Runn
     deadlineMs,
     maxResultBytes,
     token: config.token,
+    broadcastLimits: config.broadcastLimits,
   });
   let servingLoad: ServingLoadReporter | undefined;
   if (config.servingScaler) {

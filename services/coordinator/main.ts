@@ -45,6 +45,7 @@ const coordinator = await startCoordinator({
   queueTimeoutMs: config.BERTH_QUEUE_TIMEOUT_MS,
   planCacheSize: config.BERTH_PLAN_CACHE_SIZE,
   resultCacheBytes: config.BERTH_RESULT_CACHE_BYTES,
+  broadcastLimits: { bytes: config.BERTH_BROADCAST_MAX_BYTES, rows: config.BERTH_BROADCAST_MAX_ROWS },
   exchangeMemoryBytes: config.BERTH_EXCHANGE_MEMORY_BYTES,
   queryLogSize: config.BERTH_QUERY_LOG_SIZE,
   verdictThresholds: { scanBytes: config.BERTH_HEAVY_SCAN_BYTES, memoryBytes: config.BERTH_HEAVY_MEMORY_BYTES },

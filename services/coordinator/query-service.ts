@@ -23,7 +23,7 @@ import type { SizedJsonResult } from '../common/final-stage/result-json.js';
 import type { AnswerSink } from './execution/streamed-answer.js';
 import type { TableCatalog } from './planning/table-catalog.js';
 import type { SqlEngine } from './sql-engine.js';
-import type { ExecutablePlan } from './stages.js';
+import type { BroadcastPlan, ExecutablePlan, ScanInput } from './stages.js';
 
 // A query's result and stats, and a workload group's figures, are the coordinator's wire contract.
 export type { QueryResult, QueryStats, ScanStage, WorkloadGroupStatus };
@@ -45,6 +45,16 @@ const FINAL_STAGE_GRACE_MS = 60_000;
 const MAX_FINAL_STAGE_TTL_MS = 3_600_000;
 /** The largest result, as JSON, that the coordinator answers with unless told otherwise. */
 export const DEFAULT_MAX_RESULT_BYTES = 256 * 1024 ** 2;
+
+/**
+ * How small, after pruning, each table a join does not partition must be for every owner of the
+ * partitioned one to read it whole (a broadcast join): its segments' Parquet bytes, and rows.
+ */
+export interface BroadcastLimits {
+  bytes: number;
+  rows: number;
+}
+export const DEFAULT_BROADCAST_LIMITS: BroadcastLimits = { bytes: 16 * 1024 ** 2, rows: 1_000_000 };
 
 export interface QueryServiceOptions {
   plans: PlanCache;
@@ -75,6 +85,14 @@ export interface QueryServiceOptions {
   maxResultBytes?: number;
   /** The token heavy backends take, for the final stages run there. */
   token?: string;
+  /** When a join's smaller tables are broadcast to its big one's owners; 0 bytes: never. @default DEFAULT_BROADCAST_LIMITS */
+  broadcastLimits?: BroadcastLimits;
+}
+
+/** A table's segments left after pruning, and how many it has in all. */
+interface PrunedSegments {
+  segments: SegmentRow[];
+  total: number;
 }
 
 interface Prepared {
@@ -86,6 +104,8 @@ interface Prepared {
   versions: Map<string, TableVersion>;
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
+  /** Of a broadcast join's one input, the segments of each table it reads whole, in the order of its `broadcast`. */
+  whole?: SegmentRow[][];
   total: number;
   scanBytes: number;
   verdict: Verdict;
@@ -244,28 +264,78 @@ export class QueryService {
 
   private async prepare(sql: string): Promise<Prepared> {
     const { plans, catalog } = this.options;
-    const { plan, statement, versions, cached } = await plans.plan(sql);
-    let total = 0;
-    const chosen: SegmentRow[][] = [];
-    for (const input of plan.inputs) {
-      // Each table's manifest as of this query's version check, the read's time window applied by each segment's min/max.
-      const table = { info: input.table, version: versions.get(input.table.name)! };
-      const { segments, total: all } = await catalog.segments(input.table.name, table, input.window);
-      total += all;
-      chosen.push(segments);
-    }
-    const scanBytes = chosen.reduce((sum, segments) => sum + segments.reduce((acc, s) => acc + s.bytes, 0), 0);
+    const planned = await plans.plan(sql);
+    const { statement, versions, cached } = planned;
+    let { plan } = planned;
+    // Each table's manifest as of this query's version check, the read's time window applied by
+    // each segment's min/max; once per table and window.
+    const pruned = new Map<string, Promise<PrunedSegments>>();
+    const prune = (input: Pick<ScanInput, 'table' | 'window'>): Promise<PrunedSegments> => {
+      const key = JSON.stringify([input.table.name, input.window.from, input.window.to]);
+      let segments = pruned.get(key);
+      if (!segments) {
+        const table = { info: input.table, version: versions.get(input.table.name)! };
+        pruned.set(key, (segments = catalog.segments(input.table.name, table, input.window)));
+      }
+      return segments;
+    };
+    const broadcast = plan.broadcasts && (await this.broadcastOf(plan.broadcasts, prune));
+    let read: PrunedSegments[];
+    let whole: SegmentRow[][] | undefined;
+    if (broadcast) {
+      plan = {
+        ...plan,
+        route: broadcast.plan.route,
+        inputs: [broadcast.plan.input],
+        finalSql: broadcast.plan.finalSql,
+      };
+      read = [broadcast.partitioned, ...broadcast.whole];
+      whole = broadcast.whole.map((w) => w.segments);
+    } else read = await Promise.all(plan.inputs.map(prune));
+    const chosen = read.slice(0, plan.inputs.length).map((r) => r.segments);
+    const total = read.reduce((sum, r) => sum + r.total, 0);
+    const scanBytes = read.reduce((sum, r) => sum + r.segments.reduce((acc, s) => acc + s.bytes, 0), 0);
     return {
       plan,
       statement,
       cached,
       versions,
       chosen,
+      ...(whole ? { whole } : {}),
       total,
       scanBytes,
       verdict: routingVerdict({ split: plan.route, scanBytes }, this.options.verdictThresholds),
       planned: performance.now(),
     };
+  }
+
+  /**
+   * The broadcast join to run, if any: of the tables that may be partitioned, the largest after
+   * pruning whose every other table is within the broadcast limits and no larger than it.
+   */
+  private async broadcastOf(
+    broadcasts: BroadcastPlan[],
+    prune: (input: Pick<ScanInput, 'table' | 'window'>) => Promise<PrunedSegments>,
+  ): Promise<{ plan: BroadcastPlan; partitioned: PrunedSegments; whole: PrunedSegments[] } | undefined> {
+    const limits = this.options.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
+    if (limits.bytes === 0) return undefined;
+    const size = (r: PrunedSegments) => ({
+      bytes: r.segments.reduce((acc, s) => acc + s.bytes, 0),
+      rows: r.segments.reduce((acc, s) => acc + s.rows, 0),
+    });
+    let best: { plan: BroadcastPlan; partitioned: PrunedSegments; whole: PrunedSegments[]; bytes: number } | undefined;
+    for (const plan of broadcasts) {
+      const [partitioned, ...whole] = await Promise.all(
+        [plan.input, ...plan.input.broadcast!.map((b) => ({ table: b.table, window: {} }))].map(prune),
+      );
+      const { bytes } = size(partitioned!);
+      const small = whole.every((w) => {
+        const s = size(w);
+        return s.bytes <= limits.bytes && s.rows <= limits.rows && s.bytes <= bytes;
+      });
+      if (small && (!best || bytes > best.bytes)) best = { plan, partitioned: partitioned!, whole, bytes };
+    }
+    return best;
   }
 
   /**
@@ -316,7 +386,7 @@ export class QueryService {
 
   /** Runs a prepared plan with its final stage on `backend`, or here without one. */
   private async executeOn(
-    { plan, cached, chosen, total, scanBytes, verdict, resultKey, planned }: Prepared,
+    { plan, cached, chosen, whole, total, scanBytes, verdict, resultKey, planned }: Prepared,
     group: string,
     started: number,
     signal: AbortSignal,
@@ -357,6 +427,9 @@ export class QueryService {
                 columns: input.columns,
                 // A streamed answer or a heavy backend's final stage holds nothing here: only the answer is capped.
                 uncapped: sink !== undefined || backend !== undefined,
+                ...(input.broadcast && whole
+                  ? { broadcast: input.broadcast.map((b, j) => ({ ...b, segments: whole[j]! })) }
+                  : {}),
               },
               {
                 receive: (body) => exchange.receive(input.name, body),
@@ -388,6 +461,7 @@ export class QueryService {
           group,
           final: backend?.id ?? 'coordinator',
           chosen,
+          ...(whole ? { whole } : {}),
           total,
           scanBytes,
           outcomes,

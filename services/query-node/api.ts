@@ -41,6 +41,8 @@ export const ScanRequest = Type.Object(
         segments: Type.Array(SegmentId, { maxItems: 100_000 }),
         /** Where the objects of attached segments among them lie (meta's SegmentRow.object), by id. */
         objects: Type.Optional(Type.Record(SegmentId, AttachedObject)),
+        /** Every segment of the table, whoever owns it: a broadcast join's small side, kept in the cache as owned ones are. */
+        broadcast: Type.Optional(Type.Boolean()),
       }),
       { minItems: 1, maxItems: 16 },
     ),

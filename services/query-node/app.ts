@@ -302,7 +302,7 @@ function nodeMetrics(
   counter('berth_s3_bytes_total', 'Bytes read from S3', () => cache.counters.bytesFromS3);
   const segmentReads = new Counter({
     name: 'berth_segment_reads_total',
-    help: 'Segments scanned: role="owner" for segments this node owns, "fallback" for segments read through while their owner is down; cache hit or miss',
+    help: 'Segments scanned: role="owner" for segments this node owns, "fallback" for segments read through while their owner is down, "broadcast" for a broadcast join\'s small tables read whole; cache hit or miss',
     labelNames: ['role', 'cache'] as const,
     registers: [registry],
   });

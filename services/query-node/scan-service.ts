@@ -4,8 +4,8 @@
  *
  * Each segment is read from the memory tier when it holds it, else from the disk cache: a segment
  * not cached comes as its footer first, then only the columns the query reads. Only an owner keeps
- * what it reads; a read of a segment whose owner is down passes through. What a scan holds is let
- * go once DuckDB is done with it.
+ * what it reads, and every node a broadcast join's small tables; a read of a segment whose owner
+ * is down passes through. What a scan holds is let go once DuckDB is done with it.
  */
 import pLimit from 'p-limit';
 import type { Counter } from 'prom-client';
@@ -90,24 +90,25 @@ export class ScanService {
           segments: await settleAll(
             table.segments.map((id) =>
               limit(async () => {
-                // Only an owner keeps what it reads: a standby's read (its owner is down) passes through.
+                // A standby's read (its owner is down) passes through; a broadcast join's small tables come back.
                 const owned = placement?.owner(id)?.id === nodeId;
+                const role = owned ? 'owner' : table.broadcast ? 'broadcast' : 'fallback';
                 const inMemory = memory.hold(id);
                 if (inMemory) {
                   heldTables.push(inMemory);
-                  metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: 'hit' });
+                  metrics.segmentReads.inc({ role, cache: 'hit' });
                   const shape = await schemas.check(id, { table: inMemory.sql }, scannedColumns(table));
-                  return { id, owned, inMemory, shape };
+                  return { id, owned, role, inMemory, shape };
                 }
                 cache.locate(id, table.objects?.[id]);
-                const segment = await cache.acquire(table.name, id, { partial: true, keep: owned });
+                const segment = await cache.acquire(table.name, id, { partial: true, keep: role !== 'fallback' });
                 held.push(segment);
                 // Before anything reads it, and before the memory tier is offered it: only its footer may be here yet.
                 const shape = await schemas.check(id, { file: segment.path }, scannedColumns(table));
                 // The columns the coordinator named are fetched in any case (below): start on them as soon
                 // as the footer is here, rather than after every segment's footer and DuckDB's plan.
                 if (!segment.complete && table.columns) await segment.ensure(table.columns);
-                return { id, owned, segment, shape };
+                return { id, owned, role, segment, shape };
               }),
             ),
           ),
@@ -129,10 +130,10 @@ export class ScanService {
         await settleAll(held.map((segment) => limit(() => segment.ensure(columns))));
       }
       for (const { segments } of acquired)
-        for (const { id, owned, segment } of segments) {
+        for (const { id, owned, role, segment } of segments) {
           if (!segment) continue;
           // Counted once its columns are here: a segment held in part may have needed more of them (a miss).
-          metrics.segmentReads.inc({ role: owned ? 'owner' : 'fallback', cache: segment.hit ? 'hit' : 'miss' });
+          metrics.segmentReads.inc({ role, cache: segment.hit ? 'hit' : 'miss' });
           // An owned segment whole on disk goes to the memory tier on its second scan.
           if (owned && segment.kept && segment.complete) offered.set(segment, memory.offer(id, segment.path));
         }

@@ -83,6 +83,7 @@ export interface ClusterOptions {
     | 'resultCacheBytes'
     | 'maxShipperBytes'
     | 'postgres'
+    | 'broadcastLimits'
   >;
 }
 

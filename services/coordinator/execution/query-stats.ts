@@ -21,6 +21,8 @@ export interface RanQuery {
   final: string;
   /** The segments each input read after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
+  /** A broadcast join's: the segments of each table its one input read whole, in the order of its `broadcast`. */
+  whole?: SegmentRow[][];
   /** The segments of every input before pruning. */
   total: number;
   scanBytes: number;
@@ -38,13 +40,14 @@ export function computedStats({
   group,
   final,
   chosen,
+  whole,
   total,
   scanBytes,
   outcomes,
   at,
 }: RanQuery): QueryStats {
   const now = performance.now();
-  const scanned = chosen.reduce((sum, segments) => sum + segments.length, 0);
+  const scanned = [...chosen, ...(whole ?? [])].reduce((sum, segments) => sum + segments.length, 0);
   const scans = outcomes.flatMap((o) => o?.scans ?? []);
   const sum = (pick: (s: ScanStats) => number) => scans.reduce((acc, s) => acc + pick(s), 0);
   const perNode = (list: ScanStats[], pick: (s: ScanStats) => number) => {
@@ -71,6 +74,16 @@ export function computedStats({
         bytes: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.bytes, 0),
         nodes: perNode(outcomes[i]?.scans ?? [], (s) => s.segments),
         slowestNodeMs: Math.max(0, ...(outcomes[i]?.scans ?? []).map((s) => s.ms)),
+        ...(input.broadcast && whole
+          ? {
+              broadcast: input.broadcast.map((b, j) => ({
+                table: b.table.name,
+                columns: b.columns,
+                segments: whole[j]!.length,
+                bytes: whole[j]!.reduce((acc, s) => acc + s.bytes, 0),
+              })),
+            }
+          : {}),
       })),
       final,
     },

@@ -64,6 +64,8 @@ export interface ScanWork {
   columns?: string[];
   /** The answer streams to its client, so no cap applies to what a node sends (DuckDB spills what it holds). */
   uncapped?: boolean;
+  /** Tables every node reads whole beside its share (a broadcast join's small sides): each its columns and segments. */
+  broadcast?: { table: TableInfo; columns: string[]; segments: SegmentRow[] }[];
 }
 
 export interface ScatterOutcome {
@@ -101,25 +103,32 @@ export class Scatter {
     signal?: AbortSignal,
   ): Promise<ScatterOutcome> {
     const members = this.members(only);
-    const attached = new Map(work.segments.filter((s) => s.object).map((s) => [s.id, s.object!]));
-    const request = (ids: string[]): ScanRequest => {
+    const attached = new Map(
+      [work.segments, ...(work.broadcast ?? []).map((b) => b.segments)]
+        .flat()
+        .flatMap((s) => (s.object ? ([[s.id, s.object]] as const) : [])),
+    );
+    const table = (info: TableInfo, ids: string[], columns?: string[]): ScanRequest['tables'][number] => {
       const objects =
         attached.size === 0 ? [] : ids.filter((id) => attached.has(id)).map((id) => [id, attached.get(id)!]);
       return {
-        sql: work.sql,
-        tables: [
-          {
-            name: work.table.name,
-            schema: work.table.columns,
-            ...(work.columns ? { columns: work.columns } : {}),
-            segments: ids,
-            ...(objects.length > 0 ? { objects: Object.fromEntries(objects) } : {}),
-          },
-        ],
-        ...(work.uncapped ? {} : this.cap),
-        ...(work.parameters?.length ? { parameters: work.parameters } : {}),
+        name: info.name,
+        schema: info.columns,
+        ...(columns ? { columns } : {}),
+        segments: ids,
+        ...(objects.length > 0 ? { objects: Object.fromEntries(objects) } : {}),
       };
     };
+    const broadcast = (work.broadcast ?? []).map((b) => {
+      const ids = b.segments.map((s) => s.id);
+      return { ...table(b.table, ids, b.columns), broadcast: true };
+    });
+    const request = (ids: string[]): ScanRequest => ({
+      sql: work.sql,
+      tables: [table(work.table, ids, work.columns), ...broadcast],
+      ...(work.uncapped ? {} : this.cap),
+      ...(work.parameters?.length ? { parameters: work.parameters } : {}),
+    });
     return await this.run(
       members,
       work.segments.map((s) => s.id),

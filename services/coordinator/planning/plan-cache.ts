@@ -24,7 +24,7 @@ import type { QueryNode } from '../../../core/query-plan/parse-tree.js';
 import type { TableInfo, TableVersion } from '../../meta/client.js';
 import { statementOf, templateStatement, textTemplate, type TemplateStatement } from './literal-template.js';
 import { writeParseTree } from './parse-tree-json.js';
-import type { ExecutablePlan } from '../stages.js';
+import type { ExecutablePlan, ScanInput } from '../stages.js';
 import { TemplateMismatch, type Planner } from './planner.js';
 import type { SqlBinder } from './sql-binder.js';
 import type { TableCatalog } from './table-catalog.js';
@@ -185,14 +185,15 @@ export class PlanCache {
   /** A cached plan for a query of its shape: this query's values, and the windows they bound. */
   private async bind(plan: ExecutablePlan, literals: Literal[]): Promise<ExecutablePlan> {
     if (literals.length === 0) return plan;
-    const inputs = await Promise.all(
-      plan.inputs.map(async (input) =>
-        input.bounds
-          ? { ...input, window: await this.options.engine.window(input.bounds.sql, input.bounds.lower, literals) }
-          : input,
-      ),
-    );
-    return { ...plan, inputs, parameters: literals };
+    const windowed = async (input: ScanInput): Promise<ScanInput> =>
+      input.bounds
+        ? { ...input, window: await this.options.engine.window(input.bounds.sql, input.bounds.lower, literals) }
+        : input;
+    const [inputs, broadcasts] = await Promise.all([
+      Promise.all(plan.inputs.map(windowed)),
+      plan.broadcasts && Promise.all(plan.broadcasts.map(async (b) => ({ ...b, input: await windowed(b.input) }))),
+    ]);
+    return { ...plan, inputs, ...(broadcasts ? { broadcasts } : {}), parameters: literals };
   }
 
   /**

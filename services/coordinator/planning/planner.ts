@@ -10,12 +10,14 @@
  * trailing comment or semicolon cannot change it, and no relation can appear that the check did
  * not see.
  */
+import { joinedTables, joinsByName, partitionableTables } from '../../../core/query-plan/broadcast.js';
 import { planQuery } from '../../../core/query-plan/decompose.js';
 import { referencedRelations, tableReads, type TableRead } from '../../../core/query-plan/names.js';
 import {
   commonTableExpressions,
   isColumnRef,
   isFunction,
+  isSelectNode,
   replaceNodes,
   walk,
   type AstNode,
@@ -34,7 +36,15 @@ import { quoteIdent, TABLE_NAME } from '../../../core/identifiers.js';
 import { badRequest, DomainError } from '../../common/errors.js';
 import type { TableInfo } from '../../meta/client.js';
 import { liftLiterals, type Literal } from '../../../core/query-plan/literals.js';
-import type { BoundColumn, ExchangeColumn, ExecutablePlan, ScanInput, TimeWindow } from '../stages.js';
+import type {
+  BoundColumn,
+  BroadcastPlan,
+  ExchangeColumn,
+  ExchangeInput,
+  ExecutablePlan,
+  ScanInput,
+  TimeWindow,
+} from '../stages.js';
 import type { SqlBinder, TemplateCheck } from './sql-binder.js';
 
 /** A plan whose SQL does not bind the same with its literals as parameters: planned again with them in. */
@@ -133,11 +143,21 @@ export class Planner {
       });
       if (plan) {
         const { templates, ...split } = plan;
+        const broadcast = await this.broadcasts(node, reads, columns, prefix).catch((error: unknown) => {
+          if (error instanceof DomainError) throw error;
+          return undefined;
+        });
         // What runs takes parameters where the checks bound literals: it must bind to the same columns.
         // The query's own too: a subquery's literal in the select list names its column.
         const query = { sql: checked, template: checkedTemplate, tables };
-        if (!(await this.binder.sameColumns([query, ...templates]))) throw new TemplateMismatch();
-        return { ...split, parameters: literals, reusable: this.reusable(node) };
+        if (!(await this.binder.sameColumns([query, ...templates, ...(broadcast?.templates ?? [])])))
+          throw new TemplateMismatch();
+        return {
+          ...split,
+          ...(broadcast ? { broadcasts: broadcast.plans } : {}),
+          parameters: literals,
+          reusable: this.reusable(node),
+        };
       }
     }
     throw badRequest(
@@ -215,24 +235,8 @@ export class Planner {
       });
     }
     const exchanged = inputs.map((input) => ({ name: input.name, columns: input.exchange }));
-    let { sql: finalSql, template: finalTemplate } = await this.binder.deparseBoth(
-      replaceNodes(node, replacements) as AstNode,
-    );
-    let finalColumns = await this.binder.describe(finalSql, exchanged);
-    if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type))
-      return undefined;
-    if (finalColumns.some((c, i) => c.name !== columns[i]!.name)) {
-      // An unnamed expression is named by its text, which writing it back can change (2e1 is
-      // written 20.0, #5 a column's name): the query's own names go back on from outside, since
-      // an alias inside would change what ORDER BY and GROUP BY names mean. As a select list, not
-      // a column list: a query may give two columns one name, which a column list would rename.
-      const inner = columns.map((_, i) => `__c${i}`);
-      const named = columns.map((c, i) => `__named.${inner[i]} AS ${quoteIdent(c.name)}`);
-      const rename = (sql: string) => `SELECT ${named.join(', ')} FROM (${sql}) AS __named(${inner.join(', ')})`;
-      [finalSql, finalTemplate] = [rename(finalSql), rename(finalTemplate)];
-      finalColumns = await this.binder.describe(finalSql, exchanged);
-      if (finalColumns.some((c, i) => c.name !== columns[i]!.name || c.type !== columns[i]!.type)) return undefined;
-    }
+    const final = await this.finalStage(replaceNodes(node, replacements) as AstNode, exchanged, columns);
+    if (!final) return undefined;
     // The final stage only finishes partials when the query is the SELECT over its one read.
     const route = inputs.length === 1 && reads[0]!.read.select === node ? inputs[0]!.split : 'rows';
     const reason =
@@ -249,9 +253,110 @@ export class Planner {
       ...(reason ? { reason } : {}),
       tables: [...new Set(reads.map((r) => r.table))],
       inputs,
-      finalSql: finalTemplate,
+      finalSql: final.template,
       columns,
-      templates: [...templates, { sql: finalSql, template: finalTemplate, tables: exchanged }],
+      templates: [...templates, { ...final, tables: exchanged }],
+    };
+  }
+
+  /**
+   * The final stage's SQL for `tree` over what the owners send, if it gives exactly the query's
+   * columns and types, named as the query names them.
+   */
+  private async finalStage(
+    tree: AstNode,
+    exchanged: ExchangeInput[],
+    columns: BoundColumn[],
+  ): Promise<{ sql: string; template: string } | undefined> {
+    let { sql, template } = await this.binder.deparseBoth(tree);
+    let finalColumns = await this.binder.describe(sql, exchanged);
+    if (finalColumns.length !== columns.length || finalColumns.some((c, i) => c.type !== columns[i]!.type))
+      return undefined;
+    if (finalColumns.some((c, i) => c.name !== columns[i]!.name)) {
+      // An unnamed expression is named by its text, which writing it back can change (2e1 is
+      // written 20.0, #5 a column's name): the query's own names go back on from outside, since
+      // an alias inside would change what ORDER BY and GROUP BY names mean. As a select list, not
+      // a column list: a query may give two columns one name, which a column list would rename.
+      const inner = columns.map((_, i) => `__c${i}`);
+      const named = columns.map((c, i) => `__named.${inner[i]} AS ${quoteIdent(c.name)}`);
+      const rename = (sql: string) => `SELECT ${named.join(', ')} FROM (${sql}) AS __named(${inner.join(', ')})`;
+      [sql, template] = [rename(sql), rename(template)];
+      finalColumns = await this.binder.describe(sql, exchanged);
+      if (finalColumns.some((c, i) => c.name !== columns[i]!.name || c.type !== columns[i]!.type)) return undefined;
+    }
+    return { sql, template };
+  }
+
+  /**
+   * Where the SELECT joins tables (core/query-plan/broadcast.ts), the query run on the owners of
+   * each table that may be partitioned, every other table read whole beside it: the SELECT over
+   * the join split as the SELECT over one read is, one plan per such table (the same SQL; which
+   * one runs, execution decides by the tables' sizes). None when the SELECT does not decompose.
+   */
+  private async broadcasts(
+    node: QueryNode,
+    reads: WindowedRead[],
+    columns: BoundColumn[],
+    prefix: string,
+  ): Promise<{ plans: BroadcastPlan[]; templates: TemplateCheck[] } | undefined> {
+    if (!isSelectNode(node)) return undefined;
+    const partitionable = partitionableTables(node);
+    const joined = joinedTables(node.from_table);
+    // Every read of a table must be one of the join's: a table read elsewhere too would be read twice.
+    if (partitionable.length === 0 || reads.length !== joined.length) return undefined;
+    if (reads.some(({ read }) => !joined.includes(read.ref))) return undefined;
+    const tables = reads.map(({ table }) => table);
+    const names = (table: TableInfo) => table.columns.map((c) => c.name);
+    const name = `${prefix}0`;
+    const shape = planQuery({
+      node,
+      partialsTable: name,
+      tables: new Map(tables.map((t) => [t.name, { timestampColumn: t.timestampColumn, columns: names(t) }])),
+      aggregateFunctions: this.binder.aggregateFunctions,
+      outputColumns: columns.map((c) => c.name),
+      join: true,
+    });
+    if (shape.split === 'rows') return undefined;
+    const partial = await this.binder.deparseBoth(shape.partial);
+    const sent = await this.binder.describe(partial.sql, tables);
+    if (sent.some((c) => CARRIED_ONLY_AS_TEXT.test(c.type))) return undefined;
+    const exchange = exchangeColumns(sent, (c, i) =>
+      shape.split === 'select' ? (columns[i]?.name ?? c.name) : c.name,
+    );
+    const exchanged = [{ name, columns: exchange }];
+    const final = await this.finalStage(shape.final, exchanged, columns);
+    if (!final) return undefined;
+    // A bare name a USING or NATURAL join matches may be either side's: then nothing prunes by time.
+    const byName = joinsByName(node);
+    const plans = await Promise.all(
+      partitionable.map(async (ref): Promise<BroadcastPlan> => {
+        const big = reads.find(({ read }) => read.ref === ref)!;
+        const { window, moving } = byName ? big : await this.readWindow({ ...big.read, select: node }, big.table);
+        return {
+          route: shape.split,
+          finalSql: final.template,
+          input: {
+            name,
+            table: big.table,
+            split: shape.split,
+            sql: exchangeSql(partial.template, sent),
+            columns: namedColumns(node, big.read, names(big.table)),
+            exchange,
+            window,
+            ...(moving ? { bounds: moving } : {}),
+            broadcast: reads
+              .filter((r) => r !== big)
+              .map(({ read, table }) => ({ table, columns: namedColumns(node, read, names(table)) })),
+          },
+        };
+      }),
+    );
+    return {
+      plans,
+      templates: [
+        { ...partial, tables },
+        { ...final, tables: exchanged },
+      ],
     };
   }
 
