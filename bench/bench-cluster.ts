@@ -12,6 +12,7 @@ import {
 } from '../cli/embedded/cluster.js';
 import { readS3Credentials } from '../cli/embedded/s3-server.js';
 import { segmentObjectKey } from '../core/identifiers.js';
+import { TIMELESS } from '../core/time-bounds.js';
 import { createS3Client } from '../services/common/s3-client.js';
 import { MetaClient, type ColumnSpec } from '../services/meta/client.js';
 
@@ -20,9 +21,10 @@ export interface BenchCluster {
   meta: MetaClient;
   /**
    * Uploads Parquet files as level-0 segments of `table` and commits them, as ingest would; the
-   * table's columns are the first file's schema. Resolves with those columns.
+   * table's columns are the first file's schema, its timestamp column `ts` unless `timeless` (a
+   * dimension table, whose segments span all of time). Resolves with those columns.
    */
-  load(table: string, files: string[]): Promise<ColumnSpec[]>;
+  load(table: string, files: string[], options?: { timeless?: boolean }): Promise<ColumnSpec[]>;
   stop(): Promise<void>;
 }
 
@@ -59,19 +61,18 @@ export async function startBenchCluster(
   return {
     cluster,
     meta,
-    load: async (table, files) => {
+    load: async (table, files, { timeless = false } = {}) => {
       const c = await duckdb.connect();
       try {
         const described = await c.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${files[0]}')`);
         const columns = described.getRows().map((r) => ({ name: String(r[0]), type: String(r[1]) }));
-        await meta.ensureTable({ name: table, timestampColumn: 'ts', columns });
+        await meta.ensureTable({ name: table, timestampColumn: timeless ? null : 'ts', columns });
+        const span = timeless
+          ? `${TIMELESS.minTs}, ${TIMELESS.maxTs}`
+          : 'epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000)';
         for (const file of files) {
           const id = `${table}-l0-${path.basename(file, '.parquet')}`;
-          const [rows, minTs, maxTs] = (
-            await c.runAndReadAll(
-              `SELECT count(*), epoch_ms(min(ts)), ceil(epoch_us(max(ts)) / 1000) FROM read_parquet('${file}')`,
-            )
-          )
+          const [rows, minTs, maxTs] = (await c.runAndReadAll(`SELECT count(*), ${span} FROM read_parquet('${file}')`))
             .getRows()[0]!
             .map(Number);
           await s3.send(

@@ -31,13 +31,14 @@ interface Bench {
 }
 
 const postgres = () => ({ BERTH_BENCH_POSTGRES_URL: inject('postgresUrl') });
-// Longest first. The seven with a cluster start their own (bench/bench-cluster.ts): the embedded
+// Longest first. The eight with a cluster start their own (bench/bench-cluster.ts): the embedded
 // cluster brings its own Temporal and S3, so theirs cannot be the run's.
 const BENCHES: Bench[] = [
   { name: 'launch', deadlineMs: 240_000 },
   { name: 'merge', deadlineMs: 240_000 },
   { name: 'scan', deadlineMs: 240_000 },
   { name: 'sequence', deadlineMs: 180_000 },
+  { name: 'join', deadlineMs: 180_000 },
   { name: 'load', deadlineMs: 240_000 },
   { name: 'load', args: ['--mix', 'moving'], deadlineMs: 240_000 },
   { name: 'isolation', deadlineMs: 240_000 },

@@ -33,23 +33,26 @@ function flights(batch: number): object[] {
   });
 }
 
-/** A key twice (DL), a NULL key, a carrier with no flights (WN); in two batches, so two segments. */
+/**
+ * A key twice (DL), a NULL key, a carrier with no flights (WN); in two batches, so two segments.
+ * A column named as the owners name their partials' (g0).
+ */
 const CARRIER_BATCHES = [
   [
-    { code: 'AA', name: 'American' },
-    { code: 'UA', name: 'United' },
-    { code: 'DL', name: 'Delta' },
+    { code: 'AA', name: 'American', g0: 'east' },
+    { code: 'UA', name: 'United', g0: 'west' },
+    { code: 'DL', name: 'Delta', g0: 'south' },
   ],
   [
-    { code: 'DL', name: 'Delta Connection' },
-    { code: null, name: 'No code' },
-    { code: 'WN', name: 'Southwest' },
+    { code: 'DL', name: 'Delta Connection', g0: 'south' },
+    { code: null, name: 'No code', g0: null },
+    { code: 'WN', name: 'Southwest', g0: 'west' },
   ],
 ];
 const AIRPORTS = [
-  { faa: 'JFK', name: 'Kennedy' },
-  { faa: 'LGA', name: 'LaGuardia' },
-  { faa: 'EWR', name: 'Newark' },
+  { origin: 'JFK', name: 'Kennedy' },
+  { origin: 'LGA', name: 'LaGuardia' },
+  { origin: 'EWR', name: 'Newark' },
 ];
 /** Past the cluster's row limit (BROADCAST_ROWS): never broadcast. */
 const PLANES = Array.from({ length: 12 }, (_, i) => ({ carrier: CARRIERS[i % 5], seats: 50 + i * 10 }));
@@ -69,7 +72,7 @@ const BROADCAST = [
   },
   {
     whole: ['carriers', 'airports'],
-    sql: `SELECT a.name AS airport, c.name AS carrier, count(*) AS n, max(f.dep_delay) AS worst FROM flights f JOIN carriers c ON f.carrier = c.code LEFT JOIN airports a ON a.faa = f.origin WHERE ${WINDOW} GROUP BY ALL HAVING count(*) > 10`,
+    sql: `SELECT a.name AS airport, c.name AS carrier, count(*) AS n, max(f.dep_delay) AS worst FROM flights f JOIN carriers c ON f.carrier = c.code LEFT JOIN airports a ON a.origin = f.origin WHERE ${WINDOW} GROUP BY ALL HAVING count(*) > 10`,
   },
   {
     whole: ['carriers'],
@@ -87,9 +90,10 @@ const BROADCAST = [
     whole: ['carriers'],
     sql: 'SELECT origin, count(*) FROM flights f ANTI JOIN carriers c ON f.carrier = c.code GROUP BY origin',
   },
+  // USING the origin: the bare ts is still the flights' own, so the window prunes them.
   {
     whole: ['airports'],
-    sql: `SELECT origin, name, count(*) FROM flights f JOIN airports ON faa = origin WHERE ${WINDOW.replaceAll('f.', '')} GROUP BY ALL`,
+    sql: `SELECT origin, name, count(*) FROM flights JOIN airports USING (origin) WHERE ${WINDOW.replaceAll('f.', '')} GROUP BY ALL`,
   },
 ];
 
@@ -100,6 +104,9 @@ const NOT_BROADCAST = [
   'SELECT c.name, f.origin, count(*) AS n FROM flights f FULL JOIN carriers c ON f.carrier = c.code GROUP BY ALL',
   // A self-join: the table cannot be both an owner's share and the whole.
   `SELECT count(*) FROM flights f JOIN flights g ON f.ts = g.ts WHERE ${WINDOW}`,
+  // A bare name grouped by its qualified column, and named as the owners name a partial's column
+  // (g0): the final stage cannot tell it from that column.
+  'SELECT g0, count(*) AS n, sum(f.distance) FROM flights f JOIN carriers c ON f.carrier = c.code GROUP BY c.name, c.g0',
   // Twelve planes: past the cluster's row limit.
   'SELECT p.seats, count(*) FROM flights f JOIN planes p ON p.carrier = f.carrier GROUP BY ALL',
 ];
@@ -156,6 +163,7 @@ describe('broadcast joins', () => {
 
   it('moves only partials, prunes the big table by time, and keeps the small tables cached on every owner', async () => {
     const [grouped, , windowed] = BROADCAST;
+    const using = BROADCAST.find((q) => q.sql.includes('USING'))!;
     const stats = await answer(grouped!.sql);
     const owners = Object.keys(stats.stages.scan[0]!.nodes).length;
     expect(owners).toBeGreaterThan(1);
@@ -174,6 +182,11 @@ describe('broadcast joins', () => {
     const later = await answer(windowed!.sql.replaceAll('02:00:00', '01:00:00').replaceAll('03:30:00', '06:00:00'));
     expect(later.plan).toBe('cached');
     expect(later.stages.scan[0]!.segments).toBe(5);
+    expect((await answer(using.sql)).stages.scan[0]!.segments).toBe(2);
+    // A window with no flights at all: the small tables are still read whole rather than every flight sent.
+    const none = await answer(windowed!.sql.replaceAll('2026-11-02', '2020-01-01'));
+    expect(none.stages.scan.map((s) => s.table)).toEqual(['flights']);
+    expect(none.segments.scanned).toBe(CARRIER_BATCHES.length + 1);
   });
 
   it('runs as before the joins a broadcast would answer wrongly, and small tables past the limits', async () => {

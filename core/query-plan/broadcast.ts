@@ -12,6 +12,8 @@
  */
 import { isBaseTable, isJoin, type AstNode, type BaseTableNode, type SelectNode, type TableRef } from './parse-tree.js';
 
+/** The most tables one scan reads (the query node's ScanRequest): a join of more is never broadcast. */
+export const MAX_JOINED_TABLES = 16;
 /** How tables may be joined for a broadcast: by a condition, USING or NATURAL, or crossed. */
 const REF_TYPES = new Set(['REGULAR', 'NATURAL', 'CROSS']);
 /** The join types that never output a row of their right side without one of their left. */
@@ -33,6 +35,7 @@ export function partitionableTables(select: SelectNode): BaseTableNode[] {
   if (!joinable(select.from_table)) return [];
   // An owner reads each table under its name: one name cannot be both its share and the whole.
   const tables = joinedTables(select.from_table);
+  if (tables.length > MAX_JOINED_TABLES) return [];
   if (new Set(tables.map((t) => t.table_name.toLowerCase())).size < tables.length) return [];
   return tables.filter((table) => keeps(select.from_table, table));
 }
@@ -54,10 +57,20 @@ function keeps(ref: AstNode, table: BaseTableNode): boolean {
 const contains = (ref: AstNode, table: BaseTableNode): boolean =>
   ref === table || (isJoin(ref) && (contains(ref.left, table) || contains(ref.right, table)));
 
-/** Whether some join of the FROM matches columns by name (USING, NATURAL): a bare name may then mean either side's. */
-export function joinsByName(select: SelectNode): boolean {
+/** The tables whose columns the SELECT over a join sees: a semi or anti join's right side is not among them. */
+export function visibleTables(ref: TableRef): BaseTableNode[] {
+  if (!isJoin(ref)) return joinedTables(ref);
+  const hidesRight = ref.join_type === 'SEMI' || ref.join_type === 'ANTI';
+  return [...visibleTables(ref.left), ...(hidesRight ? [] : visibleTables(ref.right))];
+}
+
+/** Whether a join may match `column` by name (USING it, or NATURAL): its bare name may then mean either side's. */
+export function matchesByName(select: SelectNode, column: string): boolean {
   const byName = (ref: AstNode): boolean =>
     isJoin(ref) &&
-    (ref.ref_type === 'NATURAL' || ref.using_columns.length > 0 || byName(ref.left) || byName(ref.right));
+    (ref.ref_type === 'NATURAL' ||
+      ref.using_columns.some((c) => c.toLowerCase() === column.toLowerCase()) ||
+      byName(ref.left) ||
+      byName(ref.right));
   return byName(select.from_table);
 }

@@ -60,7 +60,7 @@ import {
   type TableRead,
 } from './names.js';
 import { timeBounds, type TimeBounds } from './time-window.js';
-import { joinedTables } from './broadcast.js';
+import { visibleTables } from './broadcast.js';
 
 /** The name of the table that holds the partial results at the coordinator. */
 export const PARTIALS_TABLE = '__partials';
@@ -82,7 +82,7 @@ export interface PlanInput {
    * The SELECT reads a join, every table of which but one each owner reads whole (broadcast.ts):
    * it splits as the SELECT over one read does.
    */
-  join?: boolean;
+  broadcastJoin?: boolean;
 }
 
 /** How a read is split between its segments' owners and the final stage: this module's header. */
@@ -127,7 +127,7 @@ export function planQuery(input: PlanInput): QueryPlan {
   };
 
   if (!isSelectNode(node)) return rowsPlan('set operation');
-  const join = input.join === true && isJoin(node.from_table);
+  const join = input.broadcastJoin === true && isJoin(node.from_table);
   if (!join && (!isBaseTable(node.from_table) || occurrences !== 1))
     return rowsPlan('more than one table or a subquery in FROM');
   if ((node.cte_map?.map ?? []).length > 0) return rowsPlan('common table expressions');
@@ -143,7 +143,7 @@ export function planQuery(input: PlanInput): QueryPlan {
   // The names the FROM's columns go by: a GROUP BY name that is one of them is the column, not a select alias.
   const knownColumns = new Set<string>();
   let read: TableRead | undefined;
-  for (const ref of joinedTables(node.from_table)) {
+  for (const ref of visibleTables(node.from_table)) {
     const info = input.tables.get(ref.table_name.toLowerCase());
     if (!info) return rowsPlan('unknown table');
     for (const c of visibleColumns(ref, info.columns)) knownColumns.add(c.toLowerCase());
@@ -241,28 +241,38 @@ function planAggregate(
   });
   if (groups.some((g) => g === undefined || some(g, isAggregate))) return undefined;
 
+  // The partial's columns are g0…, k0…, a0…, prefixed so that no name the final stage may see is
+  // one of them: a bare `g0` left in the final stage (a column the FROM names so) would bind to a
+  // partial's column instead.
+  const names = new Set([...knownColumns, ...node.select_list.map((s) => String(s.alias ?? '').toLowerCase())]);
+  let p = '';
+  while ([...names].some((n) => new RegExp(`^${p}[gka]\\d`).test(n))) p += '_';
   // Keyed aggregates: their arguments (and filters) become keys k0, k1, ... of the partial.
-  const keyRef = (expr: Expression): Expression => (isConstantLike(expr) ? clone(expr) : columnRef(`k${keyOf(expr)}`));
+  const keyRef = (expr: Expression): Expression =>
+    isConstantLike(expr) ? clone(expr) : columnRef(`${p}k${keyOf(expr)}`);
   const keyedFinal = (c: FunctionNode): FunctionNode => ({
     ...clone(c),
     alias: '',
     children: c.children.map(keyRef),
-    filter: c.filter ? columnRef(`k${keyOf(c.filter)}`) : null,
+    filter: c.filter ? columnRef(`${p}k${keyOf(c.filter)}`) : null,
     order_bys: {
       ...c.order_bys,
       orders: (c.order_bys?.orders ?? []).map((o) => ({ ...o, expression: keyRef(o.expression) })),
     },
   });
 
-  const partialSelect: Expression[] = groups.map((g, i) => withAlias(clone(g!), `g${i}`));
+  const partialSelect: Expression[] = groups.map((g, i) => withAlias(clone(g!), `${p}g${i}`));
   const aggregateParts: Expression[] = [];
   const finals: Expression[] = calls.map((c, k): Expression => {
     if ([...keyed].some((kc) => sameExpression(kc, c))) return keyedFinal(c);
     const name = String(c.function_name).toLowerCase();
     const args = clone(c.children);
     const part = (fn: string, suffix = '') => {
-      aggregateParts.push({ ...call(fn, clone(args), `a${k}${suffix}`), filter: c.filter ? clone(c.filter) : null });
-      return columnRef(`a${k}${suffix}`);
+      aggregateParts.push({
+        ...call(fn, clone(args), `${p}a${k}${suffix}`),
+        filter: c.filter ? clone(c.filter) : null,
+      });
+      return columnRef(`${p}a${k}${suffix}`);
     };
     switch (name) {
       // A sum of counts is a HUGEINT; a count is a BIGINT, and so is the answer.
@@ -280,13 +290,13 @@ function planAggregate(
         return call('/', [call('sum', [part('sum', 's')]), call('sum', [part('count', 'c')])], '', true);
     }
   });
-  partialSelect.push(...keys.map((e, j) => withAlias(clone(e), `k${j}`)), ...aggregateParts);
+  partialSelect.push(...keys.map((e, j) => withAlias(clone(e), `${p}k${j}`)), ...aggregateParts);
 
   const rewrite = (tree: Expression): Expression => {
     const k = calls.findIndex((c) => isAggregate(tree) && sameExpression(c, tree));
     if (k >= 0) return withAlias(clone(finals[k]!), tree.alias ?? '');
     const g = groups.findIndex((group) => sameExpression(group, tree));
-    if (g >= 0 && !isConstant(tree)) return columnRef(`g${g}`, tree.alias ?? '');
+    if (g >= 0 && !isConstant(tree)) return columnRef(`${p}g${g}`, tree.alias ?? '');
     return mapChildren(tree, rewrite);
   };
 
@@ -307,7 +317,7 @@ function planAggregate(
     ),
     from_table: baseTable(partialsTable),
     where_clause: null,
-    group_expressions: groups.map((_, i) => columnRef(`g${i}`)),
+    group_expressions: groups.map((_, i) => columnRef(`${p}g${i}`)),
     group_sets: groupSets(groups.length),
     having: node.having ? rewrite(node.having) : null,
     modifiers: node.modifiers.map((m): ResultModifier =>

@@ -140,7 +140,7 @@ export interface JoinNode extends TableRef {
   type: 'JOIN';
   left: TableRef;
   right: TableRef;
-  /** INNER, LEFT, RIGHT, OUTER, SEMI, ANTI, ... */
+  /** INNER, LEFT, RIGHT, FULL, SEMI, ANTI, ... */
   join_type: string;
   /** REGULAR, NATURAL, CROSS, POSITIONAL, ASOF, DEPENDENT (LATERAL). */
   ref_type: string;

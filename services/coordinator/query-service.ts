@@ -104,7 +104,7 @@ interface Prepared {
   versions: Map<string, TableVersion>;
   /** The segments each input reads after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
-  /** Of a broadcast join's one input, the segments of each table it reads whole, in the order of its `broadcast`. */
+  /** Of a broadcast join's one input, the segments of each table it reads whole, in the order of its `whole`. */
   whole?: SegmentRow[][];
   total: number;
   scanBytes: number;
@@ -279,16 +279,13 @@ export class QueryService {
       }
       return segments;
     };
-    const broadcast = plan.broadcasts && (await this.broadcastOf(plan.broadcasts, prune));
+    const broadcast = plan.broadcastPlans && (await this.broadcastOf(plan.broadcastPlans, prune));
     let read: PrunedSegments[];
     let whole: SegmentRow[][] | undefined;
     if (broadcast) {
-      plan = {
-        ...plan,
-        route: broadcast.plan.route,
-        inputs: [broadcast.plan.input],
-        finalSql: broadcast.plan.finalSql,
-      };
+      const { route, input, finalSql } = broadcast.plan;
+      plan = { ...plan, route, inputs: [input], finalSql };
+      delete plan.reason; // why the query was not one read's aggregate or select: now it is
       read = [broadcast.partitioned, ...broadcast.whole];
       whole = broadcast.whole.map((w) => w.segments);
     } else read = await Promise.all(plan.inputs.map(prune));
@@ -311,7 +308,7 @@ export class QueryService {
 
   /**
    * The broadcast join to run, if any: of the tables that may be partitioned, the largest after
-   * pruning whose every other table is within the broadcast limits and no larger than it.
+   * pruning whose every other table, read whole, is within the broadcast limits.
    */
   private async broadcastOf(
     broadcasts: BroadcastPlan[],
@@ -326,12 +323,12 @@ export class QueryService {
     let best: { plan: BroadcastPlan; partitioned: PrunedSegments; whole: PrunedSegments[]; bytes: number } | undefined;
     for (const plan of broadcasts) {
       const [partitioned, ...whole] = await Promise.all(
-        [plan.input, ...plan.input.broadcast!.map((b) => ({ table: b.table, window: {} }))].map(prune),
+        [plan.input, ...plan.input.whole!.map((w) => ({ table: w.table, window: {} }))].map(prune),
       );
       const { bytes } = size(partitioned!);
       const small = whole.every((w) => {
         const s = size(w);
-        return s.bytes <= limits.bytes && s.rows <= limits.rows && s.bytes <= bytes;
+        return s.bytes <= limits.bytes && s.rows <= limits.rows;
       });
       if (small && (!best || bytes > best.bytes)) best = { plan, partitioned: partitioned!, whole, bytes };
     }
@@ -427,9 +424,7 @@ export class QueryService {
                 columns: input.columns,
                 // A streamed answer or a heavy backend's final stage holds nothing here: only the answer is capped.
                 uncapped: sink !== undefined || backend !== undefined,
-                ...(input.broadcast && whole
-                  ? { broadcast: input.broadcast.map((b, j) => ({ ...b, segments: whole[j]! })) }
-                  : {}),
+                ...(input.whole && whole ? { whole: input.whole.map((w, j) => ({ ...w, segments: whole[j]! })) } : {}),
               },
               {
                 receive: (body) => exchange.receive(input.name, body),

@@ -50,11 +50,11 @@ export interface ScanInput {
   /** Where the window depends on the query's parameters: the query that gives it from them. */
   bounds?: { sql: string; lower: number };
   /** Tables every owner reads whole beside its segments of `table`: a broadcast join's small sides. */
-  broadcast?: BroadcastRead[];
+  whole?: WholeRead[];
 }
 
 /** A table each owner of a broadcast join reads whole, from its cache or S3 (core/query-plan/broadcast.ts). */
-export interface BroadcastRead {
+export interface WholeRead {
   table: TableInfo;
   /** The table's columns the owners read. */
   columns: string[];
@@ -63,7 +63,7 @@ export interface BroadcastRead {
 /** A join run on the owners of one of its tables, the others broadcast: its one input and final stage. */
 export interface BroadcastPlan {
   route: Split;
-  /** The SELECT's partial over the join, on the owners of `input.table`; `input.broadcast` the rest. */
+  /** The SELECT's partial over the join, on the owners of `input.table`, who read `input.whole` too. */
   input: ScanInput;
   finalSql: string;
 }
@@ -82,7 +82,7 @@ export interface ExecutablePlan {
    * A join's other ways to run: one per table that may be the partitioned side of a broadcast
    * join. Run instead of `inputs` when its other tables are small after pruning (query-service.ts).
    */
-  broadcasts?: BroadcastPlan[];
+  broadcastPlans?: BroadcastPlan[];
   /** The values of the query's lifted literals (core/query-plan/literals.ts), which its SQL names `$p1`, … */
   parameters: SqlParameter[];
   /**

@@ -5,6 +5,7 @@
  * metrics to call a node.
  */
 import { Type, type Static } from 'typebox';
+import { MAX_JOINED_TABLES } from '../../core/query-plan/broadcast.js';
 import { ExchangeInput } from '../common/final-stage/contract.js';
 import { ColumnSpec, NodeId, SegmentId, TableName } from '../common/schemas.js';
 import { AttachedObject } from '../meta/api.js';
@@ -44,7 +45,7 @@ export const ScanRequest = Type.Object(
         /** Every segment of the table, whoever owns it: a broadcast join's small side, kept in the cache as owned ones are. */
         broadcast: Type.Optional(Type.Boolean()),
       }),
-      { minItems: 1, maxItems: 16 },
+      { minItems: 1, maxItems: MAX_JOINED_TABLES },
     ),
     /** The coordinator's result cap: a larger result is a 413, and never leaves the node. */
     maxResultBytes: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -58,6 +59,7 @@ export type ScanRequest = Static<typeof ScanRequest>;
 /** What a scan reports after its rows (the `x-berth-scan-stats` trailer). */
 export const ScanStats = Type.Object({
   node: Type.String(),
+  /** Segments of its share scanned (not a broadcast join's small tables, which every owner reads). */
   segments: Type.Integer(),
   hits: Type.Integer(),
   misses: Type.Integer(),

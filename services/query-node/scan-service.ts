@@ -80,6 +80,8 @@ export class ScanService {
     };
     let scan: OpenScan;
     let tables: TableFiles[];
+    /** The segments of the scan's own share: not those of tables every owner reads whole. */
+    let share = 0;
     // Cache affinity: a read of a segment this node owns, or one that fell to it (its owner is down).
     const placement = view.placement;
     try {
@@ -114,6 +116,7 @@ export class ScanService {
           ),
         })),
       );
+      share = acquired.reduce((sum, { table, segments }) => sum + (table.broadcast ? 0 : segments.length), 0);
       tables = acquired.map(({ table, segments }) => ({
         name: table.name,
         schema: table.schema,
@@ -145,7 +148,7 @@ export class ScanService {
     }
     const stats: ScanStats = {
       node: nodeId,
-      segments: held.length + heldTables.length,
+      segments: share,
       hits: held.filter((s) => s.hit).length + heldTables.length,
       misses: held.filter((s) => !s.hit).length,
       s3Gets: held.filter((s) => s.bytesFetched > 0).length,

@@ -21,7 +21,7 @@ export interface RanQuery {
   final: string;
   /** The segments each input read after pruning, in the order of plan.inputs. */
   chosen: SegmentRow[][];
-  /** A broadcast join's: the segments of each table its one input read whole, in the order of its `broadcast`. */
+  /** A broadcast join's: the segments of each table its one input read whole, in the order of its `whole`. */
   whole?: SegmentRow[][];
   /** The segments of every input before pruning. */
   total: number;
@@ -74,11 +74,11 @@ export function computedStats({
         bytes: (outcomes[i]?.scans ?? []).reduce((acc, s) => acc + s.bytes, 0),
         nodes: perNode(outcomes[i]?.scans ?? [], (s) => s.segments),
         slowestNodeMs: Math.max(0, ...(outcomes[i]?.scans ?? []).map((s) => s.ms)),
-        ...(input.broadcast && whole
+        ...(input.whole && whole && outcomes[i]
           ? {
-              broadcast: input.broadcast.map((b, j) => ({
-                table: b.table.name,
-                columns: b.columns,
+              broadcast: input.whole.map((w, j) => ({
+                table: w.table.name,
+                columns: w.columns,
                 segments: whole[j]!.length,
                 bytes: whole[j]!.reduce((acc, s) => acc + s.bytes, 0),
               })),

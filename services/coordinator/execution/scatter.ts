@@ -65,7 +65,7 @@ export interface ScanWork {
   /** The answer streams to its client, so no cap applies to what a node sends (DuckDB spills what it holds). */
   uncapped?: boolean;
   /** Tables every node reads whole beside its share (a broadcast join's small sides): each its columns and segments. */
-  broadcast?: { table: TableInfo; columns: string[]; segments: SegmentRow[] }[];
+  whole?: { table: TableInfo; columns: string[]; segments: SegmentRow[] }[];
 }
 
 export interface ScatterOutcome {
@@ -104,7 +104,7 @@ export class Scatter {
   ): Promise<ScatterOutcome> {
     const members = this.members(only);
     const attached = new Map(
-      [work.segments, ...(work.broadcast ?? []).map((b) => b.segments)]
+      [work.segments, ...(work.whole ?? []).map((w) => w.segments)]
         .flat()
         .flatMap((s) => (s.object ? ([[s.id, s.object]] as const) : [])),
     );
@@ -119,13 +119,13 @@ export class Scatter {
         ...(objects.length > 0 ? { objects: Object.fromEntries(objects) } : {}),
       };
     };
-    const broadcast = (work.broadcast ?? []).map((b) => {
-      const ids = b.segments.map((s) => s.id);
-      return { ...table(b.table, ids, b.columns), broadcast: true };
+    const whole = (work.whole ?? []).map((w) => {
+      const ids = w.segments.map((s) => s.id);
+      return { ...table(w.table, ids, w.columns), broadcast: true };
     });
     const request = (ids: string[]): ScanRequest => ({
       sql: work.sql,
-      tables: [table(work.table, ids, work.columns), ...broadcast],
+      tables: [table(work.table, ids, work.columns), ...whole],
       ...(work.uncapped ? {} : this.cap),
       ...(work.parameters?.length ? { parameters: work.parameters } : {}),
     });

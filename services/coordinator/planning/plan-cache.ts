@@ -189,11 +189,12 @@ export class PlanCache {
       input.bounds
         ? { ...input, window: await this.options.engine.window(input.bounds.sql, input.bounds.lower, literals) }
         : input;
-    const [inputs, broadcasts] = await Promise.all([
+    const [inputs, broadcastPlans] = await Promise.all([
       Promise.all(plan.inputs.map(windowed)),
-      plan.broadcasts && Promise.all(plan.broadcasts.map(async (b) => ({ ...b, input: await windowed(b.input) }))),
+      plan.broadcastPlans &&
+        Promise.all(plan.broadcastPlans.map(async (b) => ({ ...b, input: await windowed(b.input) }))),
     ]);
-    return { ...plan, inputs, ...(broadcasts ? { broadcasts } : {}), parameters: literals };
+    return { ...plan, inputs, ...(broadcastPlans ? { broadcastPlans } : {}), parameters: literals };
   }
 
   /**

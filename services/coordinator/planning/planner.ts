@@ -10,7 +10,7 @@
  * trailing comment or semicolon cannot change it, and no relation can appear that the check did
  * not see.
  */
-import { joinedTables, joinsByName, partitionableTables } from '../../../core/query-plan/broadcast.js';
+import { joinedTables, matchesByName, partitionableTables } from '../../../core/query-plan/broadcast.js';
 import { planQuery } from '../../../core/query-plan/decompose.js';
 import { referencedRelations, tableReads, type TableRead } from '../../../core/query-plan/names.js';
 import {
@@ -154,7 +154,7 @@ export class Planner {
           throw new TemplateMismatch();
         return {
           ...split,
-          ...(broadcast ? { broadcasts: broadcast.plans } : {}),
+          ...(broadcast ? { broadcastPlans: broadcast.plans } : {}),
           parameters: literals,
           reusable: this.reusable(node),
         };
@@ -314,7 +314,7 @@ export class Planner {
       tables: new Map(tables.map((t) => [t.name, { timestampColumn: t.timestampColumn, columns: names(t) }])),
       aggregateFunctions: this.binder.aggregateFunctions,
       outputColumns: columns.map((c) => c.name),
-      join: true,
+      broadcastJoin: true,
     });
     if (shape.split === 'rows') return undefined;
     const partial = await this.binder.deparseBoth(shape.partial);
@@ -326,12 +326,13 @@ export class Planner {
     const exchanged = [{ name, columns: exchange }];
     const final = await this.finalStage(shape.final, exchanged, columns);
     if (!final) return undefined;
-    // A bare name a USING or NATURAL join matches may be either side's: then nothing prunes by time.
-    const byName = joinsByName(node);
     const plans = await Promise.all(
       partitionable.map(async (ref): Promise<BroadcastPlan> => {
         const big = reads.find(({ read }) => read.ref === ref)!;
-        const { window, moving } = byName ? big : await this.readWindow({ ...big.read, select: node }, big.table);
+        // A bare timestamp name a USING or NATURAL join matches may be either side's: then nothing prunes.
+        const ts = big.table.timestampColumn;
+        const { window, moving } =
+          ts && !matchesByName(node, ts) ? await this.readWindow({ ...big.read, select: node }, big.table) : big;
         return {
           route: shape.split,
           finalSql: final.template,
@@ -344,7 +345,7 @@ export class Planner {
             exchange,
             window,
             ...(moving ? { bounds: moving } : {}),
-            broadcast: reads
+            whole: reads
               .filter((r) => r !== big)
               .map(({ read, table }) => ({ table, columns: namedColumns(node, read, names(table)) })),
           },
