@@ -117,7 +117,7 @@ const flights = await segmentFiles({
   rowsPerFile: Math.ceil(FLIGHTS / MONTHS),
   name: (f) => `flights-${String(f).padStart(2, '0')}.parquet`,
   // A month's segment holds that month's flights, in the order the row numbers scatter them.
-  rows: (from, to) =>
+  rows: (from) =>
     `SELECT * FROM (${flightRows(0, FLIGHTS)}) WHERE month(ts) = ${1 + from / Math.ceil(FLIGHTS / MONTHS)} ORDER BY hash(ts)`,
 });
 const small = new Map<string, string[]>();
