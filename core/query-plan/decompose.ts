@@ -44,6 +44,7 @@ import {
   some,
   withAlias,
   type AstNode,
+  type ComparisonNode,
   type Expression,
   type FunctionNode,
   type OrderByNode,
@@ -307,7 +308,19 @@ function planAggregate(
     select_list: partialSelect,
     group_expressions: partialKeys,
     group_sets: groupSets(partialKeys.length),
-    having: null,
+    // Ungrouped, an owner with no row left still sends one partial row, which a keyed aggregate of
+    // a constant (count(DISTINCT '')) would count: such an owner sends nothing instead, which
+    // every other final (a sum of counts, a min) reads alike.
+    having:
+      partialKeys.length === 0 && keyed.size > 0
+        ? ({
+            class: 'COMPARISON',
+            type: 'COMPARE_GREATERTHAN',
+            alias: '',
+            left: call('count_star', []),
+            right: integer(0),
+          } satisfies ComparisonNode)
+        : null,
     modifiers: [],
   };
   const final: SelectNode = {
