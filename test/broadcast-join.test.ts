@@ -35,18 +35,18 @@ function flights(batch: number): object[] {
 
 /**
  * A key twice (DL), a NULL key, a carrier with no flights (WN); in two batches, so two segments.
- * A column named as the owners name their partials' (g0).
+ * A column, and a struct's field, named as the owners name their partials' (g0).
  */
 const CARRIER_BATCHES = [
   [
-    { code: 'AA', name: 'American', g0: 'east' },
-    { code: 'UA', name: 'United', g0: 'west' },
-    { code: 'DL', name: 'Delta', g0: 'south' },
+    { code: 'AA', name: 'American', g0: 'east', hub: { g0: 'DFW' } },
+    { code: 'UA', name: 'United', g0: 'west', hub: { g0: 'ORD' } },
+    { code: 'DL', name: 'Delta', g0: 'south', hub: { g0: 'ATL' } },
   ],
   [
-    { code: 'DL', name: 'Delta Connection', g0: 'south' },
-    { code: null, name: 'No code', g0: null },
-    { code: 'WN', name: 'Southwest', g0: 'west' },
+    { code: 'DL', name: 'Delta Connection', g0: 'south', hub: { g0: 'MSP' } },
+    { code: null, name: 'No code', g0: null, hub: null },
+    { code: 'WN', name: 'Southwest', g0: 'west', hub: { g0: 'DAL' } },
   ],
 ];
 const AIRPORTS = [
@@ -89,6 +89,11 @@ const BROADCAST = [
   {
     whole: ['carriers'],
     sql: 'SELECT origin, count(*) FROM flights f ANTI JOIN carriers c ON f.carrier = c.code GROUP BY origin',
+  },
+  // An output named by a struct field as the owners name a partial's column (g0), and ORDER BY a bare group.
+  {
+    whole: ['carriers'],
+    sql: 'SELECT c.hub.g0, origin, count(*) AS n FROM flights f JOIN carriers c ON f.carrier = c.code GROUP BY origin, c.hub.g0 ORDER BY origin, n, 1',
   },
   // USING the origin: the bare ts is still the flights' own, so the window prunes them.
   {

@@ -227,6 +227,9 @@ function planAggregate(
     });
   collect([node.select_list, node.having, node.modifiers]);
   if (!decomposable) return undefined;
+  // A `*` or COLUMNS() outside every aggregate would expand, in the final stage, over the
+  // partial's columns (COLUMNS('1$') matching g1) rather than the query's.
+  if (outsideAggregates([node.select_list, node.having, node.modifiers], isAggregate).some(isStar)) return undefined;
 
   // GROUP BY 1 and GROUP BY alias name a select item; resolve them to the expressions they name.
   // A name the FROM's columns go by (after an alias list) is a column, as DuckDB binds it.
@@ -245,7 +248,12 @@ function planAggregate(
   // The partial's columns are g0…, k0…, a0…, prefixed so that no name the final stage may see is
   // one of them: a bare `g0` left in the final stage (a column the FROM names so) would bind to a
   // partial's column instead.
-  const names = new Set([...knownColumns, ...node.select_list.map((s) => String(s.alias ?? '').toLowerCase())]);
+  const names = new Set([
+    ...knownColumns,
+    ...node.select_list.map((s) => String(s.alias ?? '').toLowerCase()),
+    // An output's name, however it got it (`s.g0` is named g0): ORDER BY binds a bare name to it first.
+    ...input.outputColumns.map((c) => c.toLowerCase()),
+  ]);
   let p = '';
   while ([...names].some((n) => new RegExp(`^${p}[gka]\\d`).test(n))) p += '_';
   // Keyed aggregates: their arguments (and filters) become keys k0, k1, ... of the partial.
@@ -438,6 +446,20 @@ function planSelect(
     from_table: baseTable(input.partialsTable ?? PARTIALS_TABLE),
   });
   return { split: 'select', partial, final };
+}
+
+/** Every node of a tree that no aggregate call holds. */
+function outsideAggregates(tree: unknown, isAggregate: (n: unknown) => n is FunctionNode): AstNode[] {
+  const found: AstNode[] = [];
+  const visit = (t: unknown): void => {
+    if (Array.isArray(t)) for (const item of t) visit(item);
+    else if (t !== null && typeof t === 'object' && !isAggregate(t)) {
+      found.push(t as AstNode);
+      for (const value of Object.values(t)) visit(value);
+    }
+  };
+  visit(tree);
+  return found;
 }
 
 /** Visits the outermost aggregate calls in a tree (not aggregates nested inside them). */
