@@ -61,6 +61,7 @@ export const ScanStats = Type.Object({
   node: Type.String(),
   /** Segments of its share scanned (not a broadcast join's small tables, which every owner reads). */
   segments: Type.Integer(),
+  /** Cache hits and misses, GETs and bytes from S3: over every segment read, a broadcast join's small tables too. */
   hits: Type.Integer(),
   misses: Type.Integer(),
   s3Gets: Type.Integer(),
