@@ -35,24 +35,25 @@ function flights(batch: number): object[] {
 
 /**
  * A key twice (DL), a NULL key, a carrier with no flights (WN); in two batches, so two segments.
- * A column, and a struct's field, named as the owners name their partials' (g0).
+ * A column named as the owners name their partials' (g0).
  */
 const CARRIER_BATCHES = [
   [
-    { code: 'AA', name: 'American', g0: 'east', hub: { g0: 'DFW' } },
-    { code: 'UA', name: 'United', g0: 'west', hub: { g0: 'ORD' } },
-    { code: 'DL', name: 'Delta', g0: 'south', hub: { g0: 'ATL' } },
+    { code: 'AA', name: 'American', g0: 'east' },
+    { code: 'UA', name: 'United', g0: 'west' },
+    { code: 'DL', name: 'Delta', g0: 'south' },
   ],
   [
-    { code: 'DL', name: 'Delta Connection', g0: 'south', hub: { g0: 'MSP' } },
-    { code: null, name: 'No code', g0: null, hub: null },
-    { code: 'WN', name: 'Southwest', g0: 'west', hub: { g0: 'DAL' } },
+    { code: 'DL', name: 'Delta Connection', g0: 'south' },
+    { code: null, name: 'No code', g0: null },
+    { code: 'WN', name: 'Southwest', g0: 'west' },
   ],
 ];
+/** A struct field named as the owners name their partials' columns (g0). */
 const AIRPORTS = [
-  { origin: 'JFK', name: 'Kennedy' },
-  { origin: 'LGA', name: 'LaGuardia' },
-  { origin: 'EWR', name: 'Newark' },
+  { origin: 'JFK', name: 'Kennedy', hub: { g0: 'B6' } },
+  { origin: 'LGA', name: 'LaGuardia', hub: { g0: 'DL' } },
+  { origin: 'EWR', name: 'Newark', hub: { g0: 'UA' } },
 ];
 /** Past the cluster's row limit (BROADCAST_ROWS): never broadcast. */
 const PLANES = Array.from({ length: 12 }, (_, i) => ({ carrier: CARRIERS[i % 5], seats: 50 + i * 10 }));
@@ -92,8 +93,8 @@ const BROADCAST = [
   },
   // An output named by a struct field as the owners name a partial's column (g0), and ORDER BY a bare group.
   {
-    whole: ['carriers'],
-    sql: 'SELECT c.hub.g0, origin, count(*) AS n FROM flights f JOIN carriers c ON f.carrier = c.code GROUP BY origin, c.hub.g0 ORDER BY origin, n, 1',
+    whole: ['airports'],
+    sql: 'SELECT a.hub.g0, carrier, count(*) AS n FROM flights f JOIN airports a ON a.origin = f.origin GROUP BY carrier, a.hub.g0 ORDER BY carrier, n, 1',
   },
   // USING the origin: the bare ts is still the flights' own, so the window prunes them.
   {
