@@ -47,8 +47,8 @@ const MAX_FINAL_STAGE_TTL_MS = 3_600_000;
 export const DEFAULT_MAX_RESULT_BYTES = 256 * 1024 ** 2;
 
 /**
- * How small, after pruning, each table a join does not partition must be for every owner of the
- * partitioned one to read it whole (a broadcast join): its segments' Parquet bytes, and rows.
+ * How small each table a join does not partition must be for every owner of the partitioned one
+ * to read it whole (a broadcast join): all its segments' Parquet bytes, and rows.
  */
 export interface BroadcastLimits {
   bytes: number;
