@@ -16,6 +16,7 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { CoordinatorClient, type QueryResult } from '../services/coordinator/client.js';
+import { answerDifference } from './answers.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
 import { sized } from './smoke.js';
@@ -97,20 +98,6 @@ const asSent = (t: string) => t;
 /** A small table behind a subquery: not a table of the join, so not broadcast (the plan joins did before). */
 const hidden = (t: string) => `(SELECT * FROM ${t})`;
 
-type Answer = Pick<QueryResult, 'columns' | 'types' | 'rows'>;
-/** Where two answers differ, in order (every query orders its rows fully); doubles to 1e-9 of their size. */
-function difference(a: Answer, b: Answer): string | undefined {
-  if (JSON.stringify([a.columns, a.types]) !== JSON.stringify([b.columns, b.types]))
-    return `columns ${JSON.stringify([a.columns, a.types])} against ${JSON.stringify([b.columns, b.types])}`;
-  if (a.rows.length !== b.rows.length) return `${a.rows.length} rows against ${b.rows.length}`;
-  const same = (x: unknown, y: unknown) =>
-    typeof x === 'number' && typeof y === 'number'
-      ? Math.abs(x - y) <= 1e-9 * Math.max(Math.abs(x), Math.abs(y))
-      : JSON.stringify(x) === JSON.stringify(y);
-  const row = a.rows.findIndex((r, i) => r.some((cell, c) => !same(cell, b.rows[i]![c])));
-  return row < 0 ? undefined : `row ${row}: ${JSON.stringify(a.rows[row])} against ${JSON.stringify(b.rows[row])}`;
-}
-
 const flights = await segmentFiles({
   dir: path.join(DATA, 'flights'),
   files: MONTHS,
@@ -156,7 +143,7 @@ try {
       ['not broadcast', query(hidden, 0)],
     ]) {
       const answer = await coordinator.query(sql!);
-      const differs = difference(answer, expected);
+      const differs = answerDifference(answer, expected);
       if (differs) throw new Error(`${name} (${how}): Berth and one DuckDB differ: ${differs}`);
       const broadcast = answer.stats.stages.scan.some((s) => s.broadcast);
       if (broadcast !== (how === 'broadcast')) throw new Error(`${name} (${how}): broadcast ${broadcast}`);

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { readJsonResult } from '../services/common/final-stage/result-json.js';
 import { CoordinatorClient, type QueryResult } from '../services/coordinator/client.js';
+import { answerDifference } from './answers.js';
 import { startBenchCluster } from './bench-cluster.js';
 import { segmentFiles } from './segment-files.js';
 import { sized } from './smoke.js';
@@ -170,19 +171,6 @@ const QUERIES: [name: string, sql: string][] = [
 process.env.BERTH_PLAN_CACHE_SIZE = '0';
 process.env.BERTH_RESULT_CACHE_BYTES = '0';
 
-type Answer = Pick<QueryResult, 'columns' | 'types' | 'rows'>;
-/** Where two answers differ, in order (every query orders its rows fully); doubles to 1e-9 of their size. */
-function difference(a: Answer, b: Answer): string | undefined {
-  if (JSON.stringify([a.columns, a.types]) !== JSON.stringify([b.columns, b.types]))
-    return `columns ${JSON.stringify([a.columns, a.types])} against ${JSON.stringify([b.columns, b.types])}`;
-  if (a.rows.length !== b.rows.length) return `${a.rows.length} rows against ${b.rows.length}`;
-  const same = (x: unknown, y: unknown) =>
-    typeof x === 'number' && typeof y === 'number'
-      ? Math.abs(x - y) <= 1e-9 * Math.max(Math.abs(x), Math.abs(y))
-      : JSON.stringify(x) === JSON.stringify(y);
-  const row = a.rows.findIndex((r, i) => r.some((cell, c) => !same(cell, b.rows[i]![c])));
-  return row < 0 ? undefined : `row ${row}: ${JSON.stringify(a.rows[row])} against ${JSON.stringify(b.rows[row])}`;
-}
 const files = await segmentFiles({
   dir: DATA,
   files: FILES,
@@ -202,7 +190,7 @@ try {
   // Warm: every column on every owner (they fetch what a query reads), and the OS page cache for DuckDB.
   await coordinator.query(`SELECT ${COLUMNS.map(([name]) => `max("${name}")`).join(', ')} FROM hits`);
   for (const [name, sql] of QUERIES) {
-    const differs = difference(await coordinator.query(sql), await readJsonResult(await connection.stream(sql)));
+    const differs = answerDifference(await coordinator.query(sql), await readJsonResult(await connection.stream(sql)));
     if (differs) throw new Error(`${name}: Berth and one DuckDB differ: ${differs}`);
   }
 
