@@ -33,6 +33,7 @@ import {
   condition,
   continueAsNew,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -49,6 +50,7 @@ import {
   parkedStatus,
   poolSettings,
   poolShape,
+  poolSummary,
   reportDemandUpdate,
   statusQuery,
   usageQuery,
@@ -500,6 +502,7 @@ class HeavyPool {
 export async function heavyPoolWorkflow(input: PoolWorkflowInput): Promise<void> {
   const pool = new HeavyPool(input);
   pool.tagSearchAttributes();
+  setCurrentDetails(poolSummary(pool.settings));
   setHandler(launchUpdate, (request) => pool.launch(request), { validator: (request) => pool.validateLaunch(request) });
   setHandler(launchSignal, (request) => pool.launchBySignal(request));
   setHandler(reportDemandUpdate, (report) => pool.report(report), {

@@ -12,7 +12,7 @@ import {
   launchUpdate,
   parkedStatus,
   poolSettings,
-  poolShape,
+  poolSummary,
   poolWorkflowId,
   reportDemandUpdate,
   statusQuery,
@@ -41,7 +41,7 @@ const startOperation = ({ config, taskQueue }: PoolClientOptions) =>
     args: [{ config }],
     workflowIdConflictPolicy: 'USE_EXISTING',
     typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.group, value: config.group }],
-    staticSummary: `heavy pool ${config.group} (${poolShape(poolSettings(config))})`,
+    staticSummary: poolSummary(poolSettings(config)),
   });
 
 /** Raises the pool's target (raise-only, rounded to its increment, capped); answers with the accepted target. */

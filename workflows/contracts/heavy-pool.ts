@@ -62,6 +62,12 @@ export const poolShape = (settings: PoolSettings): string =>
     ? 'memory class: scaled up, one backend per launch'
     : `scan class: scaled out by ${settings.increment}`;
 
+/**
+ * What the Temporal Web UI says a pool is: the first run's static summary, and every run's current
+ * details (a static summary is not carried across continue-as-new).
+ */
+export const poolSummary = (settings: PoolSettings): string => `heavy pool ${settings.group} (${poolShape(settings)})`;
+
 export const poolSettings = (config: PoolConfig): PoolSettings => ({
   ...withDefaults<PoolSettings>(POOL_DEFAULTS, config),
   group: config.group,
