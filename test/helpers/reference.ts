@@ -9,8 +9,11 @@ import { readJsonResult, type JsonResult } from '../../services/common/final-sta
 import type { TestCluster } from './cluster.js';
 
 export interface Reference {
-  /** The reference's answer, or DuckDB's error. */
-  run(sql: string): Promise<{ result: JsonResult } | { error: string }>;
+  /**
+   * The reference's answer, or DuckDB's error. `everyRow` runs it without statistics propagation,
+   * by which DuckDB proves an expression's value from a column's range and never evaluates it.
+   */
+  run(sql: string, options?: { everyRow?: boolean }): Promise<{ result: JsonResult } | { error: string }>;
   close(): void;
 }
 
@@ -41,9 +44,10 @@ export async function referenceFor(cluster: TestCluster, tables: string[]): Prom
     s3.destroy();
   }
   return {
-    run: async (sql) => {
+    run: async (sql, options) => {
       const c = await instance.connect();
       try {
+        if (options?.everyRow) await c.run(`SET disabled_optimizers = 'statistics_propagation'`);
         return { result: await readJsonResult(await c.stream(sql)) };
       } catch (error) {
         return { error: (error as Error).message };
