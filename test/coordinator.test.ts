@@ -253,6 +253,28 @@ describe('the serving path', () => {
     expect(scanned[1]).toBeGreaterThan(0);
   });
 
+  it('reads a window written as TIMESTAMP ± INTERVAL by both its bounds, one plan for every refresh', async () => {
+    // A dashboard's "6 hours either side of a time": its time moves, its INTERVALs stay.
+    const panel = (at: string) =>
+      `SELECT level, count(*) AS n, min(ts) AS first, max(ts) AS last FROM events WHERE ts >= TIMESTAMP '${at}' - INTERVAL 6 HOUR AND ts < TIMESTAMP '${at}' + INTERVAL '6 hours' GROUP BY level ORDER BY level`;
+    const answers = [];
+    for (const sql of [panel('2026-11-02 12:00:00'), panel('2026-11-05 00:00:00')]) {
+      const expected = await reference.run(sql);
+      if (!('result' in expected)) throw new Error(expected.error);
+      const { status, body } = await cluster.query(sql);
+      expect(status, body.message).toBe(200);
+      expectSameResult(body, expected.result, true, sql);
+      answers.push(body);
+    }
+    expect(answers.map((a) => a.stats.plan)).toEqual(['planned', 'cached']);
+    expect(answers[1]!.rows).not.toEqual(answers[0]!.rows);
+    // Twelve hours lie within two of the eight segments (about 21 hours each): both ends prune.
+    for (const { stats } of answers) {
+      expect(stats.segments.scanned).toBeGreaterThan(0);
+      expect(stats.segments.scanned).toBeLessThanOrEqual(2);
+    }
+  });
+
   it('reports running and waiting queries per workload group', async () => {
     const response = await fetch(`${cluster.coordinator.url}/v1/workload-groups`);
     expect(await response.json()).toEqual({

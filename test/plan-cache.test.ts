@@ -241,6 +241,26 @@ describe('the plan cache', () => {
     expect((await plans.plan(labelled('y'))).cached).toBe(false);
   });
 
+  it('lifts the texts of a time’s arithmetic: a window that INTERVALs span is one plan, bounded at both ends', async () => {
+    const panel = (at: string, span = 'INTERVAL 1 HOUR') =>
+      `SELECT count(*) AS n FROM events WHERE ts >= TIMESTAMP '${at}' - ${span} AND ts < TIMESTAMP '${at}' + INTERVAL '30 minutes'`;
+    const first = await plans.plan(panel('2026-11-02 06:00:00'));
+    expect(first.plan.parameters.map((p) => [p.type, p.value])).toEqual([
+      ['VARCHAR', '2026-11-02 06:00:00'],
+      ['VARCHAR', '2026-11-02 06:00:00'],
+      ['VARCHAR', '30 minutes'],
+    ]);
+    expect(first.plan.inputs[0]!.window).toEqual({ from: Date.UTC(2026, 10, 2, 5), to: Date.UTC(2026, 10, 2, 6, 30) });
+    const moved = await plans.plan(panel('2026-11-04 12:00:00'));
+    expect(moved.cached).toBe(true);
+    expect(moved.plan.inputs[0]!.window).toEqual({
+      from: Date.UTC(2026, 10, 4, 11),
+      to: Date.UTC(2026, 10, 4, 12, 30),
+    });
+    // INTERVAL 2 HOUR's number is parsed into the functions that type it: another span, another plan.
+    expect((await plans.plan(panel('2026-11-04 12:00:00', 'INTERVAL 2 HOUR'))).cached).toBe(false);
+  });
+
   it('plans a statement sent again with its literals in, for the owners to keep its scan prepared', async () => {
     const sql = "SELECT status, count(*) AS n FROM events WHERE service = 'kept' AND status >= 500 GROUP BY status";
     const first = await plans.plan(sql);

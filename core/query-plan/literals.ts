@@ -2,8 +2,9 @@
  * The literals of a query that its plan takes as parameters, so that queries differing only in
  * them share one plan (a dashboard's refresh moves its time window; its panels differ by a
  * service or a threshold). Lifted: a string, INTEGER or BIGINT literal (or the text of a
- * `TIMESTAMP '…'`, a cast of a string) that a WHERE compares (=, <>, <, <=, >, >=, BETWEEN, IN)
- * with something that is not a literal. A WHERE filters rows and names no output, so no such
+ * `TIMESTAMP '…'`, a cast of a string, also within arithmetic:
+ * `TIMESTAMP '…' - INTERVAL '1 day'`) that a WHERE compares (=, <>, <, <=, >, >=, BETWEEN, IN)
+ * with something that is not a constant. A WHERE filters rows and names no output, so no such
  * value can change a plan's columns, types or stages; the time window it may bound is computed
  * again from each query's values. Every other literal (a LIMIT, ORDER BY 1, GROUP BY, a select
  * list, HAVING, a function's argument, a DECIMAL) stays part of the plan's key. A subquery's WHERE
@@ -14,7 +15,8 @@ import {
   isCast,
   isComparison,
   isConstant,
-  isConstantLike,
+  isConstantArithmetic,
+  isConstantExpression,
   isSelectNode,
   isSubquery,
   walk,
@@ -57,7 +59,19 @@ const COMPARISONS = new Set([
 export function liftLiterals(tree: unknown): Literal[] {
   const literals: Literal[] = [];
   const lift = (operand: unknown, other: unknown): void => {
-    if (isConstantLike(other)) return;
+    if (isConstantExpression(other)) return;
+    // Within arithmetic (`TIMESTAMP '…' - INTERVAL '1 day'`), only a string cast where it stands: the
+    // cast types its parameter. A number stays in the key (INTERVAL 1 HOUR's is cast after trunc()).
+    if (isConstantArithmetic(operand)) {
+      for (const child of operand.children) {
+        if (
+          isConstantArithmetic(child) ||
+          (isCast(child) && isConstant(child.child) && child.child.value.type.id === 'VARCHAR')
+        )
+          lift(child, other);
+      }
+      return;
+    }
     const constant = isCast(operand) && isConstant(operand.child) ? operand.child : operand;
     if (!isConstant(constant) || constant.value.is_null || constant[PARAMETER_FIELD] !== undefined) return;
     const type = constant.value.type.id;

@@ -380,6 +380,46 @@ export const castTo = (expr: Expression, type: string): CastNode => ({
 /** A constant, or a cast of one (a TIMESTAMP literal is a cast of a string). */
 export const isConstantLike = (n: unknown): boolean => isConstant(n) || (isCast(n) && isConstantLike(n.child));
 
+/**
+ * The functions a time bound's arithmetic parses into (`TIMESTAMP '…' - INTERVAL 1 HOUR` is `-`
+ * over the TIMESTAMP's cast and `to_hours(CAST(trunc(CAST(1 AS DOUBLE)) AS BIGINT))`): of
+ * constants, each gives the same value wherever it runs, every DuckDB being in UTC.
+ */
+const BOUND_ARITHMETIC = new Set([
+  '+',
+  '-',
+  'trunc',
+  'to_millennia',
+  'to_centuries',
+  'to_decades',
+  'to_years',
+  'to_quarters',
+  'to_months',
+  'to_weeks',
+  'to_days',
+  'to_hours',
+  'to_minutes',
+  'to_seconds',
+  'to_milliseconds',
+  'to_microseconds',
+]);
+
+/** Arithmetic of constants, as a time bound may be: `TIMESTAMP '…' + INTERVAL '1 day'` (of any type: `5 + 3` too). */
+export const isConstantArithmetic = (n: unknown): n is FunctionNode =>
+  isFunction(n) &&
+  BOUND_ARITHMETIC.has(n.function_name.toLowerCase()) &&
+  n.schema === '' &&
+  n.catalog === '' &&
+  n.filter === null &&
+  !n.distinct &&
+  n.order_bys.orders.length === 0 &&
+  n.children.length > 0 &&
+  n.children.every(isConstantExpression);
+
+/** A constant, a cast of one, or arithmetic of such: a value the coordinator computes as any node would. */
+export const isConstantExpression = (n: unknown): boolean =>
+  isConstant(n) || (isCast(n) && isConstantExpression(n.child)) || isConstantArithmetic(n);
+
 /** A deep copy of the tree with some of its nodes (by identity) swapped for others. */
 export function replaceNodes(tree: unknown, replacements: ReadonlyMap<AstNode, AstNode>): unknown {
   if (Array.isArray(tree)) return tree.map((t) => replaceNodes(t, replacements));

@@ -7,7 +7,7 @@ import {
   isColumnRef,
   isComparison,
   isConjunctionAnd,
-  isConstantLike,
+  isConstantExpression,
   type Expression,
 } from './parse-tree.js';
 import { resolveColumn, type TableColumns, type TableRead } from './names.js';
@@ -33,7 +33,7 @@ export function timeBounds(where: Expression | null, read: TableRead, table: Tab
   const conjuncts = (n: Expression | null): Expression[] =>
     !n ? [] : isConjunctionAnd(n) ? n.children.flatMap(conjuncts) : [n];
   for (const c of conjuncts(where)) {
-    if (isBetween(c) && isColumn(c.input) && isConstantLike(c.lower) && isConstantLike(c.upper)) {
+    if (isBetween(c) && isColumn(c.input) && isConstantExpression(c.lower) && isConstantExpression(c.upper)) {
       bounds.lower.push(c.lower);
       bounds.upper.push(c.upper);
       continue;
@@ -48,8 +48,8 @@ export function timeBounds(where: Expression | null, read: TableRead, table: Tab
     };
     let op = c.type;
     let value: Expression;
-    if (isColumn(c.left) && isConstantLike(c.right)) value = c.right;
-    else if (isColumn(c.right) && isConstantLike(c.left)) {
+    if (isColumn(c.left) && isConstantExpression(c.right)) value = c.right;
+    else if (isColumn(c.right) && isConstantExpression(c.left)) {
       value = c.left;
       op = flipped[op] ?? op;
     } else continue;
