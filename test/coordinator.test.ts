@@ -231,14 +231,10 @@ describe('the serving path', () => {
     expect(body.stats.segments.scanned).toBeLessThan(BATCHES);
   });
 
-  it('plans a shape once: other literals reuse the plan, prune by their own time range and answer exactly', async () => {
-    // A dashboard's panel refreshed: the window moves and narrows, the service and threshold change.
-    const panel = (from: string, to: string, service: string, status: number) =>
-      `SELECT service, count(*) AS n, max(status) AS worst FROM events WHERE ts >= TIMESTAMP '${from}' AND ts < '${to}' AND service <> '${service}' AND status >= ${status} GROUP BY service ORDER BY service`;
-    const wide = panel('2026-11-01 06:00:00', '2026-11-06', 'api', 200);
-    const narrow = panel('2026-11-03 12:00:00', '2026-11-04', 'web', 450);
+  /** Each query in turn, answered 200 and exactly as one DuckDB (in order); the answers. */
+  const answerExactly = async (sqls: string[]) => {
     const answers = [];
-    for (const sql of [wide, narrow]) {
+    for (const sql of sqls) {
       const expected = await reference.run(sql);
       if (!('result' in expected)) throw new Error(expected.error);
       const { status, body } = await cluster.query(sql);
@@ -246,6 +242,16 @@ describe('the serving path', () => {
       expectSameResult(body, expected.result, true, sql);
       answers.push(body);
     }
+    return answers;
+  };
+
+  it('plans a shape once: other literals reuse the plan, prune by their own time range and answer exactly', async () => {
+    // A dashboard's panel refreshed: the window moves and narrows, the service and threshold change.
+    const panel = (from: string, to: string, service: string, status: number) =>
+      `SELECT service, count(*) AS n, max(status) AS worst FROM events WHERE ts >= TIMESTAMP '${from}' AND ts < '${to}' AND service <> '${service}' AND status >= ${status} GROUP BY service ORDER BY service`;
+    const wide = panel('2026-11-01 06:00:00', '2026-11-06', 'api', 200);
+    const narrow = panel('2026-11-03 12:00:00', '2026-11-04', 'web', 450);
+    const answers = await answerExactly([wide, narrow]);
     expect(answers.map((a) => a.stats.plan)).toEqual(['planned', 'cached']);
     expect(answers[1]!.rows).not.toEqual(answers[0]!.rows);
     const scanned = answers.map((a) => a.stats.segments.scanned);
@@ -257,15 +263,7 @@ describe('the serving path', () => {
     // A dashboard's "6 hours either side of a time": its time moves, its INTERVALs stay.
     const panel = (at: string) =>
       `SELECT level, count(*) AS n, min(ts) AS first, max(ts) AS last FROM events WHERE ts >= TIMESTAMP '${at}' - INTERVAL 6 HOUR AND ts < TIMESTAMP '${at}' + INTERVAL '6 hours' GROUP BY level ORDER BY level`;
-    const answers = [];
-    for (const sql of [panel('2026-11-02 12:00:00'), panel('2026-11-05 00:00:00')]) {
-      const expected = await reference.run(sql);
-      if (!('result' in expected)) throw new Error(expected.error);
-      const { status, body } = await cluster.query(sql);
-      expect(status, body.message).toBe(200);
-      expectSameResult(body, expected.result, true, sql);
-      answers.push(body);
-    }
+    const answers = await answerExactly([panel('2026-11-02 12:00:00'), panel('2026-11-05 00:00:00')]);
     expect(answers.map((a) => a.stats.plan)).toEqual(['planned', 'cached']);
     expect(answers[1]!.rows).not.toEqual(answers[0]!.rows);
     // Twelve hours lie within two of the eight segments (about 21 hours each): both ends prune.
