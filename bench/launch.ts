@@ -145,6 +145,7 @@ try {
       BERTH_MAX_CONCURRENT_QUERIES: String(CONCURRENCY),
       BERTH_COORDINATOR_DIR: path.join(BASE, 'direct-coordinator'),
       BERTH_COORDINATOR_PORT: '0',
+      BERTH_PG_PORT: '0', // not PostgreSQL's default: another coordinator on this machine may hold it
       BERTH_MEMBER_POLL_MS: '1000',
       BERTH_S3_ENDPOINT: endpoints.s3,
       BERTH_S3_BUCKET: endpoints.bucket,

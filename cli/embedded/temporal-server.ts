@@ -104,10 +104,13 @@ async function startOnce(
   const exited = new Promise<string>((resolve) =>
     child.once('exit', (code, signal) => resolve(code === null ? `signal ${signal}` : `code ${code}`)),
   );
+  // 'exit' can come before the last of stderr has been read: 'close' comes after both.
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   for (;;) {
     if (child.exitCode !== null) {
+      await closed;
       const message = `temporal server start-dev exited with ${child.exitCode}: ${stderr.trim()}`;
       throw stderr.includes('address already in use') ? new PortTaken(message) : new Error(message);
     }
