@@ -1,7 +1,8 @@
 /**
  * The embedded Temporal dev server's start: the dev server picks its inner services' ports itself,
- * and another process may bind one first. Such a start is made again (three times at most); any
- * other failure is not. The CLI is wrapped in a script that fails the way the dev server does.
+ * and Berth picks its free gRPC and Web UI ports; another process may bind one first. Such a start
+ * is made again (three times at most), with free ports picked anew; any other failure is not. The
+ * CLI is wrapped in a script that fails the way the dev server does.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -47,6 +48,55 @@ exec '${real.path}' "$@"
       expect(server.address).toMatch(/^127\.0\.0\.1:\d+$/);
     } finally {
       await server.stop();
+    }
+  });
+
+  it('picks its free ports again when one it picked was taken before the dev server bound it', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'berth-temporal-start-'));
+    const real = await resolveTemporalCli();
+    if (real.type !== 'existing-path') throw new Error('these tests need the Temporal CLI on this machine');
+    const starts = path.join(dir, 'starts');
+    const holder = path.join(dir, 'holder.pid');
+    // The first start finds its ports taken: another process binds them (and keeps them) as it starts.
+    const script = path.join(dir, 'temporal');
+    await writeFile(
+      script,
+      `#!/bin/sh
+echo "$*" >> '${starts}'
+if [ "$(wc -l < '${starts}')" -eq 1 ]; then
+  port=$(echo "$*" | sed -E 's/.*--port ([0-9]+).*/\\1/'); ui=$(echo "$*" | sed -E 's/.*--ui-port ([0-9]+).*/\\1/')
+  python3 -c 'import socket, sys, time
+held = [socket.create_server(("127.0.0.1", int(p))) for p in sys.argv[1:]]
+print("held", flush=True)
+time.sleep(60)' "$port" "$ui" > '${dir}/holder.out' 2>&1 < /dev/null &
+  echo $! > '${holder}'
+  until grep -q held '${dir}/holder.out' 2>/dev/null; do sleep 0.05; done
+  echo "Error: can't set frontend port $port: listen tcp 127.0.0.1:$port: bind: address already in use" >&2; exit 1
+fi
+exec '${real.path}' "$@"
+`,
+      { mode: 0o755 },
+    );
+    try {
+      const server = await startTemporalDevServer({
+        executable: { type: 'existing-path', path: script },
+        port: 0,
+        uiPort: 0,
+      });
+      try {
+        const [first, second] = (await readFile(starts, 'utf8')).trim().split('\n');
+        const portsOf = (args: string) => [/--port (\d+)/, /--ui-port (\d+)/].map((r) => Number(r.exec(args)![1]));
+        const [taken, takenUi] = portsOf(first!);
+        expect(portsOf(second!)).toEqual([server.port, server.uiPort]);
+        expect(server.port).not.toBe(taken);
+        expect(server.uiPort).not.toBe(takenUi);
+        expect((await fetch(server.uiUrl!)).status).toBe(200);
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      const pid = await readFile(holder, 'utf8').catch(() => undefined);
+      if (pid) process.kill(Number(pid));
     }
   });
 

@@ -123,8 +123,8 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     const temporalOptions = {
       executable,
       ip: bind,
-      port: options.temporalPort || (await freePort(bind)),
-      uiPort: options.temporalUiPort || (await freePort(bind)),
+      port: options.temporalPort, // 0: free ports, picked again if taken before the server binds them
+      uiPort: options.temporalUiPort,
       dbFilename: path.join(dataDir, 'temporal.sqlite'),
     };
     const s3Options = {
@@ -140,7 +140,12 @@ export async function startEmbeddedCluster(options: EmbeddedClusterOptions): Pro
     // Restarts listen where the first run did: the services keep their addresses.
     const supervision = { log, giveUp };
     started.push(
-      supervise('temporal', temporal, () => startTemporalDevServer(temporalOptions), supervision),
+      supervise(
+        'temporal',
+        temporal,
+        () => startTemporalDevServer({ ...temporalOptions, port: temporal.port, uiPort: temporal.uiPort }),
+        supervision,
+      ),
       supervise('s3', s3, () => startS3Server({ ...s3Options, ports: s3.ports }), supervision),
     );
     log(`temporal ${temporal.address} (Web UI ${temporal.uiUrl}), s3 ${s3.endpoint}`);

@@ -14,9 +14,9 @@ export interface TemporalDevServerOptions {
   executable: EphemeralServerExecutable;
   /** @default '127.0.0.1' */
   ip?: string;
-  /** gRPC port. @default a free port */
+  /** gRPC port; 0 or unset: a free one, picked again at each start. */
   port?: number;
-  /** Web UI port; the UI is off when undefined. */
+  /** Web UI port; 0: a free one, picked again at each start; unset: no UI. */
   uiPort?: number;
   /** SQLite file that keeps workflow history across restarts. @default in memory */
   dbFilename?: string;
@@ -31,6 +31,9 @@ export interface TemporalDevServerOptions {
 export interface TemporalDevServer {
   /** host:port for clients and workers */
   address: string;
+  /** The gRPC and Web UI ports it took: a restart that must keep its addresses asks for these. */
+  port: number;
+  uiPort?: number;
   namespace: string;
   /** Web UI URL, when the UI is on */
   uiUrl?: string;
@@ -42,29 +45,38 @@ export interface TemporalDevServer {
 export async function startTemporalDevServer(options: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const namespace = options.namespace ?? 'default';
-  const uiUrl = options.uiPort === undefined ? undefined : `http://${ip}:${options.uiPort}`;
   if (options.executable.type !== 'existing-path') {
+    const uiPort = options.uiPort === 0 ? await freePort(ip) : options.uiPort;
     const env = await TestWorkflowEnvironment.createLocal({
       server: {
         executable: options.executable,
         ip,
-        port: options.port,
-        ui: options.uiPort !== undefined,
-        uiPort: options.uiPort,
+        port: options.port || undefined,
+        ui: uiPort !== undefined,
+        uiPort,
         dbFilename: options.dbFilename,
         namespace,
         log: { format: 'pretty', level: 'error' },
         extraArgs: options.extraArgs,
       },
     });
-    return { address: env.address, namespace, uiUrl, exited: new Promise(() => {}), stop: () => env.teardown() };
+    return {
+      address: env.address,
+      port: Number(env.address.slice(env.address.lastIndexOf(':') + 1)),
+      uiPort,
+      namespace,
+      uiUrl: uiPort === undefined ? undefined : `http://${ip}:${uiPort}`,
+      exited: new Promise(() => {}),
+      stop: () => env.teardown(),
+    };
   }
 
-  // The dev server picks the ports of its inner services (history, matching) itself: another
-  // process may take one between its pick and its bind. That start is made again, three times at most.
+  // Another process may take a port between its pick and the dev server's bind: one the dev server
+  // picks for its inner services (history, matching), or a free one picked here. That start is made
+  // again, with free ports picked anew, three times at most.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(options, options.executable.path, ip, namespace, uiUrl);
+      return await startOnce(options, options.executable.path, ip, namespace);
     } catch (error) {
       if (attempt === 3 || !(error instanceof PortTaken)) throw error;
     }
@@ -79,9 +91,9 @@ async function startOnce(
   executable: string,
   ip: string,
   namespace: string,
-  uiUrl: string | undefined,
 ): Promise<TemporalDevServer> {
-  const port = options.port ?? (await freePort(ip));
+  const port = options.port || (await freePort(ip));
+  const uiPort = options.uiPort === 0 ? await freePort(ip) : options.uiPort;
   const args = [
     'server',
     'start-dev',
@@ -93,7 +105,7 @@ async function startOnce(
     namespace,
     '--log-level',
     'error',
-    ...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]),
+    ...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]),
     ...(options.dbFilename ? ['--db-filename', options.dbFilename] : []),
     ...(options.extraArgs ?? []),
   ];
@@ -104,8 +116,12 @@ async function startOnce(
   const exited = new Promise<string>((resolve) =>
     child.once('exit', (code, signal) => resolve(code === null ? `signal ${signal}` : `code ${code}`)),
   );
-  // 'exit' can come before the last of stderr has been read: 'close' comes after both.
-  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  // 'exit' can come before the last of stderr has been read: 'close' comes after both (unless a
+  // process the server left holds stderr open: a second is long enough for the rest).
+  const closed = new Promise<void>((resolve) => {
+    child.once('close', () => resolve());
+    child.once('exit', () => setTimeout(resolve, 1_000).unref());
+  });
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   for (;;) {
@@ -135,8 +151,10 @@ async function startOnce(
   }
   return {
     address,
+    port,
+    uiPort,
     namespace,
-    uiUrl,
+    uiUrl: uiPort === undefined ? undefined : `http://${ip}:${uiPort}`,
     exited,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');
