@@ -5,12 +5,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTemporalCli } from '../cli/embedded/temporal-cli.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../cli/embedded/temporal-server.js';
 import { launchPool } from '../workflows/pool-client.js';
 import { ensureMergeSchedule } from '../workers/schedules.js';
-import { registerSearchAttributesOrWarn } from '../workers/search-attributes.js';
+import { registerSearchAttributes, registerSearchAttributesOrWarn } from '../workers/search-attributes.js';
 import { mergeTaskQueueFor, SEARCH_ATTRIBUTES } from '../workflows/contracts/shared.js';
 import { poolWorkflowId } from '../workflows/contracts/heavy-pool.js';
 import { mergeScheduleId } from '../workflows/contracts/segment-merge.js';
@@ -136,5 +137,38 @@ describe('a worker on a namespace it may not change', () => {
 
   it('does not start when the server fails otherwise', async () => {
     await expect(registerSearchAttributesOrWarn(refusing(14), 'down-ns', () => {})).rejects.toThrow(/gRPC code 14/);
+  });
+});
+
+describe('two workers registering the search attributes at once', () => {
+  /** A namespace whose add fails with gRPC code 13 (as a concurrent add may), after `other` registered them, or not. */
+  const { IndexedValueType } = proto.temporal.api.enums.v1;
+  const racing = (otherRegistered: boolean) => {
+    let listed: Record<string, number> = {};
+    return {
+      operatorService: {
+        listSearchAttributes: () => Promise.resolve({ customAttributes: listed }),
+        addSearchAttributes: () => {
+          if (otherRegistered)
+            listed = Object.fromEntries(
+              Object.values(SEARCH_ATTRIBUTES).map((key) => [
+                key.name,
+                IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`],
+              ]),
+            );
+          return Promise.reject(Object.assign(new Error('concurrent update'), { code: 13 }));
+        },
+      },
+    } as unknown as Parameters<typeof registerSearchAttributes>[0];
+  };
+
+  it('goes on when its add failed because the other registered them meanwhile', async () => {
+    await expect(registerSearchAttributes(racing(true), 'fresh-ns')).resolves.toMatchObject({ present: [] });
+  });
+
+  it('fails when its add failed and they are still not there', async () => {
+    await expect(registerSearchAttributes(racing(false), 'fresh-ns')).rejects.toThrow(
+      /could not register search attributes .* on namespace "fresh-ns"/,
+    );
   });
 });

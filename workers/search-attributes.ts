@@ -57,7 +57,12 @@ export async function registerSearchAttributes(
       });
     } catch (error) {
       // Another worker registered them first: fine, as long as they end up there (checked below).
-      if ((error as { code?: number }).code !== GRPC_ALREADY_EXISTS) {
+      // Two registering at once may also fail otherwise; then they must be listed already.
+      const registeredMeanwhile = async () => {
+        const now = await current().catch(() => ({}) as Record<string, unknown>);
+        return missing.every(({ name }) => name in now);
+      };
+      if ((error as { code?: number }).code !== GRPC_ALREADY_EXISTS && !(await registeredMeanwhile())) {
         throw new Error(
           `could not register search attributes ${missing.map((m) => m.name).join(', ')} on namespace "${namespace}"`,
           { cause: error },
