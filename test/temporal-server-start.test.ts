@@ -70,7 +70,10 @@ held = [socket.create_server(("127.0.0.1", int(p))) for p in sys.argv[1:]]
 print("held", flush=True)
 time.sleep(60)' "$port" "$ui" > '${dir}/holder.out' 2>&1 < /dev/null &
   echo $! > '${holder}'
-  until grep -q held '${dir}/holder.out' 2>/dev/null; do sleep 0.05; done
+  tries=0
+  until grep -q held '${dir}/holder.out' 2>/dev/null; do
+    tries=$((tries + 1)); if [ $tries -gt 200 ]; then cat '${dir}/holder.out' >&2; exit 3; fi; sleep 0.05
+  done
   echo "Error: can't set frontend port $port: listen tcp 127.0.0.1:$port: bind: address already in use" >&2; exit 1
 fi
 exec '${real.path}' "$@"
@@ -96,7 +99,11 @@ exec '${real.path}' "$@"
       }
     } finally {
       const pid = await readFile(holder, 'utf8').catch(() => undefined);
-      if (pid) process.kill(Number(pid));
+      try {
+        if (pid) process.kill(Number(pid));
+      } catch {
+        // it ended already
+      }
     }
   });
 

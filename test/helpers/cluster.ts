@@ -306,5 +306,6 @@ export const spawnCoordinatorProcess = (
   spawnService<{ url: string }>(cluster, 'coordinator', {
     BERTH_COORDINATOR_DIR: path.join(cluster.dir, `coordinator-process-${randomUUID()}`),
     BERTH_COORDINATOR_PORT: '0',
+    BERTH_PG_PORT: '0', // not PostgreSQL's default: another test file's coordinator may hold it
     ...env,
   });
