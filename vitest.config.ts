@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /** Test files that start no server: `npm run test:unit` runs them alone, in about a minute. */
@@ -44,10 +43,6 @@ export default defineConfig({
   test: {
     // Temporal's native bridge misbehaves in worker threads: one process per test file.
     pool: 'forks',
-    // At least two files at a time, even on two cores: an integration file spends most of its time
-    // waiting on its servers and workflows, and every file's cluster has ports, directories and a
-    // bucket of its own (vitest's default, one fewer than the cores, is one file at a time there).
-    maxWorkers: Math.max(2, os.availableParallelism() - 1),
     testTimeout: 60_000,
     hookTimeout: 120_000,
     projects: [
